@@ -1,0 +1,60 @@
+//! The on-object security-context format.
+//!
+//! A context is an object whose bytes userspace writes and the kernel reads, so the reader
+//! treats every byte as untrusted: [`SecCtx::parse`] validates the header, the bounds of every
+//! table and item, and the ordering of the tables before anything is looked up, and never
+//! panics or reads out of bounds. [`SecCtxEditor`] (with `alloc`) writes exactly this layout and
+//! bumps the generation on every change.
+//!
+//! Layout (version 1, little-endian, offsets from the start of the context's base):
+//!
+//! | offset | size | header field |
+//! |---|---|---|
+//! | 0 | 4 | magic `TSCX` |
+//! | 4 | 2 | version (1) |
+//! | 6 | 2 | flags ([`CtxFlags`]) |
+//! | 8 | 8 | generation: bumped on every change |
+//! | 16 | 2 | global mask |
+//! | 18 | 2 | reserved, zero |
+//! | 20 | 4 | entry count |
+//! | 24 | 4 | mask count |
+//! | 28 | 4 | entry table offset (its length is count × [`ENTRY_LEN`]) |
+//! | 32 | 4 | mask table offset (its length is count × [`MASK_LEN`]) |
+//! | 36 | 4 | item heap offset |
+//! | 40 | 4 | item heap length |
+//! | 44 | 4 | reserved, zero |
+//!
+//! - Entry ([`ENTRY_LEN`] bytes): target (16), kind (4: 0 capability, 1 delegation), item
+//!   offset within the heap (4), item length (4). Sorted by target, several per target allowed.
+//! - Mask ([`MASK_LEN`] bytes): target (16), permmask (2), ovrmask (2). Strictly sorted by target.
+//! - Heap: the encoded capabilities and delegations.
+
+mod reader;
+pub use reader::{CtxError, Entry, EntryIter, Mask, SecCtx};
+
+#[cfg(feature = "alloc")]
+mod editor;
+#[cfg(feature = "alloc")]
+pub use editor::{BuildError, SecCtxEditor};
+
+/// Magic number of a context (`"TSCX"`).
+pub const CTX_MAGIC: u32 = u32::from_le_bytes(*b"TSCX");
+/// Format version this build reads and writes.
+pub const CTX_VERSION: u16 = 1;
+/// Length of the header.
+pub const HEADER_LEN: usize = 48;
+/// Length of an entry-table row.
+pub const ENTRY_LEN: usize = 16 + 4 + 4 + 4;
+/// Length of a mask-table row.
+pub const MASK_LEN: usize = 16 + 2 + 2;
+
+bitflags::bitflags! {
+    /// Flags of a security context.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+    #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+    pub struct CtxFlags: u16 {
+        /// A thread whose active context this is cannot switch to another: the kernel does not
+        /// search its inactive contexts.
+        const UNDETACHABLE = 1;
+    }
+}

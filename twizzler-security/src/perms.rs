@@ -1,0 +1,309 @@
+//! The permission rule the kernel enforces, as a pure function.
+//!
+//! ```text
+//! provide = default_prots(T) | union of what the records of C for T that count contribute
+//! provide = provide & mask(T).permmask & (C.global_mask | mask(T).ovrmask)
+//!           (no mask for T: provide & C.global_mask)
+//! granted iff A & !restrict & provide == A
+//! ```
+//!
+//! A record counts if it decodes, its target is `T` and its holder (accessor or receiver) is
+//! `C`, it is not revoked or expired, its signature chain verifies, and its gate admits the
+//! access:
+//!
+//! - for data (any access, rights `R` and `W`) the gate must cover the whole faulting page;
+//! - for code (an instruction fetch, rights `R` and `X`) the record grants execution of the
+//!   whole object, but when the fetch would switch the thread into `C`
+//!   ([`Access::enter`]) the faulting offset must be one of the gate's entry points.
+//!
+//! Records are checked cheaply (binding, gate) before any signature work, and a record that
+//! could add nothing to what is already provided is not verified at all.
+
+use crate::ctx::SecCtx;
+use crate::error::{DecodeError, VerifyError};
+use crate::ids::{ObjID, PAGE_SIZE, Protections};
+use crate::record::{Authority, Record};
+use crate::time::Expiry;
+
+/// How a thread touched an object.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum AccessKind {
+    /// A load: needs `R`.
+    Read,
+    /// A store: needs `R|W`.
+    Write,
+    /// An instruction fetch: needs `R|X`.
+    Exec,
+}
+
+impl AccessKind {
+    /// The rights the access needs.
+    pub const fn required(self) -> Protections {
+        match self {
+            Self::Read => Protections::READ,
+            Self::Write => Protections::READ.union(Protections::WRITE),
+            Self::Exec => Protections::READ.union(Protections::EXEC),
+        }
+    }
+}
+
+/// A faulting access: its kind, the byte offset within the object, and whether it would
+/// switch the thread into the context being evaluated.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Access {
+    /// The kind of access.
+    pub kind: AccessKind,
+    /// Byte offset of the faulting address within the object.
+    pub offset: u64,
+    /// An instruction fetch that would switch the thread into this context: the offset must
+    /// be an entry point of a code gate.
+    pub entering: bool,
+}
+
+impl Access {
+    /// A read at `offset`.
+    pub const fn read(offset: u64) -> Self {
+        Self {
+            kind: AccessKind::Read,
+            offset,
+            entering: false,
+        }
+    }
+
+    /// A write at `offset`.
+    pub const fn write(offset: u64) -> Self {
+        Self {
+            kind: AccessKind::Write,
+            offset,
+            entering: false,
+        }
+    }
+
+    /// An instruction fetch at `offset` by a thread already running in the context.
+    pub const fn exec(offset: u64) -> Self {
+        Self {
+            kind: AccessKind::Exec,
+            offset,
+            entering: false,
+        }
+    }
+
+    /// An instruction fetch at `offset` that would switch the thread into the context.
+    pub const fn enter(offset: u64) -> Self {
+        Self {
+            kind: AccessKind::Exec,
+            offset,
+            entering: true,
+        }
+    }
+
+    /// The same access, marked as switching into the context evaluated (for fetches) or
+    /// unchanged (for data accesses, where entry points do not apply).
+    pub const fn as_entering(self) -> Self {
+        Self {
+            entering: matches!(self.kind, AccessKind::Exec),
+            ..self
+        }
+    }
+
+    /// The page the access falls in.
+    pub const fn page(&self) -> u64 {
+        self.offset / PAGE_SIZE
+    }
+}
+
+/// The outcome of evaluating one context for one object and page, as Twizzler's kernel uses
+/// it, extended with the validity window.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct PermsInfo {
+    /// The context evaluated.
+    pub ctx: ObjID,
+    /// Rights provided for the page (already masked).
+    pub provide: Protections,
+    /// Rights this context's masks forbid for the object, whatever the records say.
+    pub restrict: Protections,
+    /// The earliest expiry among the records that counted: the result is valid until then.
+    pub valid_until: Expiry,
+}
+
+impl PermsInfo {
+    /// Whether the rights `access` are granted (`access & !restrict & provide == access`, the
+    /// expression of Twizzler's fault handler).
+    pub fn grants(&self, access: Protections) -> bool {
+        access & !self.restrict & self.provide == access
+    }
+}
+
+/// Why a record did or did not count, for explanations.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// It counted and contributed these rights (before masks).
+    Counted(Protections),
+    /// It would add nothing to rights already provided, so it was not verified.
+    Redundant,
+    /// Its bytes do not decode.
+    Malformed(DecodeError),
+    /// It is filed under the object but grants another.
+    WrongTarget(ObjID),
+    /// It is for another context (a copy from elsewhere).
+    WrongHolder(ObjID),
+    /// Its gate does not cover the whole page (data), and it grants no execution.
+    OutsideGate,
+    /// The fetch would enter the context at an offset that is not one of its entry points.
+    NotAnEntry,
+    /// It grants none of the rights this access could use.
+    NoUsefulRights,
+    /// It is expired, revoked, or a signature or the chain does not verify.
+    Invalid(VerifyError),
+}
+
+/// One record's verdict, passed to the observer of [`evaluate_explained`].
+#[derive(Clone, Debug)]
+pub struct RecordReport<'r> {
+    /// Index of its entry in the context.
+    pub index: usize,
+    /// The record, if it decoded.
+    pub record: Option<&'r Record>,
+    /// What happened to it.
+    pub verdict: Verdict,
+}
+
+/// What a record could contribute to `access` on page `page`, before verification.
+fn contribution(record: &Record, access: &Access) -> Result<Protections, Verdict> {
+    let prots = record.prots();
+    let gate = record.gate();
+    let data_bits = Protections::READ | Protections::WRITE;
+    let data = if gate.covers_page(access.page()) {
+        prots & data_bits
+    } else {
+        Protections::empty()
+    };
+    let code = if access.kind == AccessKind::Exec && prots.contains(Protections::EXEC) {
+        if access.entering && !gate.allows_entry(access.offset) {
+            if data.is_empty() {
+                return Err(Verdict::NotAnEntry);
+            }
+            Protections::empty()
+        } else {
+            prots & (Protections::READ | Protections::EXEC)
+        }
+    } else {
+        Protections::empty()
+    };
+    let c = data | code;
+    if c.is_empty() {
+        return Err(
+            if prots.intersects(data_bits) && !gate.covers_page(access.page()) {
+                Verdict::OutsideGate
+            } else {
+                Verdict::NoUsefulRights
+            },
+        );
+    }
+    Ok(c)
+}
+
+/// Evaluates context `ctx` (whose object id is `ctx_id`) for `access` to `target`.
+pub fn evaluate(
+    ctx_id: ObjID,
+    ctx: &SecCtx<'_>,
+    target: ObjID,
+    default_prots: Protections,
+    auth: &impl Authority,
+    access: Access,
+    now: u64,
+) -> PermsInfo {
+    evaluate_explained(
+        ctx_id,
+        ctx,
+        target,
+        default_prots,
+        auth,
+        access,
+        now,
+        |_| {},
+    )
+}
+
+/// [`evaluate`], reporting every record's verdict to `observe`.
+#[allow(clippy::too_many_arguments)]
+pub fn evaluate_explained(
+    ctx_id: ObjID,
+    ctx: &SecCtx<'_>,
+    target: ObjID,
+    default_prots: Protections,
+    auth: &impl Authority,
+    access: Access,
+    now: u64,
+    mut observe: impl FnMut(&RecordReport<'_>),
+) -> PermsInfo {
+    let allowed = match ctx.mask(target) {
+        Some(m) => m.permmask & (ctx.global_mask() | m.ovrmask),
+        None => ctx.global_mask(),
+    };
+    let mut provide = default_prots;
+    let mut valid_until = Expiry::NEVER;
+
+    for entry in ctx.entries_for(target) {
+        let record = match entry.record() {
+            Ok(r) => r,
+            Err(e) => {
+                observe(&RecordReport {
+                    index: entry.index,
+                    record: None,
+                    verdict: Verdict::Malformed(e),
+                });
+                continue;
+            }
+        };
+        let verdict = judge(
+            &record, ctx_id, target, &access, provide, allowed, auth, now,
+        );
+        if let Verdict::Counted(c) = verdict {
+            provide |= c;
+            valid_until = valid_until.min(record.expires());
+        }
+        observe(&RecordReport {
+            index: entry.index,
+            record: Some(&record),
+            verdict,
+        });
+    }
+
+    PermsInfo {
+        ctx: ctx_id,
+        provide: provide & allowed,
+        restrict: Protections::all() & !allowed,
+        valid_until,
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn judge(
+    record: &Record,
+    ctx_id: ObjID,
+    target: ObjID,
+    access: &Access,
+    provided: Protections,
+    allowed: Protections,
+    auth: &impl Authority,
+    now: u64,
+) -> Verdict {
+    if record.target() != target {
+        return Verdict::WrongTarget(record.target());
+    }
+    if record.holder() != ctx_id {
+        return Verdict::WrongHolder(record.holder());
+    }
+    let c = match contribution(record, access) {
+        Ok(c) => c,
+        Err(v) => return v,
+    };
+    if (c & allowed).difference(provided).is_empty() {
+        return Verdict::Redundant;
+    }
+    match record.verify(auth, now) {
+        Ok(()) => Verdict::Counted(c),
+        Err(e) => Verdict::Invalid(e),
+    }
+}
