@@ -1,1 +1,1 @@
-//! placeholder
+//! Criterion benchmarks for the workspace live in `benches/benches/`; this library is empty.
