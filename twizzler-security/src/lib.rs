@@ -86,6 +86,8 @@ mod keys;
 mod pem;
 mod perms;
 mod record;
+#[cfg(feature = "serde")]
+mod serde_impls;
 mod time;
 
 pub use cap::{CAP_BODY_LEN, CAP_DOMAIN, CAP_LEN, CAP_MAGIC, CAP_VERSION, Cap, CapGrant};

@@ -148,9 +148,27 @@ impl Record {
 
     /// Whether the record, or any record it derives from, is revoked.
     pub fn is_revoked(&self, auth: &impl Authority) -> bool {
-        match self {
-            Self::Cap(c) => auth.is_revoked(&c.id()),
-            Self::Del(d) => d.any_prefix_id(|id| auth.is_revoked(id)),
+        self.check_revocation(auth).is_err()
+    }
+
+    /// Checks the record and every record it derives from against `auth`'s revocations, and
+    /// returns the record's own id (computed on the way, so it is hashed once).
+    fn check_revocation(&self, auth: &impl Authority) -> Result<RecordId, VerifyError> {
+        let mut last = None;
+        let revoked = match self {
+            Self::Cap(c) => {
+                let id = c.id();
+                last = Some(id);
+                auth.is_revoked(&id)
+            }
+            Self::Del(d) => d.any_prefix_id(|id| {
+                last = Some(*id);
+                auth.is_revoked(id)
+            }),
+        };
+        match last {
+            Some(id) if !revoked => Ok(id),
+            _ => Err(VerifyError::Revoked),
         }
     }
 
@@ -159,10 +177,7 @@ impl Record {
     /// `auth` already vouches for this exact record). Does not check what the record is bound
     /// to (target and holder); the permission rule does that first.
     pub fn verify(&self, auth: &impl Authority, now: u64) -> Result<(), VerifyError> {
-        if self.is_revoked(auth) {
-            return Err(VerifyError::Revoked);
-        }
-        let id = self.id();
+        let id = self.check_revocation(auth)?;
         let known = auth.is_verified(&id);
         match self {
             Self::Cap(c) => {
