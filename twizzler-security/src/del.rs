@@ -68,8 +68,11 @@ pub struct DelGrant {
 }
 
 impl DelGrant {
-    /// A grant of `prots` on the parent's whole range to `receiver`, never expiring (so it is
-    /// bounded by the parent), hashed with BLAKE3. Adjust the public fields for anything else.
+    /// A grant of `prots` on the whole object to `receiver`, never expiring, hashed with
+    /// BLAKE3. Adjust the public fields for anything else: the gate must lie inside the
+    /// parent's, and under a parent that expires `expires` must be set to no later than the
+    /// parent's expiry (a delegation never outlives its parent, and "never" is later than any
+    /// time).
     pub fn new(receiver: ObjID, prots: Protections) -> Self {
         Self {
             receiver,

@@ -43,8 +43,18 @@ impl SigningKey {
         let raw = self.to_raw();
         match self.scheme() {
             SigningScheme::Ed25519 => {
-                let k = ed25519_dalek::SigningKey::try_from(&raw[..]).map_err(der_err)?;
-                k.to_pkcs8_pem(LineEnding::LF).map_err(der_err)
+                // A PKCS#8 v1 document (RFC 8410 without the optional public key), as
+                // `openssl genpkey -algorithm ed25519` writes it. ed25519-dalek's own export
+                // writes v2 with the public key, which OpenSSL reads only from 3.5 on.
+                let secret_key: [u8; 32] = raw[..].try_into().map_err(der_err)?;
+                let mut doc = ed25519_dalek::ed25519::pkcs8::KeypairBytes {
+                    secret_key,
+                    public_key: None,
+                };
+                let pem = doc.to_pkcs8_pem(LineEnding::LF).map_err(der_err);
+                // KeypairBytes zeroes itself only with ed25519's own `zeroize` feature.
+                zeroize::Zeroize::zeroize(&mut doc.secret_key);
+                pem
             }
             SigningScheme::EcdsaP256 => {
                 let k = p256::ecdsa::SigningKey::from_slice(&raw).map_err(der_err)?;
