@@ -1,1 +1,496 @@
-fn main() {}
+//! `cargo xtask`: the project's entry points.
+//!
+//! Everything that is more than a plain `cargo build` or `cargo test` goes through here, as in
+//! Twizzler itself: installing what the checks need, running every check in order, the demo,
+//! the benchmarks and the fuzzers. Run `cargo xtask --help` for the commands.
+//!
+//! Plain `std` on purpose: the tool must build in seconds on a fresh checkout. Child commands
+//! run from the workspace root with inherited stdio, so their output streams as usual.
+
+use std::env;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, Stdio};
+
+/// The bare-metal target the `no_std` crates must build for (soft-float, like Twizzler's
+/// kernel target).
+const BARE_METAL_TARGET: &str = "x86_64-unknown-none";
+
+/// Default fuzzing time, in seconds, when `cargo xtask fuzz` is given none.
+const DEFAULT_FUZZ_SECONDS: u64 = 60;
+
+fn main() -> ExitCode {
+    let args: Vec<String> = env::args().skip(1).collect();
+    let ws = match Workspace::locate() {
+        Ok(ws) => ws,
+        Err(e) => {
+            eprintln!("xtask: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let (cmd, rest) = match args.split_first() {
+        Some((cmd, rest)) => (cmd.as_str(), rest),
+        None => {
+            print!("{}", help_text());
+            return ExitCode::SUCCESS;
+        }
+    };
+    match cmd {
+        "-h" | "--help" | "help" => {
+            print!("{}", help_text());
+            ExitCode::SUCCESS
+        }
+        "test" => {
+            if let Some(extra) = rest.first() {
+                return usage_error(&format!("`test` takes no arguments (got `{extra}`)"));
+            }
+            cmd_test(&ws)
+        }
+        "demo" => {
+            if let Some(extra) = rest.first() {
+                return usage_error(&format!("`demo` takes no arguments (got `{extra}`)"));
+            }
+            cmd_demo(&ws)
+        }
+        "bench" => cmd_bench(&ws, rest),
+        "fuzz" => cmd_fuzz(&ws, rest),
+        other => usage_error(&format!("unknown command `{other}`")),
+    }
+}
+
+fn usage_error(msg: &str) -> ExitCode {
+    eprintln!("xtask: {msg}");
+    eprintln!("Run `cargo xtask --help` for the commands.");
+    ExitCode::from(2)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Steps
+
+/// One step of `cargo xtask test`.
+struct Step {
+    /// Short name, used in headings and in the failure message.
+    name: &'static str,
+    /// What it does, for the help text.
+    about: &'static str,
+    /// How it runs.
+    action: Action,
+}
+
+/// How a step runs.
+enum Action {
+    /// `cargo` with these arguments, from the workspace root.
+    Cargo(&'static [&'static str]),
+    /// A step that needs logic (checking before installing, for example).
+    Custom(fn(&Workspace) -> Result<(), String>),
+}
+
+/// The steps of `cargo xtask test`, in order. Later steps (booting the QEMU kernel, for
+/// example) are added here; the help text and the summary follow automatically.
+fn test_steps() -> Vec<Step> {
+    vec![
+        Step {
+            name: "bare-metal target",
+            about: "rustup target add x86_64-unknown-none, if `rustup target list --installed` \
+                    lacks it",
+            action: Action::Custom(ensure_bare_metal_target),
+        },
+        Step {
+            name: "format",
+            about: "cargo fmt --all --check",
+            action: Action::Custom(check_format),
+        },
+        Step {
+            name: "clippy",
+            about: "cargo clippy --workspace --all-targets -- -D warnings",
+            action: Action::Cargo(&[
+                "clippy",
+                "--workspace",
+                "--all-targets",
+                "--",
+                "-D",
+                "warnings",
+            ]),
+        },
+        Step {
+            name: "tests",
+            about: "cargo test --workspace   (unit, integration and doc tests)",
+            action: Action::Cargo(&["test", "--workspace"]),
+        },
+        Step {
+            name: "bare-metal build (core only)",
+            about: "cargo build -p twizzler-security --no-default-features \
+                    --target x86_64-unknown-none",
+            action: Action::Cargo(&[
+                "build",
+                "-p",
+                "twizzler-security",
+                "--no-default-features",
+                "--target",
+                BARE_METAL_TARGET,
+            ]),
+        },
+        Step {
+            name: "bare-metal build (alloc)",
+            about: "the same, with --features alloc",
+            action: Action::Cargo(&[
+                "build",
+                "-p",
+                "twizzler-security",
+                "--no-default-features",
+                "--features",
+                "alloc",
+                "--target",
+                BARE_METAL_TARGET,
+            ]),
+        },
+    ]
+}
+
+/// Runs every step in order, stopping at the first failure, and ends with the summary line
+/// `xtask: N passed, M failed` that CI reads.
+fn cmd_test(ws: &Workspace) -> ExitCode {
+    let steps = test_steps();
+    let total = steps.len();
+    let mut passed = 0usize;
+    let mut failed = 0usize;
+    for (i, step) in steps.iter().enumerate() {
+        heading(&format!("[{}/{total}] {}", i + 1, step.name));
+        let result = match &step.action {
+            Action::Cargo(args) => run_cargo(ws, args),
+            Action::Custom(f) => f(ws),
+        };
+        match result {
+            Ok(()) => {
+                println!("xtask: step {}/{total} `{}` passed", i + 1, step.name);
+                passed += 1;
+            }
+            Err(why) => {
+                eprintln!();
+                eprintln!(
+                    "xtask: step {}/{total} `{}` FAILED: {why}",
+                    i + 1,
+                    step.name
+                );
+                let skipped = total - i - 1;
+                if skipped > 0 {
+                    eprintln!("xtask: stopped here; {skipped} later step(s) not run");
+                }
+                failed += 1;
+                break;
+            }
+        }
+    }
+    println!();
+    println!("xtask: {passed} passed, {failed} failed");
+    if failed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+/// Step: makes sure the bare-metal target's prebuilt `core`/`alloc` are installed.
+///
+/// The environment sets `RUSTUP_AUTO_INSTALL=0`, so nothing installs by itself: without this
+/// step the bare-metal builds fail with "can't find crate for `core`".
+fn ensure_bare_metal_target(ws: &Workspace) -> Result<(), String> {
+    let listed = Command::new("rustup")
+        .args(["target", "list", "--installed"])
+        .current_dir(&ws.root)
+        .stderr(Stdio::inherit())
+        .output()
+        .map_err(|e| {
+            format!(
+                "cannot run `rustup` ({e}); it is needed to install the {BARE_METAL_TARGET} \
+                 target (install rustup from https://rustup.rs, or add the target to your \
+                 toolchain by other means)"
+            )
+        })?;
+    if !listed.status.success() {
+        return Err(format!(
+            "`rustup target list --installed` {}",
+            describe_status(listed.status)
+        ));
+    }
+    let stdout = String::from_utf8_lossy(&listed.stdout);
+    if stdout.lines().any(|l| l.trim() == BARE_METAL_TARGET) {
+        println!("{BARE_METAL_TARGET} is already installed");
+        return Ok(());
+    }
+    println!("{BARE_METAL_TARGET} is not installed; installing it");
+    run(ws, "rustup", &["target", "add", BARE_METAL_TARGET])
+}
+
+/// Step: `cargo fmt --all --check`. Under CI, rustfmt's diff is printed without colour codes
+/// (rustfmt colours its diff even when the output is not a terminal).
+fn check_format(ws: &Workspace) -> Result<(), String> {
+    if in_ci() {
+        run_cargo(ws, &["fmt", "--all", "--check", "--", "--color", "never"])
+    } else {
+        run_cargo(ws, &["fmt", "--all", "--check"])
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Other commands
+
+fn cmd_demo(ws: &Workspace) -> ExitCode {
+    heading("demo (release build)");
+    exit_code(run_cargo(
+        ws,
+        &[
+            "run",
+            "--release",
+            "-p",
+            "twizzler-security",
+            "--example",
+            "demo",
+        ],
+    ))
+}
+
+fn cmd_bench(ws: &Workspace, args: &[String]) -> ExitCode {
+    heading("benchmarks (criterion)");
+    let mut cmd: Vec<&str> = vec!["bench", "-p", "benches"];
+    // Everything given goes to criterion; a leading `--` is accepted and not doubled.
+    let passthrough = match args.split_first() {
+        Some((first, rest)) if first == "--" => rest,
+        _ => args,
+    };
+    if !passthrough.is_empty() {
+        cmd.push("--");
+        cmd.extend(passthrough.iter().map(String::as_str));
+    }
+    exit_code(run_cargo(ws, &cmd))
+}
+
+fn cmd_fuzz(ws: &Workspace, args: &[String]) -> ExitCode {
+    let (target, seconds) = match args {
+        [target] => (target.as_str(), DEFAULT_FUZZ_SECONDS),
+        [target, secs] => match secs.parse::<u64>() {
+            Ok(s) if s > 0 => (target.as_str(), s),
+            _ => {
+                return usage_error(&format!(
+                    "fuzz: seconds must be a positive whole number (got `{secs}`)"
+                ));
+            }
+        },
+        [] => return usage_error("fuzz: name a fuzz target (see fuzz/fuzz_targets/)"),
+        _ => return usage_error("fuzz: usage is `cargo xtask fuzz <target> [seconds]`"),
+    };
+    println!("note: fuzzing is not part of CI (`cargo xtask test` does not run it).");
+    let fuzz_dir = ws.root.join("fuzz");
+    if !fuzz_dir.join("Cargo.toml").is_file() {
+        eprintln!("xtask: no fuzz crate at {}", fuzz_dir.display());
+        return ExitCode::FAILURE;
+    }
+
+    heading("cargo-fuzz");
+    let have_fuzz = Command::new("cargo")
+        .args(["fuzz", "--help"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if have_fuzz {
+        println!("cargo-fuzz is installed");
+    } else {
+        println!("cargo-fuzz is missing; installing it");
+        if let Err(e) = run(ws, "cargo", &["install", "cargo-fuzz"]) {
+            eprintln!("xtask: installing cargo-fuzz failed: {e}");
+            return ExitCode::FAILURE;
+        }
+    }
+
+    // The corpus directory is git-ignored, so a fresh clone has no seeds; writing them is
+    // idempotent (file names are content hashes) and never removes what the fuzzer found.
+    heading("seed corpus (fuzz/examples/seed.rs)");
+    if let Err(e) = run_in(
+        &fuzz_dir,
+        "cargo",
+        &[
+            "+nightly",
+            "run",
+            "--release",
+            "--quiet",
+            "--example",
+            "seed",
+        ],
+    ) {
+        eprintln!("xtask: writing the seed corpus failed: {e}");
+        return ExitCode::FAILURE;
+    }
+
+    heading(&format!("fuzz {target} for {seconds} s (nightly)"));
+    let max_time = format!("-max_total_time={seconds}");
+    exit_code(run_in(
+        &fuzz_dir,
+        "cargo",
+        &["+nightly", "fuzz", "run", target, "--", &max_time],
+    ))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Plumbing
+
+/// The workspace the commands run in.
+struct Workspace {
+    /// The directory holding the workspace's `Cargo.toml`.
+    root: PathBuf,
+}
+
+impl Workspace {
+    /// The workspace root: the parent of this crate's directory.
+    fn locate() -> Result<Self, String> {
+        let manifest_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let root = manifest_dir
+            .parent()
+            .ok_or_else(|| format!("xtask's directory {} has no parent", manifest_dir.display()))?;
+        if !root.join("Cargo.toml").is_file() {
+            return Err(format!(
+                "no Cargo.toml in {}, where the workspace root should be",
+                root.display()
+            ));
+        }
+        Ok(Self {
+            root: root.to_path_buf(),
+        })
+    }
+}
+
+/// Whether we run under CI (`CI=true`, as most CI systems set it).
+fn in_ci() -> bool {
+    env::var("CI").is_ok_and(|v| v.eq_ignore_ascii_case("true") || v == "1")
+}
+
+fn heading(title: &str) {
+    println!();
+    println!("==> {title}");
+}
+
+fn run_cargo(ws: &Workspace, args: &[&str]) -> Result<(), String> {
+    run(ws, "cargo", args)
+}
+
+fn run(ws: &Workspace, program: &str, args: &[&str]) -> Result<(), String> {
+    run_in(&ws.root, program, args)
+}
+
+/// Runs `program args` in `dir` with inherited stdio; `Err` says what went wrong.
+fn run_in(dir: &Path, program: &str, args: &[&str]) -> Result<(), String> {
+    let shown = command_line(program, args);
+    println!("$ {shown}");
+    let mut cmd = Command::new(program);
+    cmd.args(args).current_dir(dir);
+    if in_ci() {
+        // Logs, not a terminal: no colour codes, no progress bars. Nothing here ever prompts.
+        for (var, value) in [
+            ("CARGO_TERM_COLOR", "never"),
+            ("CARGO_TERM_PROGRESS_WHEN", "never"),
+        ] {
+            if env::var_os(var).is_none() {
+                cmd.env(var, value);
+            }
+        }
+    }
+    let status = cmd
+        .status()
+        .map_err(|e| format!("cannot run `{program}`: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("`{shown}` {}", describe_status(status)))
+    }
+}
+
+fn describe_status(status: std::process::ExitStatus) -> String {
+    match status.code() {
+        Some(code) => format!("exited with status {code}"),
+        None => "was killed by a signal".to_owned(),
+    }
+}
+
+fn command_line(program: &str, args: &[&str]) -> String {
+    let mut s = program.to_owned();
+    for a in args {
+        s.push(' ');
+        if a.is_empty() || a.contains(|c: char| c.is_whitespace() || c == '"' || c == '\'') {
+            let _ = write!(s, "{a:?}");
+        } else {
+            s.push_str(a);
+        }
+    }
+    s
+}
+
+fn exit_code(result: Result<(), String>) -> ExitCode {
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("xtask: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The help text, with the steps of `test` listed from [`test_steps`] so it cannot drift.
+fn help_text() -> String {
+    let mut steps = String::new();
+    for (i, step) in test_steps().iter().enumerate() {
+        let _ = writeln!(
+            steps,
+            "          {}. {}\n               {}",
+            i + 1,
+            step.name,
+            step.about
+        );
+    }
+    format!(
+        "\
+cargo xtask: the entry points of the Twizzler capability-security workspace
+
+USAGE:
+    cargo xtask <command> [args]
+
+COMMANDS:
+    demo
+        Builds and runs the demo in release mode:
+          cargo run --release -p twizzler-security --example demo
+        It mints Ed25519 and P-256 keys from the OS RNG, signs capabilities and a
+        delegation, builds two security contexts, parses them back and prints every
+        access decision with its reason. Exits non-zero if any decision is not the
+        expected one. Installs nothing.
+
+    test
+        Runs every check, in order, stopping at the first failure:
+{steps}        Ends with one line `xtask: N passed, M failed` (N and M count steps), which CI
+        reads. Installs the {BARE_METAL_TARGET} target through rustup when missing
+        (RUSTUP_AUTO_INSTALL=0 means nothing installs by itself). This is what CI runs
+        (.ci/run).
+
+    bench [criterion args...]
+        Runs the criterion benchmarks: cargo bench -p benches -- [criterion args...]
+        For example `cargo xtask bench verify` runs only benchmarks matching `verify`.
+        Installs nothing. Results and method: docs/BENCHMARKS.md.
+
+    fuzz <target> [seconds]
+        Writes the seed corpus (fuzz/examples/seed.rs, idempotent), then runs one
+        cargo-fuzz target from fuzz/ for [seconds] (default {DEFAULT_FUZZ_SECONDS}):
+          cargo +nightly fuzz run <target> -- -max_total_time=<seconds>
+        Installs cargo-fuzz with `cargo install cargo-fuzz` when `cargo fuzz --help`
+        fails. Needs the nightly toolchain (not installed by xtask). Not part of CI.
+        Targets are the files in fuzz/fuzz_targets/.
+
+    help, --help, -h
+        This text.
+
+ENVIRONMENT:
+    CI=true    no colour and no progress bars: child cargo commands get
+               CARGO_TERM_COLOR=never and CARGO_TERM_PROGRESS_WHEN=never (unless already
+               set), and rustfmt gets --color never. xtask never prompts.
+
+Every command runs from the workspace root with the child's output shown as it comes.
+"
+    )
+}
