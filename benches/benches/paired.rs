@@ -1,0 +1,338 @@
+//! Paired, interleaved comparisons for the performance targets in `docs/BENCHMARKS.md`.
+//!
+//! The criterion suite (`security.rs`) measures each operation on its own, minutes apart. On a
+//! shared machine (a fuzzer on the other core, compiles coming and going) the speed of a core
+//! drifts by up to 2x over seconds, which swamps a 10% target. Here each comparison alternates
+//! short blocks of the two operations (A then B, B then A, ...) for a few seconds, takes the
+//! ratio A/B of every round, and reports the median ratio with a distribution-free 95%
+//! confidence interval. Both sides of a round see the same machine, so the ratio is stable even
+//! when the absolute times are not.
+//!
+//! `cargo bench -p benches --bench paired [-- [--quick] [FILTER]]`. Criterion's own flags are
+//! accepted and ignored, so `cargo bench -p benches -- --noplot` runs this target too.
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use rand_chacha::ChaCha20Rng;
+use rand_chacha::rand_core::SeedableRng;
+use twizzler_security::{
+    Access, AccessKind, Authority, Cap, CapGrant, HashAlg, KeyLookupError, ObjID, Protections,
+    SecCtx, SecCtxEditor, SigningKey, SigningScheme, VerifyingKey, evaluate,
+};
+
+const NOW: u64 = 1_700_000_000_000_000_000;
+const OBJECT: ObjID = ObjID::new(0x0123_4567_89ab_cdef_0011_2233_4455_6677);
+const CONTEXT: ObjID = ObjID::new(0xfedc_ba98_7654_3210_8899_aabb_ccdd_eeff);
+
+/// One comparison: `a` against `b`, both timed per call.
+struct Pair<'a> {
+    name: &'static str,
+    a_name: &'static str,
+    b_name: &'static str,
+    a: Box<dyn FnMut() + 'a>,
+    b: Box<dyn FnMut() + 'a>,
+}
+
+struct Outcome {
+    ratio: f64,
+    ratio_lo: f64,
+    ratio_hi: f64,
+    a_ns: f64,
+    b_ns: f64,
+    rounds: usize,
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+/// Times `iters` calls of `f`, in ns per call.
+fn block(f: &mut dyn FnMut(), iters: u32) -> f64 {
+    let t = Instant::now();
+    for _ in 0..iters {
+        f();
+    }
+    t.elapsed().as_nanos() as f64 / f64::from(iters)
+}
+
+fn run(pair: &mut Pair<'_>, budget: Duration) -> Outcome {
+    // Warm up and size the blocks to ~1 ms each.
+    let warm = Instant::now();
+    let mut per_call = 0.0f64;
+    while warm.elapsed() < Duration::from_millis(300) {
+        per_call = block(&mut pair.a, 8).max(block(&mut pair.b, 8));
+    }
+    let iters = ((1.0e6 / per_call.max(1.0)) as u32).clamp(1, 100_000);
+
+    let (mut ratios, mut a_all, mut b_all) = (Vec::new(), Vec::new(), Vec::new());
+    let start = Instant::now();
+    let mut round = 0usize;
+    while start.elapsed() < budget || round < 20 {
+        let (ta, tb) = if round.is_multiple_of(2) {
+            let ta = block(&mut pair.a, iters);
+            (ta, block(&mut pair.b, iters))
+        } else {
+            let tb = block(&mut pair.b, iters);
+            (block(&mut pair.a, iters), tb)
+        };
+        ratios.push(ta / tb);
+        a_all.push(ta);
+        b_all.push(tb);
+        round += 1;
+    }
+    let n = ratios.len();
+    let ratio = median(&mut ratios); // sorts `ratios`
+    // Order-statistic 95% CI of the median: ranks n/2 -+ 0.98 sqrt(n).
+    let half = 0.98 * (n as f64).sqrt();
+    let lo = ((n as f64 / 2.0 - half).floor().max(0.0)) as usize;
+    let hi = ((n as f64 / 2.0 + half).ceil() as usize).min(n - 1);
+    Outcome {
+        ratio,
+        ratio_lo: ratios[lo],
+        ratio_hi: ratios[hi],
+        a_ns: median(&mut a_all),
+        b_ns: median(&mut b_all),
+        rounds: n,
+    }
+}
+
+fn fmt_ns(ns: f64) -> String {
+    if ns >= 1e3 {
+        format!("{:.2} µs", ns / 1e3)
+    } else {
+        format!("{ns:.1} ns")
+    }
+}
+
+struct OneKey(ObjID, VerifyingKey);
+
+impl Authority for OneKey {
+    fn key_for(&self, obj: ObjID) -> Result<&VerifyingKey, KeyLookupError> {
+        if obj == self.0 {
+            Ok(&self.1)
+        } else {
+            Err(KeyLookupError::NoKuid(obj))
+        }
+    }
+}
+
+fn key(scheme: SigningScheme) -> SigningKey {
+    SigningKey::generate(
+        scheme,
+        &mut ChaCha20Rng::seed_from_u64(0x7715_5ec0_0000_0000 ^ scheme as u64),
+    )
+}
+
+fn main() {
+    // Accept criterion's command line: skip flags (and the values of those that take one);
+    // a bare word is a substring filter.
+    let takes_value = [
+        "--warm-up-time",
+        "--measurement-time",
+        "--sample-size",
+        "--save-baseline",
+        "--baseline",
+        "--baseline-lenient",
+        "--load-baseline",
+        "--noise-threshold",
+        "--confidence-level",
+        "--significance-level",
+        "--nresamples",
+        "--output-format",
+        "--color",
+        "-c",
+        "--profile-time",
+        "--plotting-backend",
+        "--format",
+        "--logfile",
+    ];
+    let mut filters = Vec::new();
+    let (mut quick, mut list) = (false, false);
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        if takes_value.contains(&a.as_str()) {
+            args.next();
+        } else if a == "--quick" {
+            quick = true;
+        } else if a == "--list" {
+            list = true;
+        } else if !a.starts_with('-') {
+            filters.push(a);
+        }
+    }
+    let budget = Duration::from_millis(if quick { 500 } else { 4000 });
+
+    // Fixtures. Messages are the 32-byte digests capabilities sign.
+    let msg: [u8; 32] = core::array::from_fn(|i| (i as u8).wrapping_mul(37).wrapping_add(11));
+
+    let ed_sk = key(SigningScheme::Ed25519);
+    let p_sk = key(SigningScheme::EcdsaP256);
+    let ed_vk = ed_sk.verifying_key();
+    let p_vk = p_sk.verifying_key();
+
+    // Raw keys and signatures from the same key material.
+    use ed25519_dalek::Signer as _;
+    use p256::ecdsa::signature::Verifier as _;
+    let ed_seed: [u8; 32] = ed_sk.to_raw()[..].try_into().expect("32-byte seed");
+    let raw_ed = ed25519_dalek::SigningKey::from_bytes(&ed_seed);
+    let raw_ed_vk = raw_ed.verifying_key();
+    let raw_ed_sig = raw_ed.sign(&msg);
+    let raw_p = p256::ecdsa::SigningKey::from_slice(&p_sk.to_raw()).unwrap();
+    let raw_p_vk = *raw_p.verifying_key();
+    let raw_p_sig: p256::ecdsa::Signature = raw_p.sign(&msg);
+    let sec1_u = raw_p_vk.to_sec1_point(false).as_bytes().to_vec();
+    let sec1_c = raw_p_vk.to_sec1_point(true).as_bytes().to_vec();
+
+    let cap = |sk: &SigningKey, hash: HashAlg| {
+        let g = CapGrant {
+            hash,
+            ..CapGrant::new(OBJECT, CONTEXT, Protections::READ)
+        };
+        let c = Cap::mint(g, sk).unwrap();
+        c.verify(&sk.verifying_key(), NOW).unwrap();
+        c
+    };
+    let ed_b3 = cap(&ed_sk, HashAlg::Blake3);
+    let ed_sha = cap(&ed_sk, HashAlg::Sha256);
+    let p_b3 = cap(&p_sk, HashAlg::Blake3);
+    let p_sha = cap(&p_sk, HashAlg::Sha256);
+
+    let ctx_bytes = |c: &Cap| {
+        let mut ed = SecCtxEditor::new();
+        ed.add_cap(c);
+        ed.encode().unwrap()
+    };
+    let (ed_ctx_bytes, p_ctx_bytes) = (ctx_bytes(&ed_b3), ctx_bytes(&p_b3));
+    let ed_ctx = SecCtx::parse(&ed_ctx_bytes).unwrap();
+    let p_ctx = SecCtx::parse(&p_ctx_bytes).unwrap();
+    let ed_auth = OneKey(OBJECT, ed_vk.clone());
+    let p_auth = OneKey(OBJECT, p_vk.clone());
+    let eval = |ctx: &SecCtx<'_>, auth: &OneKey| {
+        let r = evaluate(
+            CONTEXT,
+            black_box(ctx),
+            OBJECT,
+            Protections::empty(),
+            auth,
+            Access::read(0x1000),
+            NOW,
+        );
+        assert!(r.grants(AccessKind::Read.required()));
+    };
+
+    let ed_raw = || {
+        black_box(&raw_ed_vk)
+            .verify_strict(black_box(&msg), black_box(&raw_ed_sig))
+            .unwrap()
+    };
+    let p_raw = || {
+        black_box(&raw_p_vk)
+            .verify(black_box(&msg), black_box(&raw_p_sig))
+            .unwrap()
+    };
+
+    let mut pairs: Vec<Pair<'_>> = vec![
+        Pair {
+            name: "cap_verify/ed25519-blake3 vs raw_verify/ed25519_verify_strict/32B",
+            a_name: "cap_verify/ed25519-blake3",
+            b_name: "ed25519 verify_strict 32B",
+            a: Box::new(|| black_box(&ed_b3).verify(black_box(&ed_vk), NOW).unwrap()),
+            b: Box::new(ed_raw),
+        },
+        Pair {
+            name: "cap_verify/ed25519-sha256 vs raw_verify/ed25519_verify_strict/32B",
+            a_name: "cap_verify/ed25519-sha256",
+            b_name: "ed25519 verify_strict 32B",
+            a: Box::new(|| black_box(&ed_sha).verify(black_box(&ed_vk), NOW).unwrap()),
+            b: Box::new(ed_raw),
+        },
+        Pair {
+            name: "cap_verify/p256-blake3 vs raw_verify/p256/32B",
+            a_name: "cap_verify/p256-blake3",
+            b_name: "p256 verify (parsed key) 32B",
+            a: Box::new(|| black_box(&p_b3).verify(black_box(&p_vk), NOW).unwrap()),
+            b: Box::new(p_raw),
+        },
+        Pair {
+            name: "cap_verify/p256-sha256 vs raw_verify/p256/32B",
+            a_name: "cap_verify/p256-sha256",
+            b_name: "p256 verify (parsed key) 32B",
+            a: Box::new(|| black_box(&p_sha).verify(black_box(&p_vk), NOW).unwrap()),
+            b: Box::new(p_raw),
+        },
+        Pair {
+            name: "raw_verify/p256_reparse_sec1_uncompressed/32B vs raw_verify/p256/32B",
+            a_name: "p256 re-parse 65-byte SEC1 + verify",
+            b_name: "p256 verify (parsed key) 32B",
+            a: Box::new(|| {
+                p256::ecdsa::VerifyingKey::from_sec1_bytes(black_box(&sec1_u))
+                    .unwrap()
+                    .verify(black_box(&msg), black_box(&raw_p_sig))
+                    .unwrap()
+            }),
+            b: Box::new(p_raw),
+        },
+        Pair {
+            name: "raw_verify/p256_reparse_sec1_compressed/32B vs raw_verify/p256/32B",
+            a_name: "p256 re-parse 33-byte SEC1 + verify",
+            b_name: "p256 verify (parsed key) 32B",
+            a: Box::new(|| {
+                p256::ecdsa::VerifyingKey::from_sec1_bytes(black_box(&sec1_c))
+                    .unwrap()
+                    .verify(black_box(&msg), black_box(&raw_p_sig))
+                    .unwrap()
+            }),
+            b: Box::new(p_raw),
+        },
+        Pair {
+            name: "evaluate/read_fault/ed25519-blake3 vs raw_verify/ed25519_verify_strict/32B",
+            a_name: "evaluate/read_fault/ed25519-blake3",
+            b_name: "ed25519 verify_strict 32B",
+            a: Box::new(|| eval(&ed_ctx, &ed_auth)),
+            b: Box::new(ed_raw),
+        },
+        Pair {
+            name: "evaluate/read_fault/p256-blake3 vs raw_verify/p256/32B",
+            a_name: "evaluate/read_fault/p256-blake3",
+            b_name: "p256 verify (parsed key) 32B",
+            a: Box::new(|| eval(&p_ctx, &p_auth)),
+            b: Box::new(p_raw),
+        },
+    ];
+    pairs.retain(|p| filters.is_empty() || filters.iter().any(|f| p.name.contains(f.as_str())));
+
+    if list {
+        for p in &pairs {
+            println!("paired/{}: bench", p.name);
+        }
+        return;
+    }
+    if pairs.is_empty() {
+        return;
+    }
+    println!(
+        "paired comparisons: A and B alternate in ~1 ms blocks for {budget:?}; ratio = median of per-round A/B [95% CI]"
+    );
+    for p in &mut pairs {
+        let o = run(p, budget);
+        println!("paired/{}", p.name);
+        println!(
+            "    ratio A/B {:.3} [{:.3} {:.3}]   A {} = {}   B {} = {}   ({} rounds)",
+            o.ratio,
+            o.ratio_lo,
+            o.ratio_hi,
+            p.a_name,
+            fmt_ns(o.a_ns),
+            p.b_name,
+            fmt_ns(o.b_ns),
+            o.rounds
+        );
+    }
+}
