@@ -1,0 +1,331 @@
+//! Writes valid, deterministic seed inputs into `corpus/<target>/` for every fuzz target.
+//!
+//! Run from `fuzz/`: `cargo run --example seed` (or `cargo run --example seed -- <dir>` to write
+//! under another corpus root). Re-running rewrites the same files (names are content hashes),
+//! so it is idempotent and never removes what the fuzzer added.
+//!
+//! Every record is signed with the fixture keys of `twizzler_security_fuzz` (fixed raw bytes,
+//! no RNG), for the fixture object ids, so that the fuzz targets' authority verifies them.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use twizzler_security::{
+    Cap, CapGrant, CtxFlags, Del, DelGrant, Expiry, Gate, HashAlg, ObjID, Protections,
+    SecCtxEditor, Signature, SigningScheme,
+};
+use twizzler_security_fuzz::{
+    CTX, CTX_P256, OBJ, OBJ_CODE, OBJ_NOKEY, OBJ_P256, ed25519_signing, p256_signing,
+    signing_key_for,
+};
+
+const R: Protections = Protections::READ;
+const W: Protections = Protections::WRITE;
+const X: Protections = Protections::EXEC;
+
+/// Expiry used by the expiring seeds: far in the future for `now = 1`, in the past for
+/// `now = u64::MAX` (the targets evaluate at both).
+const LATER: Expiry = Expiry::from_raw(1 << 61);
+const SOONER: Expiry = Expiry::from_raw(1 << 60);
+
+fn key(obj: ObjID) -> twizzler_security::SigningKey {
+    // Objects without a fixture key (OBJ_NOKEY) are signed with the Ed25519 key anyway: the
+    // records are well-formed but their keys cannot be found.
+    signing_key_for(obj).unwrap_or_else(ed25519_signing)
+}
+
+fn cap(target: ObjID, accessor: ObjID, prots: Protections) -> CapGrant {
+    CapGrant::new(target, accessor, prots)
+}
+
+fn mint(g: CapGrant) -> Cap {
+    Cap::mint(g, &key(g.target)).expect("minting a seed capability")
+}
+
+#[allow(clippy::vec_init_then_push)] // one commented seed per push reads better
+fn caps() -> Vec<Cap> {
+    let mut out = Vec::new();
+    out.push(mint(cap(OBJ, CTX[0], R)));
+    out.push(mint(cap(OBJ, CTX[0], R | W)));
+    out.push(mint(CapGrant {
+        hash: HashAlg::Sha256,
+        ..cap(OBJ, CTX[1], R | W | X)
+    }));
+    out.push(mint(CapGrant {
+        gate: Gate::new(0x1000, 0x3000, 1).unwrap(),
+        expires: LATER,
+        ..cap(OBJ, CTX[0], R | W)
+    }));
+    // A code gate with 16-byte-aligned entry points.
+    out.push(mint(CapGrant {
+        gate: Gate::new(0x2000, 0x100, 16).unwrap(),
+        ..cap(OBJ_CODE, CTX[0], R | X)
+    }));
+    // P-256-signed target.
+    out.push(mint(cap(OBJ_P256, CTX[0], R)));
+    out.push(mint(CapGrant {
+        hash: HashAlg::Sha256,
+        expires: SOONER,
+        ..cap(OBJ_P256, CTX_P256, R | W)
+    }));
+    // No key for the target.
+    out.push(mint(cap(OBJ_NOKEY, CTX[0], R)));
+    // Signed by the wrong key (Ed25519 for a P-256 object and vice versa).
+    out.push(Cap::mint(cap(OBJ_P256, CTX[0], R), &ed25519_signing()).unwrap());
+    out.push(Cap::mint(cap(OBJ, CTX[0], W), &p256_signing()).unwrap());
+    // Already expired at any now >= 2.
+    out.push(mint(CapGrant {
+        expires: Expiry::from_raw(2),
+        ..cap(OBJ, CTX[0], R)
+    }));
+    // A bad signature (all-zero bytes).
+    out.push(Cap::from_parts(
+        cap(OBJ, CTX[0], R | W),
+        Signature::from_raw(SigningScheme::Ed25519, &[0; 64]).unwrap(),
+    ));
+    out
+}
+
+/// Delegation chains of every depth, plus variants.
+fn dels() -> Vec<Del> {
+    let mut out = Vec::new();
+    // A chain CTX0 -> CTX1 -> CTX2 -> CTX3 -> CTX_P256 -> CTX0 -> ... up to the maximum depth,
+    // attenuating rights, gates and expiry along the way.
+    let root = mint(CapGrant {
+        gate: Gate::new(0, 0x10000, 1).unwrap(),
+        ..cap(OBJ, CTX[0], R | W | X)
+    });
+    let holders = [
+        CTX[1], CTX[2], CTX[3], CTX_P256, CTX[0], CTX[1], CTX[2], CTX[3],
+    ];
+    let mut provider = CTX[0];
+    let first_grant = DelGrant {
+        gate: root.gate(),
+        ..DelGrant::new(holders[0], R | W | X)
+    };
+    let first = Del::from_cap(&root, first_grant, &key(provider)).expect("first link");
+    out.push(first.clone());
+    let mut d = first;
+    provider = holders[0];
+    for (i, &recv) in holders.iter().enumerate().skip(1) {
+        let prots = if i < 4 {
+            R | W | X
+        } else if i < 6 {
+            R | W
+        } else {
+            R
+        };
+        let grant = DelGrant {
+            gate: Gate::new(0x1000 * (i as u64 % 3), 0x8000, 1 << (i % 3)).unwrap(),
+            expires: if i >= 5 { SOONER } else { Expiry::NEVER },
+            hash: if i % 2 == 0 {
+                HashAlg::Sha256
+            } else {
+                HashAlg::Blake3
+            },
+            ..DelGrant::new(recv, prots)
+        };
+        // Keep gates nested: only narrow when the parent allows it.
+        let grant = if d.gate().contains(&grant.gate) {
+            grant
+        } else {
+            DelGrant {
+                gate: d.gate(),
+                ..grant
+            }
+        };
+        d = d
+            .delegate(grant, &key(provider))
+            .expect("delegating a seed link");
+        out.push(d.clone());
+        provider = recv;
+    }
+
+    // Depth-1 variants.
+    let ro = mint(cap(OBJ, CTX[0], R | W));
+    out.push(Del::from_cap(&ro, DelGrant::new(CTX[1], R), &key(CTX[0])).unwrap());
+    out.push(
+        Del::from_cap(
+            &ro,
+            DelGrant {
+                hash: HashAlg::Sha256,
+                expires: LATER,
+                ..DelGrant::new(CTX[2], R | W)
+            },
+            &key(CTX[0]),
+        )
+        .unwrap(),
+    );
+    // P-256 root and provider.
+    let p = mint(cap(OBJ_P256, CTX_P256, R | W));
+    out.push(Del::from_cap(&p, DelGrant::new(CTX[0], R), &key(CTX_P256)).unwrap());
+    // Code delegation with entry points.
+    let code = mint(CapGrant {
+        gate: Gate::new(0x2000, 0x1000, 8).unwrap(),
+        ..cap(OBJ_CODE, CTX[1], R | X)
+    });
+    out.push(
+        Del::from_cap(
+            &code,
+            DelGrant {
+                gate: Gate::new(0x2000, 0x100, 16).unwrap(),
+                ..DelGrant::new(CTX[0], R | X)
+            },
+            &key(CTX[1]),
+        )
+        .unwrap(),
+    );
+    // Signed by the wrong provider key (P-256 for an Ed25519 context).
+    out.push(Del::from_cap(&ro, DelGrant::new(CTX[3], R), &p256_signing()).unwrap());
+    out
+}
+
+fn contexts(caps: &[Cap], dels: &[Del]) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    // Empty context.
+    out.push(SecCtxEditor::new().encode().unwrap());
+
+    // One capability, no masks.
+    let mut ed = SecCtxEditor::new();
+    ed.add_cap(&caps[0]);
+    out.push(ed.encode().unwrap());
+
+    // Every capability.
+    let mut ed = SecCtxEditor::new();
+    for c in caps {
+        ed.add_cap(c);
+    }
+    out.push(ed.encode().unwrap());
+
+    // Every delegation.
+    let mut ed = SecCtxEditor::new();
+    for d in dels {
+        ed.add_del(d);
+    }
+    out.push(ed.encode().unwrap());
+
+    // Mixed, with masks, flags and a restricted global mask.
+    let mut ed = SecCtxEditor::new();
+    ed.add_cap(&caps[1]);
+    ed.add_cap(&caps[3]);
+    ed.add_cap(&caps[4]);
+    ed.add_cap(&caps[5]);
+    ed.add_del(&dels[0]);
+    ed.add_del(&dels[2]);
+    ed.set_global_mask(R | W);
+    ed.set_mask(OBJ, R, Protections::empty());
+    ed.set_mask(OBJ_CODE, R | X, X);
+    ed.set_mask(OBJ_P256, R | W, W);
+    ed.set_flags(CtxFlags::UNDETACHABLE);
+    out.push(ed.encode().unwrap());
+
+    // Several records for one target, of both kinds, for the context that holds them.
+    let mut ed = SecCtxEditor::new();
+    for c in caps.iter().filter(|c| c.target() == OBJ) {
+        ed.add_cap(c);
+    }
+    for d in dels.iter().filter(|d| d.target() == OBJ).take(3) {
+        ed.add_del(d);
+    }
+    ed.set_mask(OBJ, R | W | X, Protections::empty());
+    out.push(ed.encode().unwrap());
+
+    // A context whose single entry is garbage of each kind (reaches Verdict::Malformed).
+    let mut ed = SecCtxEditor::new();
+    ed.add_cap(&caps[0]);
+    let mut bytes = ed.encode().unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0xff; // corrupts the signature padding
+    out.push(bytes);
+    out
+}
+
+fn write_all(root: &Path, target: &str, inputs: impl IntoIterator<Item = Vec<u8>>) -> usize {
+    let dir = root.join(target);
+    fs::create_dir_all(&dir).expect("creating the corpus directory");
+    let mut n = 0;
+    for input in inputs {
+        let name = format!("seed-{}", twizzler_security::RecordId::of(&input));
+        fs::write(dir.join(&name[..21]), &input).expect("writing a seed");
+        n += 1;
+    }
+    println!("{:>14}: {n} seeds in {}", target, dir.display());
+    n
+}
+
+fn main() {
+    let root: PathBuf = std::env::args_os()
+        .nth(1)
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("corpus"));
+
+    let caps = caps();
+    let dels = dels();
+    let ctxs = contexts(&caps, &dels);
+
+    // Sanity: everything the generator meant to be valid decodes and round-trips.
+    for c in &caps {
+        assert_eq!(Cap::decode(&c.encode()), Ok(*c));
+    }
+    for d in &dels {
+        assert_eq!(Del::decode(&d.encode()).as_ref(), Ok(d));
+    }
+    for c in &ctxs {
+        twizzler_security::SecCtx::parse(c).expect("seed context parses");
+    }
+    // Report how many records verify under the targets' authority (most should: the rest are
+    // the deliberately broken variants).
+    let auth = twizzler_security_fuzz::FuzzAuthority::plain();
+    let verified = |r: twizzler_security::Record| r.verify(&auth, 1).is_ok();
+    let ok_caps = caps
+        .iter()
+        .filter(|c| verified(twizzler_security::Record::Cap(**c)))
+        .count();
+    let ok_dels = dels
+        .iter()
+        .filter(|d| verified(twizzler_security::Record::Del((*d).clone())))
+        .count();
+    println!(
+        "verify at now=1: {ok_caps}/{} caps, {ok_dels}/{} delegations",
+        caps.len(),
+        dels.len()
+    );
+
+    write_all(
+        &root,
+        "cap_decode",
+        caps.iter().map(|c| c.encode().to_vec()),
+    );
+    write_all(
+        &root,
+        "del_decode",
+        dels.iter().map(|d| d.encode().to_vec()),
+    );
+    write_all(
+        &root,
+        "record_decode",
+        caps.iter()
+            .map(|c| c.encode().to_vec())
+            .chain(dels.iter().map(|d| d.encode().to_vec())),
+    );
+    write_all(&root, "ctx_parse", ctxs);
+
+    // key_decode: selector byte (0 signature, 1 verifying key, 2 signing key) + encoding.
+    let ed = ed25519_signing();
+    let p = p256_signing();
+    let with = |sel: u8, bytes: &[u8]| {
+        let mut v = vec![sel];
+        v.extend_from_slice(bytes);
+        v
+    };
+    let keys = vec![
+        with(0, &ed.sign(b"seed").unwrap().encode()),
+        with(0, &p.sign(b"seed").unwrap().encode()),
+        with(0, &caps[0].signature().encode()),
+        with(1, &ed.verifying_key().encode()),
+        with(1, &p.verifying_key().encode()),
+        with(2, &ed.encode()[..]),
+        with(2, &p.encode()[..]),
+    ];
+    write_all(&root, "key_decode", keys);
+}
