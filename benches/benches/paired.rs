@@ -14,11 +14,12 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
+use benches::OneKey;
 use rand_chacha::ChaCha20Rng;
 use rand_chacha::rand_core::SeedableRng;
 use twizzler_security::{
-    Access, AccessKind, Authority, Cap, CapGrant, HashAlg, KeyLookupError, ObjID, Protections,
-    SecCtx, SecCtxEditor, SigningKey, SigningScheme, VerifyingKey, evaluate,
+    Access, AccessKind, Cap, CapGrant, HashAlg, ObjID, Protections, SecCtx, SecCtxEditor,
+    SigningKey, SigningScheme, evaluate,
 };
 
 const NOW: u64 = 1_700_000_000_000_000_000;
@@ -108,18 +109,6 @@ fn fmt_ns(ns: f64) -> String {
         format!("{:.2} µs", ns / 1e3)
     } else {
         format!("{ns:.1} ns")
-    }
-}
-
-struct OneKey(ObjID, VerifyingKey);
-
-impl Authority for OneKey {
-    fn key_for(&self, obj: ObjID) -> Result<&VerifyingKey, KeyLookupError> {
-        if obj == self.0 {
-            Ok(&self.1)
-        } else {
-            Err(KeyLookupError::NoKuid(obj))
-        }
     }
 }
 

@@ -13,6 +13,7 @@ use std::hint::black_box;
 use std::sync::OnceLock;
 use std::time::Duration;
 
+use benches::OneKey;
 use criterion::{
     BatchSize, BenchmarkGroup, BenchmarkId, Criterion, SamplingMode, Throughput, criterion_group,
     criterion_main, measurement::WallTime,
@@ -20,8 +21,8 @@ use criterion::{
 use rand_chacha::ChaCha20Rng;
 use rand_chacha::rand_core::{Rng, SeedableRng};
 use twizzler_security::{
-    Access, AccessKind, Authority, CAP_LEN, Cap, CapGrant, HashAlg, KeyLookupError, ObjID,
-    Protections, SecCtx, SecCtxEditor, SigningKey, SigningScheme, VerifyingKey, evaluate,
+    Access, AccessKind, CAP_LEN, Cap, CapGrant, HashAlg, ObjID, Protections, SecCtx, SecCtxEditor,
+    SigningKey, SigningScheme, evaluate,
 };
 
 /// "now" for expiry checks (ns since the epoch); every capability here never expires.
@@ -379,20 +380,6 @@ fn bench_ctx(c: &mut Criterion) {
 
 // ---------------------------------------------------------------------------------------------
 // The permission decision.
-
-/// An authority that knows one object's key, with no revocation and no verification cache
-/// (every decision verifies the signature).
-struct OneKey(ObjID, VerifyingKey);
-
-impl Authority for OneKey {
-    fn key_for(&self, obj: ObjID) -> Result<&VerifyingKey, KeyLookupError> {
-        if obj == self.0 {
-            Ok(&self.1)
-        } else {
-            Err(KeyLookupError::NoKuid(obj))
-        }
-    }
-}
 
 fn bench_evaluate(c: &mut Criterion) {
     let mut g = c.benchmark_group("evaluate");
