@@ -1,5 +1,106 @@
-//! Page-fault decision engine and verification cache for Twizzler's security contexts.
+//! The page-fault decision engine of Twizzler's capability security.
 //!
-//! Not built yet: this crate is a placeholder in the workspace so that the layout of
-//! `../shared/DESIGN.md` is visible from the start. Its work is tracked in issue #3 and it
-//! deliberately exports nothing until then.
+//! Twizzler programs map persistent objects and access them without the kernel; the kernel
+//! steps in at the first page fault into an object and decides, from the signed capabilities
+//! and delegations in the faulting thread's security contexts, which protections to program
+//! into the MMU. This crate is that decision, for any kernel:
+//!
+//! - [`Host`]: what the kernel provides (objects' `kuid` and default protections, context
+//!   bytes, parsed verifying keys, the time, unmapping);
+//! - [`SecCtxMgr`]: a thread's active and inactive contexts, after Twizzler's own
+//!   (`check_active_access`, `search_access`, `switch_context`, `attach`, `detach`),
+//!   honouring `UNDETACHABLE`;
+//! - [`Engine::decide`]: a [`Fault`] becomes [`Decision::Map`] with exactly the protections
+//!   the rule grants (data gates whole pages only; code gates as entry points when a fetch
+//!   switches contexts) or [`Decision::Violation`] with the reason;
+//! - [`VerifyCache`]: verified decisions per (context, object), stamped with the context's
+//!   generation, the revocation epoch and the records' earliest expiry, so a hit costs a hash,
+//!   a lock and a few compares, with no heap and no signature work; and [`RecordMemo`], the
+//!   verified record hashes, so a record still present after a context edit is not verified
+//!   again;
+//! - revocation ([`Engine::revoke_key`], [`Engine::revoke_record`],
+//!   [`Engine::invalidate_ctx`], [`Engine::expire`]), each unmapping through the host what it
+//!   takes away and returning it.
+//!
+//! `no_std`, no heap, `const`-constructible: a kernel keeps the engine in a `static`.
+//!
+//! # Example
+//!
+//! ```
+//! use std::collections::HashMap;
+//! use kernel_hooks::*;
+//! use twizzler_security::*;
+//! # struct Rng(u64);
+//! # impl rand_core::TryRng for Rng {
+//! #     type Error = core::convert::Infallible;
+//! #     fn try_next_u32(&mut self) -> Result<u32, Self::Error> { Ok(self.try_next_u64()? as u32) }
+//! #     fn try_next_u64(&mut self) -> Result<u64, Self::Error> {
+//! #         self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+//! #         Ok(self.0)
+//! #     }
+//! #     fn try_fill_bytes(&mut self, d: &mut [u8]) -> Result<(), Self::Error> {
+//! #         for b in d { *b = self.try_next_u64()? as u8; } Ok(())
+//! #     }
+//! # }
+//! # impl rand_core::TryCryptoRng for Rng {}
+//! # let mut rng = Rng(7); // use a real CSPRNG: this one is for the example only
+//!
+//! /// A toy kernel: objects, context bytes and keys in maps.
+//! struct Kernel {
+//!     objects: HashMap<ObjID, ObjectInfo>,
+//!     contexts: HashMap<ObjID, Vec<u8>>,
+//!     keys: HashMap<ObjID, VerifyingKey>,
+//! }
+//! impl Host for Kernel {
+//!     fn object(&self, id: ObjID) -> Option<ObjectInfo> { self.objects.get(&id).copied() }
+//!     fn ctx_bytes(&self, ctx: ObjID) -> Option<&[u8]> { self.contexts.get(&ctx).map(|b| &b[..]) }
+//!     fn verifying_key(&self, kuid: ObjID) -> Option<&VerifyingKey> { self.keys.get(&kuid) }
+//!     fn now(&self) -> u64 { 1 }
+//!     fn unmap(&self, _what: Unmap) {}
+//! }
+//!
+//! let (file, key_obj, ctx) = (ObjID::new(0x10), ObjID::new(0x11), ObjID::new(0x20));
+//! let key = SigningKey::generate(SigningScheme::Ed25519, &mut rng);
+//! let cap = Cap::mint(CapGrant::new(file, ctx, Protections::READ), &key).unwrap();
+//! let mut editor = SecCtxEditor::new();
+//! editor.add_cap(&cap);
+//!
+//! let engine = Engine::new(Kernel {
+//!     objects: [(file, ObjectInfo { kuid: Some(key_obj), default_prots: Protections::empty() })].into(),
+//!     contexts: [(ctx, editor.encode().unwrap())].into(),
+//!     keys: [(key_obj, key.verifying_key())].into(),
+//! });
+//! let thread = SecCtxMgr::new(ctx);
+//!
+//! let read = Fault { target: file, offset: 0x1000, kind: AccessKind::Read };
+//! assert!(matches!(engine.decide(&thread, &read), Decision::Map { prots, .. } if prots == Protections::READ));
+//! // The second fault is served from the cache, without verifying the signature again.
+//! engine.decide(&thread, &read);
+//! assert_eq!((engine.stats().hits, engine.stats().verifies), (1, 1));
+//!
+//! let write = Fault { kind: AccessKind::Write, ..read };
+//! assert!(matches!(engine.decide(&thread, &write), Decision::Violation(Violation::Denied { .. })));
+//! ```
+
+#![no_std]
+#![warn(missing_docs)]
+#![forbid(unsafe_code)]
+
+mod authority;
+pub mod cache;
+mod engine;
+mod fault;
+mod host;
+pub mod memo;
+mod mgr;
+mod revocation;
+mod stats;
+
+pub use cache::VerifyCache;
+pub use engine::{Engine, INVALIDATION_LIST, Invalidation};
+pub use fault::{Decision, DenyCause, Fault, Violation};
+pub use host::{Host, ObjectInfo, Unmap};
+pub use memo::RecordMemo;
+pub use mgr::{AttachError, DetachError, MAX_INACTIVE, SecCtxMgr, SwitchResult};
+pub use revocation::{MAX_REVOKED_KEYS, MAX_REVOKED_RECORDS, RevokeError};
+pub use stats::Stats;

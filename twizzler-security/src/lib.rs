@@ -93,7 +93,7 @@ mod time;
 pub use cap::{CAP_BODY_LEN, CAP_DOMAIN, CAP_LEN, CAP_MAGIC, CAP_VERSION, Cap, CapGrant};
 #[cfg(feature = "alloc")]
 pub use ctx::{BuildError, SecCtxEditor};
-pub use ctx::{CtxError, CtxFlags, Entry, Mask, SecCtx};
+pub use ctx::{CtxError, CtxFlags, Entry, Mask, SecCtx, Validated};
 pub use del::{
     DEL_DOMAIN, DEL_MAGIC, DEL_VERSION, Del, DelGrant, LINK_LEN, Link, MAX_CHAIN_DEPTH,
     MAX_DEL_LEN, del_len,
@@ -113,7 +113,8 @@ pub use keys::{
 #[cfg(feature = "std")]
 pub use pem::PemError;
 pub use perms::{
-    Access, AccessKind, PermsInfo, RecordReport, Verdict, evaluate, evaluate_explained,
+    Access, AccessKind, Grant, PermsInfo, RecordReport, Verdict, allowed_by_masks, evaluate,
+    evaluate_explained,
 };
 pub use record::{Authority, Record, RecordKind};
 pub use time::Expiry;

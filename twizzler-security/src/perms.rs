@@ -21,6 +21,7 @@
 
 use crate::ctx::SecCtx;
 use crate::error::{DecodeError, VerifyError};
+use crate::gate::Gate;
 use crate::ids::{ObjID, PAGE_SIZE, Protections};
 use crate::record::{Authority, Record};
 use crate::time::Expiry;
@@ -168,39 +169,74 @@ pub struct RecordReport<'r> {
     pub verdict: Verdict,
 }
 
-/// What a record could contribute to `access` on page `page`, before verification.
-fn contribution(record: &Record, access: &Access) -> Result<Protections, Verdict> {
-    let prots = record.prots();
-    let gate = record.gate();
-    let data_bits = Protections::READ | Protections::WRITE;
-    let data = if gate.covers_page(access.page()) {
-        prots & data_bits
-    } else {
-        Protections::empty()
-    };
-    let code = if access.kind == AccessKind::Exec && prots.contains(Protections::EXEC) {
-        if access.entering && !gate.allows_entry(access.offset) {
-            if data.is_empty() {
-                return Err(Verdict::NotAnEntry);
-            }
-            Protections::empty()
-        } else {
-            prots & (Protections::READ | Protections::EXEC)
+/// What a record grants, once it counts: its rights and its gate. This is the part of a
+/// record the rule needs after verification, so a cache of verified records can keep just
+/// this and ask [`Grant::contribution`] for every later access.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Grant {
+    /// The rights the record grants.
+    pub prots: Protections,
+    /// Its gate: a byte range for data, entry points for code.
+    pub gate: Gate,
+}
+
+impl Grant {
+    /// The grant of `record`.
+    pub fn of(record: &Record) -> Self {
+        Self {
+            prots: record.prots(),
+            gate: record.gate(),
         }
-    } else {
-        Protections::empty()
-    };
-    let c = data | code;
-    if c.is_empty() {
-        return Err(
-            if prots.intersects(data_bits) && !gate.covers_page(access.page()) {
+    }
+
+    /// What this grant contributes to `access`, before masks:
+    ///
+    /// - for data (any access, rights `R` and `W`) the gate must cover the whole faulting page;
+    /// - for code (an instruction fetch, rights `R` and `X`) the grant covers the whole object,
+    ///   but a fetch that switches into the context ([`Access::enter`]) must land on an entry
+    ///   point of the gate.
+    ///
+    /// Errors with the verdict that explains why it contributes nothing.
+    pub fn contribution(&self, access: &Access) -> Result<Protections, Verdict> {
+        let data_bits = Protections::READ | Protections::WRITE;
+        let covers = self.gate.covers_page(access.page());
+        let data = if covers {
+            self.prots & data_bits
+        } else {
+            Protections::empty()
+        };
+        let code = if access.kind == AccessKind::Exec && self.prots.contains(Protections::EXEC) {
+            if access.entering && !self.gate.allows_entry(access.offset) {
+                if data.is_empty() {
+                    return Err(Verdict::NotAnEntry);
+                }
+                Protections::empty()
+            } else {
+                self.prots & (Protections::READ | Protections::EXEC)
+            }
+        } else {
+            Protections::empty()
+        };
+        let c = data | code;
+        if c.is_empty() {
+            return Err(if self.prots.intersects(data_bits) && !covers {
                 Verdict::OutsideGate
             } else {
                 Verdict::NoUsefulRights
-            },
-        );
+            });
+        }
+        Ok(c)
     }
-    Ok(c)
+}
+
+/// The rights context `ctx`'s masks let through for `target`:
+/// `mask(T).permmask & (C.global_mask | mask(T).ovrmask)`, or `C.global_mask` when `T` has no
+/// mask.
+pub fn allowed_by_masks(ctx: &SecCtx<'_>, target: ObjID) -> Protections {
+    match ctx.mask(target) {
+        Some(m) => m.permmask & (ctx.global_mask() | m.ovrmask),
+        None => ctx.global_mask(),
+    }
 }
 
 /// Evaluates context `ctx` (whose object id is `ctx_id`) for `access` to `target`.
@@ -237,10 +273,7 @@ pub fn evaluate_explained(
     now: u64,
     mut observe: impl FnMut(&RecordReport<'_>),
 ) -> PermsInfo {
-    let allowed = match ctx.mask(target) {
-        Some(m) => m.permmask & (ctx.global_mask() | m.ovrmask),
-        None => ctx.global_mask(),
-    };
+    let allowed = allowed_by_masks(ctx, target);
     let mut provide = default_prots;
     let mut valid_until = Expiry::NEVER;
 
@@ -295,7 +328,7 @@ fn judge(
     if record.holder() != ctx_id {
         return Verdict::WrongHolder(record.holder());
     }
-    let c = match contribution(record, access) {
+    let c = match Grant::of(record).contribution(access) {
         Ok(c) => c,
         Err(v) => return v,
     };

@@ -30,7 +30,7 @@
 //! - Heap: the encoded capabilities and delegations.
 
 mod reader;
-pub use reader::{CtxError, Entry, EntryIter, Mask, SecCtx};
+pub use reader::{CtxError, Entry, EntryIter, Mask, SecCtx, Validated};
 
 #[cfg(feature = "alloc")]
 mod editor;

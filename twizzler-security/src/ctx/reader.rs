@@ -49,6 +49,9 @@ pub enum CtxError {
         /// Index of the offending mask.
         index: usize,
     },
+    /// [`SecCtx::reopen`]: the bytes are no longer those validated (another generation or
+    /// length); parse them again.
+    Changed,
 }
 
 impl fmt::Display for CtxError {
@@ -58,6 +61,7 @@ impl fmt::Display for CtxError {
             Self::UnknownFlags(b) => write!(f, "context flags {b:#x} have unknown bits"),
             Self::UnknownGlobalMask(b) => write!(f, "global mask {b:#x} has unknown bits"),
             Self::NonZeroReserved => f.write_str("a reserved context header field is not zero"),
+            Self::Changed => f.write_str("the context changed since it was validated"),
             Self::TableOutOfBounds(t) => write!(f, "the {t} lies outside the context"),
             Self::UnsortedEntries { index } => {
                 write!(
@@ -127,12 +131,28 @@ impl Entry<'_> {
 /// the heap, entries are sorted by target and masks strictly sorted with known bits.
 #[derive(Clone, Copy)]
 pub struct SecCtx<'a> {
+    len: usize,
     flags: CtxFlags,
     generation: u64,
     global_mask: Protections,
     entries: &'a [u8],
     masks: &'a [u8],
     heap: &'a [u8],
+}
+
+/// Proof that context bytes passed the full validation of [`SecCtx::parse`] at one generation
+/// and length, so that [`SecCtx::reopen`] can skip the linear part.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Validated {
+    generation: u64,
+    len: usize,
+}
+
+impl Validated {
+    /// The generation that was validated.
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
 }
 
 /// The sub-slice `offset .. offset + len` of `bytes`, or `None` if it is not inside.
@@ -187,6 +207,57 @@ impl<'a> SecCtx<'a> {
     /// Validates `bytes` as a context. Cost is linear in the number of entries and masks;
     /// records themselves are decoded only when looked up.
     pub fn parse(bytes: &'a [u8]) -> Result<Self, CtxError> {
+        let ctx = Self::parse_layout(bytes)?;
+        ctx.validate_entries()?;
+        ctx.validate_masks()?;
+        Ok(ctx)
+    }
+
+    /// Re-opens bytes that [`SecCtx::parse`] validated as `validated`, in constant time: the
+    /// header and the bounds of every table are checked again, and the generation and length
+    /// must be the ones validated ([`CtxError::Changed`] otherwise); the linear checks of the
+    /// rows are not repeated.
+    ///
+    /// The generation is the writer's promise that nothing else changed. A writer that edits
+    /// rows without bumping it can make its own lookups miss entries, never read out of
+    /// bounds: every accessor checks the row it reads, and a row that does not check out
+    /// reads as absent.
+    pub fn reopen(bytes: &'a [u8], validated: Validated) -> Result<Self, CtxError> {
+        let ctx = Self::parse_layout(bytes)?;
+        if ctx.generation != validated.generation || ctx.len != validated.len {
+            return Err(CtxError::Changed);
+        }
+        Ok(ctx)
+    }
+
+    /// The stamp [`SecCtx::reopen`] takes. Only a value returned by [`SecCtx::parse`] carries
+    /// one, so holding it means the full validation passed.
+    pub fn validated(&self) -> Validated {
+        Validated {
+            generation: self.generation,
+            len: self.len,
+        }
+    }
+
+    /// The generation in the header of `bytes`, checking only the magic and the version: the
+    /// cheapest way to tell whether a context changed since a decision was cached.
+    pub fn peek_generation(bytes: &[u8]) -> Result<u64, CtxError> {
+        let header = bytes
+            .get(..16)
+            .ok_or(CtxError::Header(DecodeError::Truncated {
+                at: 0,
+                needed: HEADER_LEN,
+                available: bytes.len(),
+            }))?;
+        let mut r = Reader::new(header);
+        r.magic(CTX_MAGIC)?;
+        r.version(CTX_VERSION)?;
+        r.u16()?;
+        Ok(r.u64()?)
+    }
+
+    /// The header and the bounds of the three tables: everything but the rows.
+    fn parse_layout(bytes: &'a [u8]) -> Result<Self, CtxError> {
         let header = bytes
             .get(..HEADER_LEN)
             .ok_or(CtxError::Header(DecodeError::Truncated {
@@ -227,17 +298,15 @@ impl<'a> SecCtx<'a> {
         let heap = region(bytes, heap_offset, u64::from(heap_len))
             .ok_or(CtxError::TableOutOfBounds("item heap"))?;
 
-        let ctx = Self {
+        Ok(Self {
+            len: bytes.len(),
             flags,
             generation,
             global_mask,
             entries,
             masks,
             heap,
-        };
-        ctx.validate_entries()?;
-        ctx.validate_masks()?;
-        Ok(ctx)
+        })
     }
 
     fn validate_entries(&self) -> Result<(), CtxError> {

@@ -1,0 +1,350 @@
+//! [`VerifyCache`]: decisions already verified, keyed by (context, object).
+//!
+//! An entry keeps what the rule needs once signatures are checked: the grants (rights and
+//! gate) of the records that counted, the masks, the default protections and the context's
+//! flags. A hit recomputes the rights for the faulting page from those with a few compares:
+//! no decoding, no hashing, no signature work, no heap.
+//!
+//! Every entry is stamped with what it was derived from, and misses when any of it changed:
+//! the context's generation, the engine's revocation epoch, the object's default protections,
+//! and `valid_until`, the earliest expiry among the records it holds. It also records what it
+//! depends on (the key objects consulted and the ids of the records and their parents) so a
+//! revocation can find, and unmap, exactly the grants it takes away.
+//!
+//! The cache is set-associative: `SETS` sets of `WAYS` entries, each set behind its own
+//! spinlock, so faults on several CPUs contend only when they hash to the same set.
+
+use core::ops::Range;
+
+use spin::Mutex;
+use twizzler_security::{
+    Access, CtxFlags, Expiry, Gate, Grant, MAX_OBJECT_SIZE, ObjID, PAGE_SIZE, PermsInfo,
+    Protections, RecordId,
+};
+
+/// Number of sets.
+pub const SETS: usize = 64;
+/// Entries per set.
+pub const WAYS: usize = 4;
+/// Grants one entry holds; an object with more valid records in one context is cached
+/// incomplete (see [`CachedPerms::complete`]).
+pub const MAX_GRANTS: usize = 4;
+/// Key objects one entry remembers depending on.
+const MAX_KUIDS: usize = 4;
+/// Record ids (fingerprints) one entry remembers depending on.
+const MAX_RECORDS: usize = 12;
+
+/// What an entry was derived from, and so what must not have changed for it to hit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Stamp {
+    /// The context's generation.
+    pub generation: u64,
+    /// The engine's revocation epoch.
+    pub epoch: u64,
+    /// The object's default protections.
+    pub default_prots: Protections,
+}
+
+/// The keys and records an entry was derived from.
+///
+/// Records are remembered by a 64-bit fingerprint of their id, so a revocation may also
+/// match an unrelated entry: that only unmaps more than needed. When the lists overflow the
+/// entry depends on everything.
+#[derive(Clone, Copy, Debug)]
+pub struct Deps {
+    kuids: [ObjID; MAX_KUIDS],
+    n_kuids: u8,
+    records: [u64; MAX_RECORDS],
+    n_records: u8,
+    overflow: bool,
+}
+
+impl Deps {
+    /// No dependencies.
+    pub const EMPTY: Deps = Deps {
+        kuids: [ObjID::new(0); MAX_KUIDS],
+        n_kuids: 0,
+        records: [0; MAX_RECORDS],
+        n_records: 0,
+        overflow: false,
+    };
+
+    fn fingerprint(id: &RecordId) -> u64 {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(&id.0[..8]);
+        u64::from_le_bytes(b)
+    }
+
+    /// Notes that the entry consulted key object `kuid`.
+    pub fn add_kuid(&mut self, kuid: ObjID) {
+        let n = usize::from(self.n_kuids);
+        if self.kuids[..n].contains(&kuid) {
+            return;
+        }
+        match self.kuids.get_mut(n) {
+            Some(slot) => {
+                *slot = kuid;
+                self.n_kuids += 1;
+            }
+            None => self.overflow = true,
+        }
+    }
+
+    /// Notes that the entry derives from the record `id`.
+    pub fn add_record(&mut self, id: &RecordId) {
+        let fp = Self::fingerprint(id);
+        let n = usize::from(self.n_records);
+        if self.records[..n].contains(&fp) {
+            return;
+        }
+        match self.records.get_mut(n) {
+            Some(slot) => {
+                *slot = fp;
+                self.n_records += 1;
+            }
+            None => self.overflow = true,
+        }
+    }
+
+    /// Whether revoking key object `kuid` may take something away from the entry.
+    pub fn uses_kuid(&self, kuid: ObjID) -> bool {
+        self.overflow || self.kuids[..usize::from(self.n_kuids)].contains(&kuid)
+    }
+
+    /// Whether revoking record `id` may take something away from the entry.
+    pub fn uses_record(&self, id: &RecordId) -> bool {
+        self.overflow
+            || self.records[..usize::from(self.n_records)].contains(&Self::fingerprint(id))
+    }
+}
+
+/// The verified grants of one context for one object.
+#[derive(Clone, Copy, Debug)]
+pub struct CachedPerms {
+    /// The context.
+    pub ctx: ObjID,
+    /// The object.
+    pub target: ObjID,
+    /// What it was derived from.
+    pub stamp: Stamp,
+    /// The earliest expiry among its records.
+    pub valid_until: Expiry,
+    /// The rights the context's masks let through for the object.
+    pub allowed: Protections,
+    /// The context's flags.
+    pub flags: CtxFlags,
+    grants: [Grant; MAX_GRANTS],
+    n_grants: u8,
+    /// False when the context held more valid records for the object than fit: a hit that
+    /// does not grant must then be re-evaluated in full.
+    pub complete: bool,
+    /// What it depends on.
+    pub deps: Deps,
+}
+
+/// Rights for one access, computed from a cache entry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Evaluated {
+    /// The permission info, as the rule defines it.
+    pub perms: PermsInfo,
+    /// Pages the same decision holds for.
+    pub pages: Range<u64>,
+}
+
+/// The pages lying wholly inside `gate`.
+fn full_pages(gate: &Gate) -> Range<u64> {
+    let first = gate.offset().div_ceil(PAGE_SIZE);
+    let end = gate.end() / PAGE_SIZE;
+    first..end.max(first)
+}
+
+/// Every page of an object but the null page.
+const OBJECT_PAGES: Range<u64> = 1..MAX_OBJECT_SIZE / PAGE_SIZE;
+
+impl CachedPerms {
+    /// An entry with no grants yet.
+    pub fn new(
+        ctx: ObjID,
+        target: ObjID,
+        stamp: Stamp,
+        allowed: Protections,
+        flags: CtxFlags,
+    ) -> Self {
+        Self {
+            ctx,
+            target,
+            stamp,
+            valid_until: Expiry::NEVER,
+            allowed,
+            flags,
+            grants: [Grant {
+                prots: Protections::empty(),
+                gate: Gate::WHOLE,
+            }; MAX_GRANTS],
+            n_grants: 0,
+            complete: true,
+            deps: Deps::EMPTY,
+        }
+    }
+
+    /// Adds the grant of a record that counted and expires at `expires`.
+    pub fn add_grant(&mut self, grant: Grant, expires: Expiry) {
+        let n = usize::from(self.n_grants);
+        if let Some(same) = self.grants[..n].iter_mut().find(|g| g.gate == grant.gate) {
+            same.prots |= grant.prots;
+        } else if let Some(slot) = self.grants.get_mut(n) {
+            *slot = grant;
+            self.n_grants += 1;
+        } else {
+            self.complete = false;
+            return;
+        }
+        self.valid_until = self.valid_until.min(expires);
+    }
+
+    /// The grants held.
+    pub fn grants(&self) -> &[Grant] {
+        &self.grants[..usize::from(self.n_grants)]
+    }
+
+    /// Whether the entry may serve a fault with `stamp` at `now`.
+    fn is_fresh(&self, stamp: &Stamp, now: u64) -> bool {
+        self.stamp == *stamp && !self.valid_until.is_expired(now)
+    }
+
+    /// The rule, from the verified grants: what `access` is provided.
+    pub fn evaluate(&self, access: &Access) -> Evaluated {
+        let mut unmasked = self.stamp.default_prots;
+        let mut pages = OBJECT_PAGES;
+        let data = Protections::READ | Protections::WRITE;
+        for g in self.grants() {
+            if let Ok(c) = g.contribution(access) {
+                unmasked |= c;
+                if g.prots.intersects(data) && g.gate.covers_page(access.page()) {
+                    let p = full_pages(&g.gate);
+                    pages = pages.start.max(p.start)..pages.end.min(p.end);
+                }
+            }
+        }
+        Evaluated {
+            perms: PermsInfo {
+                ctx: self.ctx,
+                provide: unmasked & self.allowed,
+                restrict: Protections::all() & !self.allowed,
+                valid_until: self.valid_until,
+            },
+            pages,
+        }
+    }
+}
+
+/// One set: its ways and the next victim.
+struct Set {
+    ways: [Option<CachedPerms>; WAYS],
+    victim: u8,
+}
+
+/// A bounded, set-associative cache of verified decisions.
+pub struct VerifyCache {
+    sets: [Mutex<Set>; SETS],
+}
+
+impl Default for VerifyCache {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl VerifyCache {
+    /// An empty cache.
+    pub const fn new() -> Self {
+        Self {
+            sets: [const {
+                Mutex::new(Set {
+                    ways: [None; WAYS],
+                    victim: 0,
+                })
+            }; SETS],
+        }
+    }
+
+    fn set(&self, ctx: ObjID, target: ObjID) -> &Mutex<Set> {
+        let k = ctx.raw() ^ target.raw().rotate_left(61);
+        let folded = (k as u64) ^ ((k >> 64) as u64);
+        let h = folded.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32;
+        // SETS is a power of two; the index is reduced modulo it.
+        let i = (h as usize) % SETS;
+        &self.sets[i]
+    }
+
+    /// Runs `f` on the fresh entry for (`ctx`, `target`), if there is one.
+    pub fn with_fresh<R>(
+        &self,
+        ctx: ObjID,
+        target: ObjID,
+        stamp: &Stamp,
+        now: u64,
+        f: impl FnOnce(&CachedPerms) -> R,
+    ) -> Option<R> {
+        let set = self.set(ctx, target).lock();
+        set.ways
+            .iter()
+            .flatten()
+            .find(|e| e.ctx == ctx && e.target == target && e.is_fresh(stamp, now))
+            .map(f)
+    }
+
+    /// Inserts `entry`, replacing the entry for the same key if there is one. Returns the
+    /// key of another entry it evicted, whose mappings must go.
+    pub fn insert(&self, entry: CachedPerms) -> Option<(ObjID, ObjID)> {
+        let mut set = self.set(entry.ctx, entry.target).lock();
+        let same = set
+            .ways
+            .iter()
+            .position(|w| w.is_some_and(|e| e.ctx == entry.ctx && e.target == entry.target));
+        let free = || set.ways.iter().position(Option::is_none);
+        let (slot, evicted) = match same.or_else(free) {
+            Some(i) => (i, None),
+            None => {
+                let i = usize::from(set.victim) % WAYS;
+                set.victim = set.victim.wrapping_add(1);
+                (i, set.ways[i].map(|e| (e.ctx, e.target)))
+            }
+        };
+        set.ways[slot] = Some(entry);
+        evicted
+    }
+
+    /// Visits every entry; those for which `keep` returns false are removed and passed to
+    /// `removed`.
+    pub fn retain(
+        &self,
+        mut keep: impl FnMut(&mut CachedPerms) -> bool,
+        mut removed: impl FnMut(&CachedPerms),
+    ) {
+        for set in &self.sets {
+            let mut set = set.lock();
+            for way in set.ways.iter_mut() {
+                if let Some(e) = way
+                    && !keep(e)
+                {
+                    removed(e);
+                    *way = None;
+                }
+            }
+        }
+    }
+
+    /// Number of entries held.
+    pub fn len(&self) -> usize {
+        self.sets
+            .iter()
+            .map(|s| s.lock().ways.iter().flatten().count())
+            .sum()
+    }
+
+    /// Whether the cache holds nothing.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
