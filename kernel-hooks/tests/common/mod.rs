@@ -227,3 +227,15 @@ pub fn ctx_with(caps: &[&Cap]) -> SecCtxEditor {
     }
     e
 }
+
+impl TestHost {
+    /// A copy of the current bytes of context `ctx`.
+    pub fn ctx_bytes_of(&self, ctx: ObjID) -> Vec<u8> {
+        self.contexts
+            .lock()
+            .unwrap()
+            .get(&ctx)
+            .map(|b| b.to_vec())
+            .unwrap_or_default()
+    }
+}

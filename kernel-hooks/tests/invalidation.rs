@@ -1,0 +1,332 @@
+//! The verification cache and every way a cached decision is invalidated: context edits
+//! (generation), key and record revocation, expiry, detach, switch, explicit invalidation and
+//! eviction.
+
+mod common;
+
+use common::*;
+use kernel_hooks::{Decision, SecCtxMgr, Unmap};
+use twizzler_security::{
+    AccessKind::{Read, Write},
+    CapGrant, Del, DelGrant, Expiry, ObjID, SecCtxEditor,
+};
+
+const PAGE: u64 = 4096;
+
+#[test]
+fn repeated_faults_hit_the_cache_without_verifying() {
+    let w = World::new();
+    let cap = w.cap(FILE, CTX_A, RW);
+    w.host().set_ctx(CTX_A, &ctx_with(&[&cap]));
+    let t = SecCtxMgr::new(CTX_A);
+    for page in 1..50 {
+        assert_eq!(mapped(&w.decide(&t, FILE, page * PAGE, Write)), Some(RW));
+    }
+    let s = w.engine.stats();
+    assert_eq!((s.misses, s.hits, s.verifies), (1, 48, 1));
+}
+
+#[test]
+fn context_edit_misses_and_unchanged_records_are_not_verified_again() {
+    let w = World::new();
+    let file = w.cap(FILE, CTX_A, R);
+    let mut e = ctx_with(&[&file]);
+    w.host().set_ctx(CTX_A, &e);
+    let t = SecCtxMgr::new(CTX_A);
+    assert_eq!(mapped(&w.decide(&t, FILE, PAGE, Read)), Some(R));
+    assert_eq!(w.engine.stats().verifies, 1);
+
+    // An edit: a new cap for OTHER, and the generation moves on.
+    let other = w.cap(OTHER, CTX_A, RW);
+    e.add_cap(&other);
+    w.host().set_ctx(CTX_A, &e);
+    assert_eq!(mapped(&w.decide(&t, FILE, PAGE, Read)), Some(R));
+    let s = w.engine.stats();
+    assert_eq!(s.misses, 2, "the generation changed: the entry missed");
+    assert_eq!(s.verifies, 1, "FILE's cap is unchanged: not verified again");
+    assert_eq!(s.memo_hits, 1);
+    assert_eq!(mapped(&w.decide(&t, OTHER, PAGE, Write)), Some(RW));
+
+    // Removing the cap takes effect at the next fault.
+    e.remove_target(FILE);
+    w.host().set_ctx(CTX_A, &e);
+    assert!(matches!(
+        w.decide(&t, FILE, PAGE, Read),
+        Decision::Violation(_)
+    ));
+}
+
+#[test]
+fn key_revocation_denies_and_unmaps_exactly_what_it_granted() {
+    let w = World::new();
+    let file = w.cap(FILE, CTX_A, R);
+    let other = w.cap(OTHER, CTX_A, R);
+    w.host().set_ctx(CTX_A, &ctx_with(&[&file, &other]));
+    let t = SecCtxMgr::new(CTX_A);
+    assert!(grants(&w.decide(&t, FILE, PAGE, Read), Read));
+    assert!(grants(&w.decide(&t, OTHER, PAGE, Read), Read));
+    w.host().take_unmapped();
+
+    let inv = w.engine.revoke_key(K_FILE).unwrap();
+    assert_eq!(
+        inv.unmapped(),
+        &[Unmap::Object {
+            ctx: CTX_A,
+            target: FILE
+        }]
+    );
+    assert_eq!(w.host().take_unmapped(), inv.unmapped());
+    assert!(matches!(
+        w.decide(&t, FILE, PAGE, Read),
+        Decision::Violation(_)
+    ));
+
+    // OTHER's entry survived the sweep and still hits.
+    let before = w.engine.stats();
+    assert!(grants(&w.decide(&t, OTHER, PAGE, Read), Read));
+    assert_eq!(w.engine.stats().hits, before.hits + 1);
+
+    // Revoking twice changes nothing.
+    assert!(w.engine.revoke_key(K_FILE).unwrap().is_empty());
+}
+
+#[test]
+fn revoking_a_cap_revokes_the_delegations_derived_from_it() {
+    let w = World::new();
+    let parent = w.cap(FILE, CTX_A, RW);
+    let del = Del::from_cap(&parent, DelGrant::new(CTX_B, R), w.key(CTX_A)).unwrap();
+    w.host().set_ctx(CTX_A, &ctx_with(&[&parent]));
+    let mut b = SecCtxEditor::new();
+    b.add_del(&del);
+    w.host().set_ctx(CTX_B, &b);
+    let ta = SecCtxMgr::new(CTX_A);
+    let tb = SecCtxMgr::new(CTX_B);
+    assert!(grants(&w.decide(&ta, FILE, PAGE, Write), Write));
+    assert!(grants(&w.decide(&tb, FILE, PAGE, Read), Read));
+
+    let inv = w.engine.revoke_record(parent.id()).unwrap();
+    let mut got = inv.unmapped().to_vec();
+    got.sort_by_key(|u| format!("{u:?}"));
+    assert_eq!(
+        got,
+        vec![
+            Unmap::Object {
+                ctx: CTX_A,
+                target: FILE
+            },
+            Unmap::Object {
+                ctx: CTX_B,
+                target: FILE
+            },
+        ]
+    );
+    assert!(matches!(
+        w.decide(&ta, FILE, PAGE, Read),
+        Decision::Violation(_)
+    ));
+    assert!(matches!(
+        w.decide(&tb, FILE, PAGE, Read),
+        Decision::Violation(_)
+    ));
+}
+
+#[test]
+fn revoking_a_providers_key_revokes_its_delegations() {
+    let w = World::new();
+    let parent = w.cap(FILE, CTX_A, RW);
+    let del = Del::from_cap(&parent, DelGrant::new(CTX_B, R), w.key(CTX_A)).unwrap();
+    let mut b = SecCtxEditor::new();
+    b.add_del(&del);
+    w.host().set_ctx(CTX_B, &b);
+    let tb = SecCtxMgr::new(CTX_B);
+    assert!(grants(&w.decide(&tb, FILE, PAGE, Read), Read));
+    let inv = w.engine.revoke_key(K_CTX_A).unwrap();
+    assert_eq!(inv.total(), 1);
+    assert!(matches!(
+        w.decide(&tb, FILE, PAGE, Read),
+        Decision::Violation(_)
+    ));
+}
+
+#[test]
+fn expiry_passing_misses_denies_and_expire_unmaps() {
+    let w = World::new();
+    let mut g = CapGrant::new(FILE, CTX_A, R);
+    g.expires = Expiry::from_raw(T0 + 1_000);
+    let cap = w.cap_with(g);
+    w.host().set_ctx(CTX_A, &ctx_with(&[&cap]));
+    let t = SecCtxMgr::new(CTX_A);
+    match w.decide(&t, FILE, PAGE, Read) {
+        Decision::Map { valid_until, .. } => assert_eq!(valid_until, g.expires),
+        other => panic!("{other:?}"),
+    }
+    assert!(w.engine.expire().is_empty(), "nothing has expired yet");
+
+    w.host().advance(1_000);
+    let inv = w.engine.expire();
+    assert_eq!(
+        inv.unmapped(),
+        &[Unmap::Object {
+            ctx: CTX_A,
+            target: FILE
+        }]
+    );
+    assert!(matches!(
+        w.decide(&t, FILE, PAGE, Read),
+        Decision::Violation(_)
+    ));
+}
+
+#[test]
+fn expiry_passing_without_a_sweep_still_denies_at_the_next_fault() {
+    let w = World::new();
+    let mut g = CapGrant::new(FILE, CTX_A, R);
+    g.expires = Expiry::from_raw(T0 + 10);
+    let cap = w.cap_with(g);
+    w.host().set_ctx(CTX_A, &ctx_with(&[&cap]));
+    let t = SecCtxMgr::new(CTX_A);
+    assert!(grants(&w.decide(&t, FILE, PAGE, Read), Read));
+    w.host().advance(10);
+    assert!(matches!(
+        w.decide(&t, FILE, PAGE, Read),
+        Decision::Violation(_)
+    ));
+}
+
+#[test]
+fn detach_stops_the_context_granting_for_that_thread() {
+    let w = World::new();
+    let cap = w.cap(FILE, CTX_B, R);
+    w.host().set_ctx(CTX_B, &ctx_with(&[&cap]));
+    let t = SecCtxMgr::new(CTX_A);
+    t.attach(CTX_B).unwrap();
+    let other_thread = SecCtxMgr::new(CTX_A);
+    other_thread.attach(CTX_B).unwrap();
+
+    // Warm the cache for B, then switch back to A.
+    assert!(grants(&w.decide(&t, FILE, PAGE, Read), Read));
+    assert_eq!(
+        t.switch_context(CTX_A),
+        kernel_hooks::SwitchResult::Switched
+    );
+    t.detach(CTX_B).unwrap();
+    assert!(matches!(
+        w.decide(&t, FILE, PAGE, Read),
+        Decision::Violation(_)
+    ));
+    assert_eq!(t.active_id(), CTX_A);
+    // The other thread still has B.
+    assert!(grants(&w.decide(&other_thread, FILE, PAGE, Read), Read));
+
+    assert_eq!(
+        t.detach(CTX_A),
+        Err(kernel_hooks::DetachError::Active(CTX_A))
+    );
+    assert_eq!(
+        t.detach(CTX_B),
+        Err(kernel_hooks::DetachError::NotAttached(CTX_B))
+    );
+    assert_eq!(
+        t.switch_context(CTX_B),
+        kernel_hooks::SwitchResult::NotAttached
+    );
+}
+
+#[test]
+fn switch_changes_which_context_decides() {
+    let w = World::new();
+    let a = w.cap(FILE, CTX_A, R);
+    let b = w.cap(FILE, CTX_B, RW);
+    w.host().set_ctx(CTX_A, &ctx_with(&[&a]));
+    w.host().set_ctx(CTX_B, &ctx_with(&[&b]));
+    let t = SecCtxMgr::new(CTX_A);
+    t.attach(CTX_B).unwrap();
+    assert!(
+        matches!(w.decide(&t, FILE, PAGE, Read), Decision::Map { prots, switch_to: None, .. } if prots == R)
+    );
+    assert_eq!(
+        t.switch_context(CTX_B),
+        kernel_hooks::SwitchResult::Switched
+    );
+    assert!(
+        matches!(w.decide(&t, FILE, PAGE, Read), Decision::Map { prots, switch_to: None, .. } if prots == RW)
+    );
+}
+
+#[test]
+fn invalidate_ctx_unmaps_the_context_and_forgets_its_decisions() {
+    let w = World::new();
+    let cap = w.cap(FILE, CTX_A, R);
+    w.host().set_ctx(CTX_A, &ctx_with(&[&cap]));
+    let t = SecCtxMgr::new(CTX_A);
+    assert!(grants(&w.decide(&t, FILE, PAGE, Read), Read));
+    assert_eq!(w.engine.cached(), 1);
+    let inv = w.engine.invalidate_ctx(CTX_A);
+    assert!(inv.unmapped().contains(&Unmap::Context(CTX_A)));
+    assert_eq!(w.engine.cached(), 0);
+    let misses = w.engine.stats().misses;
+    assert!(grants(&w.decide(&t, FILE, PAGE, Read), Read));
+    assert_eq!(w.engine.stats().misses, misses + 1);
+}
+
+#[test]
+fn eviction_unmaps_the_displaced_decision_and_decisions_stay_right() {
+    let w = World::new();
+    let n = (kernel_hooks::cache::SETS * kernel_hooks::cache::WAYS + 50) as u128;
+    let key = w.key(FILE).clone();
+    let mut e = SecCtxEditor::new();
+    for i in 0..n {
+        let obj = ObjID::new(0x10_0000 + i);
+        w.host().set_object(obj, Some(K_FILE), NONE);
+        let prots = if i % 2 == 0 { R } else { RW };
+        e.add_cap(&twizzler_security::Cap::mint(CapGrant::new(obj, CTX_A, prots), &key).unwrap());
+    }
+    w.host().set_ctx(CTX_A, &e);
+    let t = SecCtxMgr::new(CTX_A);
+    for round in 0..2 {
+        for i in 0..n {
+            let obj = ObjID::new(0x10_0000 + i);
+            let want = if i % 2 == 0 { R } else { RW };
+            assert_eq!(
+                mapped(&w.decide(&t, obj, PAGE, Read)),
+                Some(want),
+                "round {round} obj {i}"
+            );
+        }
+    }
+    let s = w.engine.stats();
+    assert!(s.evictions > 0);
+    // Each record verified once, plus the few whose memo set overflowed (it is
+    // set-associative): without the memo the second round would verify n more.
+    assert!(
+        (s.verifies as u128) >= n && (s.verifies as u128) < n + n / 10,
+        "verifies {} for {n} records",
+        s.verifies
+    );
+    let unmapped = w.host().take_unmapped();
+    assert_eq!(unmapped.len() as u64, s.evictions);
+}
+
+#[test]
+fn full_revocation_tables_are_an_error_not_a_panic() {
+    let w = World::new();
+    for i in 0..kernel_hooks::MAX_REVOKED_KEYS as u128 {
+        w.engine.revoke_key(ObjID::new(0x7000_0000 + i)).unwrap();
+    }
+    assert_eq!(
+        w.engine.revoke_key(ObjID::new(1)),
+        Err(kernel_hooks::RevokeError::TooManyKeys)
+    );
+    for i in 0..kernel_hooks::MAX_REVOKED_RECORDS {
+        let mut id = [0u8; 32];
+        id[..8].copy_from_slice(&(i as u64).to_le_bytes());
+        w.engine
+            .revoke_record(twizzler_security::RecordId(id))
+            .unwrap();
+    }
+    assert_eq!(
+        w.engine
+            .revoke_record(twizzler_security::RecordId([0xff; 32])),
+        Err(kernel_hooks::RevokeError::TooManyRecords)
+    );
+}
