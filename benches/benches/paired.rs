@@ -15,6 +15,7 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use benches::OneKey;
+use benches::host::{CTX, fault_engine, obj};
 use rand_chacha::ChaCha20Rng;
 use rand_chacha::rand_core::SeedableRng;
 use twizzler_security::{
@@ -227,7 +228,57 @@ fn main() {
             .unwrap()
     };
 
+    // The fault path's miss: flush the engine's caches, then decide a read fault, which
+    // decodes, hashes and verifies the object's one record (the flush is inside A's time).
+    let fault = kernel_hooks::Fault {
+        target: obj(0),
+        offset: 0x1000,
+        kind: AccessKind::Read,
+    };
+    let thread = kernel_hooks::SecCtxMgr::new(CTX);
+    let (ed_1, ed_10k) = (
+        fault_engine(1, &ed_sk, false),
+        fault_engine(10_000, &ed_sk, false),
+    );
+    let (p_1, p_10k) = (
+        fault_engine(1, &p_sk, false),
+        fault_engine(10_000, &p_sk, false),
+    );
+    let miss = |e: &kernel_hooks::Engine<benches::host::BenchHost>| {
+        e.flush();
+        let d = e.decide(&thread, black_box(&fault));
+        assert!(matches!(d, kernel_hooks::Decision::Map { .. }));
+    };
+
     let mut pairs: Vec<Pair<'_>> = vec![
+        Pair {
+            name: "decide_miss/ed25519/1 vs raw_verify/ed25519_verify_strict/32B",
+            a_name: "flush + decide miss, ed25519, 1 record",
+            b_name: "ed25519 verify_strict 32B",
+            a: Box::new(|| miss(&ed_1)),
+            b: Box::new(ed_raw),
+        },
+        Pair {
+            name: "decide_miss/ed25519/10000 vs raw_verify/ed25519_verify_strict/32B",
+            a_name: "flush + decide miss, ed25519, 10,000 records",
+            b_name: "ed25519 verify_strict 32B",
+            a: Box::new(|| miss(&ed_10k)),
+            b: Box::new(ed_raw),
+        },
+        Pair {
+            name: "decide_miss/p256/1 vs raw_verify/p256/32B",
+            a_name: "flush + decide miss, p256, 1 record",
+            b_name: "p256 verify (parsed key) 32B",
+            a: Box::new(|| miss(&p_1)),
+            b: Box::new(p_raw),
+        },
+        Pair {
+            name: "decide_miss/p256/10000 vs raw_verify/p256/32B",
+            a_name: "flush + decide miss, p256, 10,000 records",
+            b_name: "p256 verify (parsed key) 32B",
+            a: Box::new(|| miss(&p_10k)),
+            b: Box::new(p_raw),
+        },
         Pair {
             name: "cap_verify/ed25519-blake3 vs raw_verify/ed25519_verify_strict/32B",
             a_name: "cap_verify/ed25519-blake3",

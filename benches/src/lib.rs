@@ -15,3 +15,108 @@ impl Authority for OneKey {
         }
     }
 }
+
+/// A host kernel for the fault-path benchmarks: objects in a map, one context (whose bytes
+/// can be swapped between prepared versions), keys parsed once, a fixed clock, no-op unmaps.
+pub mod host {
+    use std::collections::HashMap;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use kernel_hooks::{Engine, Host, ObjectInfo, Unmap};
+    use twizzler_security::{
+        Cap, CapGrant, ObjID, Protections, SecCtxEditor, SigningKey, VerifyingKey,
+    };
+
+    /// The context of the fault-path benchmarks.
+    pub const CTX: ObjID = ObjID::new(0xc0_0000);
+    /// The key object of every benchmark object.
+    pub const KUID: ObjID = ObjID::new(0x6_0000);
+    /// The benchmarks' clock.
+    pub const NOW: u64 = 1_700_000_000_000_000_000;
+
+    /// Benchmark object `i`.
+    pub fn obj(i: u128) -> ObjID {
+        ObjID::new(0x1_0000_0000 + i)
+    }
+
+    /// An engine whose context holds `n` read capabilities (one per object `obj(i)`) signed
+    /// with `key`, in two versions that differ only in generation (see
+    /// [`BenchHost::next_version`]). With `sign_all` false only object 0's capability carries
+    /// a real signature (the others reuse it and must not be faulted on), which keeps building
+    /// a 10,000-record context quick.
+    pub fn fault_engine(n: u128, key: &SigningKey, sign_all: bool) -> Box<Engine<BenchHost>> {
+        let first = Cap::mint(CapGrant::new(obj(0), CTX, Protections::READ), key)
+            .expect("benchmark keys sign");
+        let mut e = SecCtxEditor::new();
+        e.add_cap(&first);
+        for i in 1..n {
+            let g = CapGrant::new(obj(i), CTX, Protections::READ);
+            e.add_cap(&if sign_all {
+                Cap::mint(g, key).expect("benchmark keys sign")
+            } else {
+                Cap::from_parts(g, *first.signature())
+            });
+        }
+        let v1 = e.encode().expect("benchmark contexts encode");
+        e.set_global_mask(Protections::all()); // an edit: bumps the generation
+        let v2 = e.encode().expect("benchmark contexts encode");
+        let info = ObjectInfo {
+            kuid: Some(KUID),
+            default_prots: Protections::empty(),
+        };
+        Box::new(Engine::new(BenchHost {
+            objects: (0..n).map(|i| (obj(i), info)).collect(),
+            keys: [(KUID, key.verifying_key())].into(),
+            ctx: CTX,
+            versions: vec![v1, v2],
+            current: AtomicUsize::new(0),
+            now: NOW,
+        }))
+    }
+
+    /// The benchmark host.
+    pub struct BenchHost {
+        /// Objects by id.
+        pub objects: HashMap<ObjID, ObjectInfo>,
+        /// Keys by kuid.
+        pub keys: HashMap<ObjID, VerifyingKey>,
+        /// The context's id.
+        pub ctx: ObjID,
+        /// Versions of the context's bytes; `current` picks one.
+        pub versions: Vec<Vec<u8>>,
+        /// Which version the context holds now.
+        pub current: AtomicUsize,
+        /// The time.
+        pub now: u64,
+    }
+
+    impl BenchHost {
+        /// Switches the context to the next prepared version (a context edit).
+        pub fn next_version(&self) {
+            let n = self.versions.len().max(1);
+            let c = self.current.load(Ordering::Relaxed);
+            self.current.store((c + 1) % n, Ordering::Relaxed);
+        }
+    }
+
+    impl Host for BenchHost {
+        fn object(&self, id: ObjID) -> Option<ObjectInfo> {
+            self.objects.get(&id).copied()
+        }
+        fn ctx_bytes(&self, ctx: ObjID) -> Option<&[u8]> {
+            if ctx != self.ctx {
+                return None;
+            }
+            self.versions
+                .get(self.current.load(Ordering::Relaxed))
+                .map(Vec::as_slice)
+        }
+        fn verifying_key(&self, kuid: ObjID) -> Option<&VerifyingKey> {
+            self.keys.get(&kuid)
+        }
+        fn now(&self) -> u64 {
+            self.now
+        }
+        fn unmap(&self, _what: Unmap) {}
+    }
+}

@@ -513,6 +513,13 @@ impl<H: Host> Engine<H> {
         inv
     }
 
+    /// Forgets every cached decision (unmapping what they granted) and every verified record:
+    /// for memory pressure, or to measure cold faults.
+    pub fn flush(&self) -> Invalidation {
+        self.memo.clear();
+        self.remove_where(|_| true)
+    }
+
     /// Removes and unmaps every decision whose records have expired by the host's current
     /// time. The kernel calls it from its timer, by the earliest `valid_until` it was given.
     pub fn expire(&self) -> Invalidation {

@@ -54,6 +54,13 @@ impl RecordMemo {
         self.set(id).lock().ids.contains(&Some(*id))
     }
 
+    /// Forgets every id.
+    pub fn clear(&self) {
+        for set in &self.sets {
+            set.lock().ids = [None; WAYS];
+        }
+    }
+
     /// Remembers `id`, displacing the oldest id of its set when it is full.
     pub fn insert(&self, id: &RecordId) {
         let mut set = self.set(id).lock();

@@ -330,3 +330,17 @@ fn full_revocation_tables_are_an_error_not_a_panic() {
         Err(kernel_hooks::RevokeError::TooManyRecords)
     );
 }
+
+#[test]
+fn flush_unmaps_everything_and_forgets_verified_records() {
+    let w = World::new();
+    let cap = w.cap(FILE, CTX_A, R);
+    w.host().set_ctx(CTX_A, &ctx_with(&[&cap]));
+    let t = SecCtxMgr::new(CTX_A);
+    assert!(grants(&w.decide(&t, FILE, PAGE, Read), Read));
+    let inv = w.engine.flush();
+    assert_eq!(inv.total(), 1);
+    assert_eq!(w.engine.cached(), 0);
+    assert!(grants(&w.decide(&t, FILE, PAGE, Read), Read));
+    assert_eq!(w.engine.stats().verifies, 2, "the memo was flushed too");
+}

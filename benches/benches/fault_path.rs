@@ -1,0 +1,160 @@
+//! The page-fault decision (`kernel_hooks::Engine::decide`): cache hits and misses with
+//! contexts of 1, 100 and 10,000 records, a miss after a context edit, and the hit rate and
+//! cost per fault under a stream of invalidations.
+//!
+//! Each context holds one read-write capability per object; faults are reads of page 1..16 of
+//! one of them. A "miss" is measured after `Engine::flush` (untimed, in the batch setup), so it
+//! decodes, hashes and verifies the object's record; the context's validation is remembered
+//! across the flush, as it is across faults in a kernel.
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use benches::host::{BenchHost, CTX, fault_engine, obj};
+use criterion::{BatchSize, BenchmarkId, Criterion, criterion_group, criterion_main};
+use kernel_hooks::{Decision, Engine, Fault, SecCtxMgr};
+use rand_chacha::ChaCha20Rng;
+use rand_chacha::rand_core::SeedableRng;
+use twizzler_security::{AccessKind, SigningKey, SigningScheme};
+
+const SIZES: [u128; 3] = [1, 100, 10_000];
+
+fn engine(n: u128, scheme: SigningScheme, sign_all: bool) -> Box<Engine<BenchHost>> {
+    let key = SigningKey::generate(scheme, &mut ChaCha20Rng::seed_from_u64(n as u64));
+    fault_engine(n, &key, sign_all)
+}
+
+fn read(page: u64) -> Fault {
+    Fault {
+        target: obj(0),
+        offset: page * 4096,
+        kind: AccessKind::Read,
+    }
+}
+
+fn check(d: Decision) {
+    assert!(matches!(d, Decision::Map { .. }), "{d:?}");
+}
+
+fn bench_decide(c: &mut Criterion) {
+    for (scheme, label) in [
+        (SigningScheme::Ed25519, "ed25519"),
+        (SigningScheme::EcdsaP256, "p256"),
+    ] {
+        let mut hit = c.benchmark_group(format!("decide_hit/{label}"));
+        hit.measurement_time(Duration::from_secs(3));
+        for n in SIZES {
+            let e = engine(n, scheme, false);
+            let t = SecCtxMgr::new(CTX);
+            check(e.decide(&t, &read(1)));
+            let mut page = 0u64;
+            hit.bench_function(BenchmarkId::from_parameter(n), |b| {
+                b.iter(|| {
+                    page = page % 16 + 1;
+                    e.decide(&t, black_box(&read(page)))
+                })
+            });
+        }
+        hit.finish();
+
+        let mut miss = c.benchmark_group(format!("decide_miss/{label}"));
+        miss.measurement_time(Duration::from_secs(4));
+        for n in SIZES {
+            let e = engine(n, scheme, false);
+            let t = SecCtxMgr::new(CTX);
+            check(e.decide(&t, &read(1)));
+            miss.bench_function(BenchmarkId::from_parameter(n), |b| {
+                b.iter_batched(
+                    || {
+                        e.flush();
+                    },
+                    |()| e.decide(&t, black_box(&read(1))),
+                    BatchSize::PerIteration,
+                )
+            });
+        }
+        miss.finish();
+    }
+
+    // A context edit: the generation changes, the context is validated again, the record is
+    // still in the memo, so no signature is verified.
+    let mut edit = c.benchmark_group("decide_miss_after_edit/ed25519");
+    edit.measurement_time(Duration::from_secs(3));
+    for n in SIZES {
+        let e = engine(n, SigningScheme::Ed25519, false);
+        let t = SecCtxMgr::new(CTX);
+        check(e.decide(&t, &read(1)));
+        edit.bench_function(BenchmarkId::from_parameter(n), |b| {
+            b.iter_batched(
+                || e.host().next_version(),
+                |()| e.decide(&t, black_box(&read(1))),
+                BatchSize::PerIteration,
+            )
+        });
+    }
+    edit.finish();
+
+    let mut flush = c.benchmark_group("engine_flush");
+    let e = engine(1, SigningScheme::Ed25519, false);
+    flush.bench_function("empty", |b| b.iter(|| e.flush()));
+    flush.finish();
+}
+
+/// Faults on 64 objects in turn with an invalidation every `every` faults: a context edit
+/// (generation bump), or `invalidate_ctx`. Reports the time per fault and the hit rate.
+fn bench_invalidation_stream(c: &mut Criterion) {
+    let mut g = c.benchmark_group("invalidation_stream");
+    g.measurement_time(Duration::from_secs(4));
+    for (kind, every) in [
+        ("none", 0usize),
+        ("edit", 1000),
+        ("edit", 100),
+        ("edit", 10),
+        ("invalidate_ctx", 100),
+    ] {
+        // All 64 objects are faulted on, so every record carries its own signature.
+        let e = engine(64, SigningScheme::Ed25519, true);
+        let t = SecCtxMgr::new(CTX);
+        let name = if every == 0 {
+            kind.to_string()
+        } else {
+            format!("{kind}_every_{every}")
+        };
+        let before = e.stats();
+        let mut n = 0usize;
+        g.bench_function(name.as_str(), |b| {
+            b.iter_custom(|iters| {
+                let start = Instant::now();
+                for _ in 0..iters {
+                    n += 1;
+                    if every != 0 && n.is_multiple_of(every) {
+                        if kind == "edit" {
+                            e.host().next_version();
+                        } else {
+                            e.invalidate_ctx(CTX);
+                        }
+                    }
+                    let f = Fault {
+                        target: obj((n % 64) as u128),
+                        offset: 4096 * (1 + (n % 7) as u64),
+                        kind: AccessKind::Read,
+                    };
+                    black_box(e.decide(&t, &f));
+                }
+                start.elapsed()
+            })
+        });
+        let s = e.stats();
+        let (hits, misses) = (s.hits - before.hits, s.misses - before.misses);
+        eprintln!(
+            "invalidation_stream/{name}: hit rate {:.2}% ({hits} hits, {misses} misses, {} signature verifications, {} memo hits)",
+            100.0 * hits as f64 / (hits + misses).max(1) as f64,
+            s.verifies - before.verifies,
+            s.memo_hits - before.memo_hits,
+        );
+    }
+    g.finish();
+}
+
+criterion_group!(benches, bench_decide, bench_invalidation_stream);
+criterion_main!(benches);
