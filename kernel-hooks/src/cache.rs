@@ -269,12 +269,14 @@ impl VerifyCache {
     }
 
     fn set(&self, ctx: ObjID, target: ObjID) -> &Mutex<Set> {
-        let k = ctx.raw() ^ target.raw().rotate_left(61);
-        let folded = (k as u64) ^ ((k >> 64) as u64);
-        let h = folded.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32;
-        // SETS is a power of two; the index is reduced modulo it.
-        let i = (h as usize) % SETS;
-        &self.sets[i]
+        // Object ids are often sequential: fold every bit of both ids into one word, then
+        // take the *top* bits of a multiplicative hash, which depend on all of the input.
+        let fold = |id: ObjID| (id.raw() as u64) ^ ((id.raw() >> 64) as u64).rotate_left(32);
+        let x = fold(target) ^ fold(ctx).wrapping_mul(0xC2B2_AE3D_27D4_EB4F);
+        let h = x.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        // SETS is a power of two: the top log2(SETS) bits index it.
+        let i = (h >> (u64::BITS - SETS.trailing_zeros())) as usize;
+        &self.sets[i % SETS]
     }
 
     /// Runs `f` on the fresh entry for (`ctx`, `target`), if there is one.

@@ -344,3 +344,34 @@ fn flush_unmaps_everything_and_forgets_verified_records() {
     assert!(grants(&w.decide(&t, FILE, PAGE, Read), Read));
     assert_eq!(w.engine.stats().verifies, 2, "the memo was flushed too");
 }
+
+#[test]
+fn sequential_object_ids_spread_over_the_cache() {
+    // 64 objects with consecutive ids fit in the cache at once: the set index must use every
+    // bit of the id, or they pile into a few sets and evict each other on every fault.
+    let w = World::new();
+    let key = w.key(FILE).clone();
+    let mut e = SecCtxEditor::new();
+    for i in 0..64u128 {
+        let obj = ObjID::new(0x1_0000_0000 + i);
+        w.host().set_object(obj, Some(K_FILE), NONE);
+        e.add_cap(&twizzler_security::Cap::mint(CapGrant::new(obj, CTX_A, R), &key).unwrap());
+    }
+    w.host().set_ctx(CTX_A, &e);
+    let t = SecCtxMgr::new(CTX_A);
+    for _ in 0..2 {
+        for i in 0..64u128 {
+            assert!(grants(
+                &w.decide(&t, ObjID::new(0x1_0000_0000 + i), PAGE, Read),
+                Read
+            ));
+        }
+    }
+    let s = w.engine.stats();
+    assert!(
+        s.hits >= 60,
+        "second round hit {} of 64 (evictions {})",
+        s.hits,
+        s.evictions
+    );
+}
