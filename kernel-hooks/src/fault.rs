@@ -122,7 +122,7 @@ impl fmt::Display for Violation {
                 provided,
             } => write!(
                 f,
-                "needs {needed:?}, context {ctx} provides {provided:?} and is undetachable"
+                "needs {needed}, context {ctx} provides {provided} and is undetachable"
             ),
             Self::Denied {
                 ctx,
@@ -131,7 +131,7 @@ impl fmt::Display for Violation {
                 cause,
             } => write!(
                 f,
-                "needs {needed:?}, context {ctx} provides {provided:?}: {cause}"
+                "needs {needed}, context {ctx} provides {provided}: {cause}"
             ),
         }
     }
@@ -141,7 +141,7 @@ impl fmt::Display for DenyCause {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::NoRecord => f.write_str("no capability or delegation for the object"),
-            Self::Masked { removed } => write!(f, "masks remove {removed:?}"),
+            Self::Masked { removed } => write!(f, "masks remove {removed}"),
             Self::Record(v) => match v {
                 Verdict::Counted(_) | Verdict::Redundant => {
                     f.write_str("its records grant less than the access needs")
