@@ -11,6 +11,8 @@ use std::env;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
 
 /// The bare-metal target the `no_std` crates must build for (soft-float, like Twizzler's
 /// kernel target).
@@ -18,6 +20,22 @@ const BARE_METAL_TARGET: &str = "x86_64-unknown-none";
 
 /// Default fuzzing time, in seconds, when `cargo xtask fuzz` is given none.
 const DEFAULT_FUZZ_SECONDS: u64 = 60;
+
+/// The QEMU test kernel's crate, relative to the workspace root (outside the workspace, with
+/// its own Cargo.lock, like `fuzz/`).
+const KERNEL_DIR: &str = "kernel-hooks/kernel";
+/// The kernel's binary name.
+const KERNEL_BIN: &str = "kernel-hooks-qemu";
+/// The QEMU binary that boots it, and the Debian package providing it.
+const QEMU: &str = "qemu-system-x86_64";
+const QEMU_PACKAGE: &str = "qemu-system-x86";
+/// How long the kernel may run before it counts as hung.
+const QEMU_TIMEOUT: Duration = Duration::from_secs(120);
+/// The kernel writes 0x10 to `isa-debug-exit` when every scenario matches; QEMU then exits
+/// with `(0x10 << 1) | 1`.
+const KERNEL_SUCCESS_STATUS: i32 = 33;
+/// ... and 0x11 (status 35) when one does not.
+const KERNEL_MISMATCH_STATUS: i32 = 35;
 
 fn main() -> ExitCode {
     let args: Vec<String> = env::args().skip(1).collect();
@@ -144,6 +162,35 @@ fn test_steps() -> Vec<Step> {
                 BARE_METAL_TARGET,
             ]),
         },
+        Step {
+            name: "qemu",
+            about: "qemu-system-x86_64 --version; when missing, apt-get update and \
+                    apt-get install -y --no-install-recommends qemu-system-x86 (needs root)",
+            action: Action::Custom(ensure_qemu),
+        },
+        Step {
+            name: "qemu kernel: format",
+            about: "cargo fmt --check, in kernel-hooks/kernel (outside the workspace)",
+            action: Action::Custom(kernel_format),
+        },
+        Step {
+            name: "qemu kernel: clippy",
+            about: "cargo clippy --release --locked --target x86_64-unknown-none -- -D warnings, \
+                    in kernel-hooks/kernel",
+            action: Action::Custom(kernel_clippy),
+        },
+        Step {
+            name: "qemu kernel: build",
+            about: "cargo build --release --locked --target x86_64-unknown-none, \
+                    in kernel-hooks/kernel",
+            action: Action::Custom(kernel_build),
+        },
+        Step {
+            name: "qemu kernel: boot",
+            about: "boots it under QEMU (TCG) with a 120 s timeout; every scenario must match \
+                    (isa-debug-exit status 33)",
+            action: Action::Custom(kernel_boot),
+        },
     ]
 }
 
@@ -233,11 +280,201 @@ fn check_format(ws: &Workspace) -> Result<(), String> {
 }
 
 // ---------------------------------------------------------------------------------------------
+// The QEMU test kernel
+
+/// Step: makes sure `qemu-system-x86_64` runs, installing Debian's `qemu-system-x86` with apt
+/// when it does not.
+fn ensure_qemu(ws: &Workspace) -> Result<(), String> {
+    if qemu_version().is_some() {
+        return Ok(());
+    }
+    println!("{QEMU} is not installed; installing {QEMU_PACKAGE} with apt-get");
+    let apt_missing = Command::new("apt-get")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_err();
+    if apt_missing {
+        return Err(format!(
+            "{QEMU} is missing and there is no apt-get to install it with; install QEMU's \
+             x86_64 system emulator by other means (Debian/Ubuntu package: {QEMU_PACKAGE})"
+        ));
+    }
+    let hint = format!(
+        "installing {QEMU_PACKAGE} needs root (run `sudo apt-get update && sudo apt-get \
+         install -y {QEMU_PACKAGE}`, or run xtask as root)"
+    );
+    run(ws, "apt-get", &["update"]).map_err(|e| format!("{e}; {hint}"))?;
+    let mut cmd = Command::new("apt-get");
+    cmd.args(["install", "-y", "--no-install-recommends", QEMU_PACKAGE])
+        .env("DEBIAN_FRONTEND", "noninteractive");
+    println!("$ apt-get install -y --no-install-recommends {QEMU_PACKAGE}");
+    let status = cmd
+        .status()
+        .map_err(|e| format!("cannot run apt-get: {e}; {hint}"))?;
+    if !status.success() {
+        return Err(format!(
+            "`apt-get install -y {QEMU_PACKAGE}` {}; {hint}",
+            describe_status(status)
+        ));
+    }
+    qemu_version()
+        .map(|_| ())
+        .ok_or_else(|| format!("{QEMU_PACKAGE} was installed but `{QEMU} --version` still fails"))
+}
+
+/// The first line of `qemu-system-x86_64 --version`, printed, if QEMU runs.
+fn qemu_version() -> Option<String> {
+    let out = Command::new(QEMU).arg("--version").output().ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    let first = text.lines().next().unwrap_or("").trim().to_owned();
+    println!("{first}");
+    Some(first)
+}
+
+fn kernel_dir(ws: &Workspace) -> PathBuf {
+    ws.root.join(KERNEL_DIR)
+}
+
+/// The kernel's crate must run cargo from its own directory: that is where its lock file is,
+/// and where cargo picks up the workspace's `.cargo/config.toml` (the soft-float crypto
+/// backends for the bare-metal target).
+fn kernel_cargo(ws: &Workspace, args: &[&str]) -> Result<(), String> {
+    run_in(&kernel_dir(ws), "cargo", args)
+}
+
+/// Step: `cargo fmt --check` on the kernel crate.
+fn kernel_format(ws: &Workspace) -> Result<(), String> {
+    if in_ci() {
+        kernel_cargo(ws, &["fmt", "--check", "--", "--color", "never"])
+    } else {
+        kernel_cargo(ws, &["fmt", "--check"])
+    }
+}
+
+/// Step: clippy on the kernel crate, warnings denied.
+fn kernel_clippy(ws: &Workspace) -> Result<(), String> {
+    kernel_cargo(
+        ws,
+        &[
+            "clippy",
+            "--release",
+            "--locked",
+            "--target",
+            BARE_METAL_TARGET,
+            "--",
+            "-D",
+            "warnings",
+        ],
+    )
+}
+
+/// Step: builds the kernel ELF.
+fn kernel_build(ws: &Workspace) -> Result<(), String> {
+    kernel_cargo(
+        ws,
+        &[
+            "build",
+            "--release",
+            "--locked",
+            "--target",
+            BARE_METAL_TARGET,
+        ],
+    )
+}
+
+/// Where `kernel_build` leaves the ELF (honouring `CARGO_TARGET_DIR`).
+fn kernel_elf(ws: &Workspace) -> PathBuf {
+    let target_dir = match env::var_os("CARGO_TARGET_DIR") {
+        Some(dir) => kernel_dir(ws).join(dir),
+        None => kernel_dir(ws).join("target"),
+    };
+    target_dir
+        .join(BARE_METAL_TARGET)
+        .join("release")
+        .join(KERNEL_BIN)
+}
+
+/// Step: boots the kernel under QEMU and checks its exit status.
+fn kernel_boot(ws: &Workspace) -> Result<(), String> {
+    let elf = kernel_elf(ws);
+    if !elf.is_file() {
+        return Err(format!(
+            "no kernel at {} (the build step makes it)",
+            elf.display()
+        ));
+    }
+    let elf_arg = elf.to_string_lossy().into_owned();
+    let args = [
+        "-machine",
+        "q35",
+        "-cpu",
+        "max",
+        "-m",
+        "256M",
+        "-kernel",
+        &elf_arg,
+        "-serial",
+        "stdio",
+        "-display",
+        "none",
+        "-monitor",
+        "none",
+        "-no-reboot",
+        "-device",
+        "isa-debug-exit,iobase=0xf4,iosize=0x04",
+    ];
+    println!("$ {}", command_line(QEMU, &args));
+    let mut child = Command::new(QEMU)
+        .args(args)
+        .stdin(Stdio::null())
+        .current_dir(&ws.root)
+        .spawn()
+        .map_err(|e| format!("cannot run {QEMU}: {e}"))?;
+    let started = Instant::now();
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) if started.elapsed() >= QEMU_TIMEOUT => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!(
+                    "the kernel did not finish within {} s (hung?); QEMU was killed",
+                    QEMU_TIMEOUT.as_secs()
+                ));
+            }
+            Ok(None) => thread::sleep(Duration::from_millis(50)),
+            Err(e) => return Err(format!("waiting for {QEMU}: {e}")),
+        }
+    };
+    println!(
+        "xtask: QEMU ran for {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    match status.code() {
+        Some(KERNEL_SUCCESS_STATUS) => Ok(()),
+        Some(KERNEL_MISMATCH_STATUS) => Err(format!(
+            "the kernel reported a failure (QEMU status {KERNEL_MISMATCH_STATUS}): a scenario \
+             did not match, or the kernel could not run them; see its output above"
+        )),
+        Some(code) => Err(format!(
+            "QEMU exited with status {code}, not {KERNEL_SUCCESS_STATUS}: the kernel did not \
+             reach isa-debug-exit (a triple fault or a boot failure; see the output above)"
+        )),
+        None => Err("QEMU was killed by a signal".to_owned()),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
 // Other commands
 
 fn cmd_demo(ws: &Workspace) -> ExitCode {
     heading("demo (release build)");
-    exit_code(run_cargo(
+    let demo = run_cargo(
         ws,
         &[
             "run",
@@ -247,7 +484,17 @@ fn cmd_demo(ws: &Workspace) -> ExitCode {
             "--example",
             "demo",
         ],
-    ))
+    );
+    if let Err(e) = demo {
+        eprintln!("xtask: {e}");
+        return ExitCode::FAILURE;
+    }
+    heading("the QEMU test kernel: real page faults decided by kernel-hooks");
+    let kernel = ensure_bare_metal_target(ws)
+        .and_then(|()| ensure_qemu(ws))
+        .and_then(|()| kernel_build(ws))
+        .and_then(|()| kernel_boot(ws));
+    exit_code(kernel)
 }
 
 fn cmd_bench(ws: &Workspace, args: &[String]) -> ExitCode {
@@ -440,7 +687,7 @@ fn help_text() -> String {
     for (i, step) in test_steps().iter().enumerate() {
         let _ = writeln!(
             steps,
-            "          {}. {}\n               {}",
+            "         {:>2}. {}\n               {}",
             i + 1,
             step.name,
             step.about
@@ -459,15 +706,23 @@ COMMANDS:
           cargo run --release -p twizzler-security --example demo
         It mints Ed25519 and P-256 keys from the OS RNG, signs capabilities and a
         delegation, builds two security contexts, parses them back and prints every
-        access decision with its reason. Exits non-zero if any decision is not the
-        expected one. Installs nothing.
+        access decision with its reason.
+        Then builds the QEMU test kernel ({KERNEL_DIR}) and boots it:
+          cargo build --release --locked --target {BARE_METAL_TARGET}   (in {KERNEL_DIR})
+          {QEMU} -machine q35 -cpu max -m 256M -kernel <elf> -serial stdio ...
+        The kernel runs ring-3 tasks whose page faults kernel-hooks decides, and prints
+        a table (scenario, expected, got) and the cycles of cache hits and misses.
+        Exits non-zero if any decision or row is not the expected one. Installs the
+        {BARE_METAL_TARGET} target (rustup) and {QEMU_PACKAGE} (apt-get, needs root)
+        when missing, as `test` does.
 
     test
         Runs every check, in order, stopping at the first failure:
 {steps}        Ends with one line `xtask: N passed, M failed` (N and M count steps), which CI
         reads. Installs the {BARE_METAL_TARGET} target through rustup when missing
-        (RUSTUP_AUTO_INSTALL=0 means nothing installs by itself). This is what CI runs
-        (.ci/run).
+        (RUSTUP_AUTO_INSTALL=0 means nothing installs by itself), and {QEMU_PACKAGE}
+        through apt-get when `{QEMU} --version` fails (needs root). QEMU runs
+        with a {timeout} s timeout. This is what CI runs (.ci/run).
 
     bench [criterion args...]
         Runs the criterion benchmarks: cargo bench -p benches -- [criterion args...]
@@ -490,7 +745,9 @@ ENVIRONMENT:
                CARGO_TERM_COLOR=never and CARGO_TERM_PROGRESS_WHEN=never (unless already
                set), and rustfmt gets --color never. xtask never prompts.
 
-Every command runs from the workspace root with the child's output shown as it comes.
-"
+Every command runs from the workspace root (the kernel's cargo commands from {KERNEL_DIR})
+with the child's output shown as it comes.
+",
+        timeout = QEMU_TIMEOUT.as_secs()
     )
 }

@@ -1,0 +1,371 @@
+//! The interrupt descriptor table, the trap entry stubs, and entering ring 3.
+//!
+//! Ring 3 is entered as a function call: [`enter_user`] saves the kernel's callee-saved
+//! registers and stack pointer, loads a task's registers from its [`UserFrame`] and `iretq`s.
+//! `TSS.RSP0` points just past that same frame, so when the task traps (page fault, `int
+//! 0x80`, any exception) the processor pushes its interrupt frame into the tail of the
+//! `UserFrame`, the stub pushes the vector and the general registers below it, and then
+//! returns from [`enter_user`] on the kernel stack. The kernel handles the trap in ordinary
+//! Rust, outside any interrupt context, and resumes the task by entering it again.
+//!
+//! A trap taken in ring 0 is a kernel bug: it is reported and QEMU exits with failure. The
+//! double fault runs on its own stack (IST1) and is always fatal.
+
+use core::arch::{asm, global_asm};
+use core::cell::UnsafeCell;
+use core::mem::size_of;
+
+use crate::exit::{self, Outcome};
+use crate::gdt;
+
+/// The vector user tasks call the kernel with (`int 0x80`).
+pub const SYSCALL_VECTOR: u8 = 0x80;
+/// Page fault.
+pub const PAGE_FAULT: u8 = 14;
+/// General protection fault.
+pub const GENERAL_PROTECTION: u8 = 13;
+/// Invalid opcode.
+pub const INVALID_OPCODE: u8 = 6;
+/// Double fault.
+pub const DOUBLE_FAULT: u8 = 8;
+
+/// A short name for an exception vector.
+pub fn vector_name(vector: u64) -> &'static str {
+    match u8::try_from(vector) {
+        Ok(INVALID_OPCODE) => "#UD",
+        Ok(DOUBLE_FAULT) => "#DF",
+        Ok(GENERAL_PROTECTION) => "#GP",
+        Ok(PAGE_FAULT) => "#PF",
+        Ok(SYSCALL_VECTOR) => "int 0x80",
+        _ => "exception",
+    }
+}
+
+/// RFLAGS for a user task: reserved bit 1 only (interrupts stay off, IOPL 0).
+pub const USER_RFLAGS: u64 = 0x2;
+
+/// A ring-3 task's registers, and the trap that last stopped it.
+///
+/// The layout is shared with the assembly below: general registers in the order the stubs push
+/// them, then the vector and error code, then the processor's interrupt frame.
+#[repr(C, align(16))]
+#[derive(Clone, Copy, Debug, Default)]
+#[allow(missing_docs)]
+pub struct UserFrame {
+    pub r15: u64,
+    pub r14: u64,
+    pub r13: u64,
+    pub r12: u64,
+    pub r11: u64,
+    pub r10: u64,
+    pub r9: u64,
+    pub r8: u64,
+    pub rbp: u64,
+    pub rdi: u64,
+    pub rsi: u64,
+    pub rdx: u64,
+    pub rcx: u64,
+    pub rbx: u64,
+    pub rax: u64,
+    /// The vector of the trap that stopped the task.
+    pub vector: u64,
+    /// The error code the processor pushed (0 for vectors without one).
+    pub error: u64,
+    pub rip: u64,
+    pub cs: u64,
+    pub rflags: u64,
+    pub rsp: u64,
+    pub ss: u64,
+}
+
+// The processor aligns RSP0 down to 16 bytes before pushing: the frame's end must be aligned.
+const _: () = assert!(size_of::<UserFrame>().is_multiple_of(16));
+const _: () = assert!(size_of::<UserFrame>() == 22 * 8);
+
+/// Where each entry stub is; filled by the assembly below.
+const STUB_COUNT: usize = 33; // vectors 0..=31 and 0x80
+
+global_asm!(
+    r#"
+    .macro TRAP_NOERR n
+    .p2align 4
+trap_stub_\n:
+    push 0
+    push \n
+    jmp trap_common
+    .endm
+
+    .macro TRAP_ERR n
+    .p2align 4
+trap_stub_\n:
+    push \n
+    jmp trap_common
+    .endm
+
+    .section .text.trap, "ax"
+    TRAP_NOERR 0
+    TRAP_NOERR 1
+    TRAP_NOERR 2
+    TRAP_NOERR 3
+    TRAP_NOERR 4
+    TRAP_NOERR 5
+    TRAP_NOERR 6
+    TRAP_NOERR 7
+    .p2align 4
+trap_stub_8:                         /* double fault: IST stack, always fatal */
+    push 8
+    jmp trap_kernel
+    TRAP_NOERR 9
+    TRAP_ERR 10
+    TRAP_ERR 11
+    TRAP_ERR 12
+    TRAP_ERR 13
+    TRAP_ERR 14
+    TRAP_NOERR 15
+    TRAP_NOERR 16
+    TRAP_ERR 17
+    TRAP_NOERR 18
+    TRAP_NOERR 19
+    TRAP_NOERR 20
+    TRAP_ERR 21
+    TRAP_NOERR 22
+    TRAP_NOERR 23
+    TRAP_NOERR 24
+    TRAP_NOERR 25
+    TRAP_NOERR 26
+    TRAP_NOERR 27
+    TRAP_NOERR 28
+    TRAP_ERR 29
+    TRAP_ERR 30
+    TRAP_NOERR 31
+    TRAP_NOERR 128
+
+    /* [rsp] vector, [rsp+8] error, [rsp+16] rip, [rsp+24] cs, ... */
+trap_common:
+    test qword ptr [rsp + 24], 3
+    jz trap_kernel
+    /* From ring 3: rsp is inside the task's UserFrame. Fill in the registers. */
+    push rax
+    push rbx
+    push rcx
+    push rdx
+    push rsi
+    push rdi
+    push rbp
+    push r8
+    push r9
+    push r10
+    push r11
+    push r12
+    push r13
+    push r14
+    push r15
+    cld
+    /* Back to the kernel stack of enter_user, and return from it. */
+    mov rsp, [rip + kernel_saved_rsp]
+    pop r15
+    pop r14
+    pop r13
+    pop r12
+    pop rbp
+    pop rbx
+    ret
+
+    /* A trap in ring 0 (or a double fault): report and exit. Never returns. */
+trap_kernel:
+    cld
+    mov rdi, rsp
+    and rsp, -16
+    call kernel_trap
+2:
+    cli
+    hlt
+    jmp 2b
+
+    /* enter_user(frame: *mut UserFrame): run the task until it traps. */
+    .global enter_user_asm
+enter_user_asm:
+    push rbx
+    push rbp
+    push r12
+    push r13
+    push r14
+    push r15
+    mov [rip + kernel_saved_rsp], rsp
+    mov rsp, rdi
+    pop r15
+    pop r14
+    pop r13
+    pop r12
+    pop r11
+    pop r10
+    pop r9
+    pop r8
+    pop rbp
+    pop rdi
+    pop rsi
+    pop rdx
+    pop rcx
+    pop rbx
+    pop rax
+    add rsp, 16                      /* vector, error */
+    iretq
+
+    .section .rodata.trap_stubs, "a"
+    .p2align 3
+    .global trap_stub_table
+trap_stub_table:
+    .quad trap_stub_0, trap_stub_1, trap_stub_2, trap_stub_3
+    .quad trap_stub_4, trap_stub_5, trap_stub_6, trap_stub_7
+    .quad trap_stub_8, trap_stub_9, trap_stub_10, trap_stub_11
+    .quad trap_stub_12, trap_stub_13, trap_stub_14, trap_stub_15
+    .quad trap_stub_16, trap_stub_17, trap_stub_18, trap_stub_19
+    .quad trap_stub_20, trap_stub_21, trap_stub_22, trap_stub_23
+    .quad trap_stub_24, trap_stub_25, trap_stub_26, trap_stub_27
+    .quad trap_stub_28, trap_stub_29, trap_stub_30, trap_stub_31
+    .quad trap_stub_128
+
+    .section .bss.trap, "aw", @nobits
+    .p2align 3
+kernel_saved_rsp:
+    .skip 8
+    "#
+);
+
+unsafe extern "C" {
+    static trap_stub_table: [u64; STUB_COUNT];
+    fn enter_user_asm(frame: *mut UserFrame);
+}
+
+/// One 16-byte IDT gate.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct Gate {
+    offset_low: u16,
+    selector: u16,
+    ist: u8,
+    type_attr: u8,
+    offset_mid: u16,
+    offset_high: u32,
+    _reserved: u32,
+}
+
+const MISSING: Gate = Gate {
+    offset_low: 0,
+    selector: 0,
+    ist: 0,
+    type_attr: 0,
+    offset_mid: 0,
+    offset_high: 0,
+    _reserved: 0,
+};
+
+/// Present, 64-bit interrupt gate (interrupts stay disabled in the handler), DPL 0.
+const INTERRUPT_GATE: u8 = 0x8e;
+/// The same with DPL 3: ring 3 may raise it with `int`.
+const USER_INTERRUPT_GATE: u8 = 0xee;
+
+#[repr(C, align(16))]
+struct Idt([Gate; 256]);
+
+struct IdtCell(UnsafeCell<Idt>);
+
+// SAFETY: written only by `init`, once, at boot, on the one processor with interrupts disabled.
+unsafe impl Sync for IdtCell {}
+
+static IDT: IdtCell = IdtCell(UnsafeCell::new(Idt([MISSING; 256])));
+
+fn gate(handler: u64, ist: u8, type_attr: u8) -> Gate {
+    Gate {
+        offset_low: handler as u16,
+        selector: gdt::KERNEL_CS,
+        ist,
+        type_attr,
+        offset_mid: (handler >> 16) as u16,
+        offset_high: (handler >> 32) as u32,
+        _reserved: 0,
+    }
+}
+
+/// Fills and loads the IDT: exceptions 0..=31 (double fault on IST1) and `int 0x80` for ring 3.
+pub fn init() {
+    // SAFETY: `trap_stub_table` is initialised read-only data defined above.
+    let stubs = unsafe { &trap_stub_table };
+    let idt = IDT.0.get();
+    // SAFETY: boot is single-threaded with interrupts disabled: nothing else touches the IDT;
+    // every gate points at a stub above; `lidt` gets the table's exact size.
+    unsafe {
+        for (vector, handler) in stubs.iter().enumerate().take(32) {
+            let ist = if vector == usize::from(DOUBLE_FAULT) {
+                gdt::DOUBLE_FAULT_IST
+            } else {
+                0
+            };
+            (*idt).0[vector] = gate(*handler, ist, INTERRUPT_GATE);
+        }
+        (*idt).0[usize::from(SYSCALL_VECTOR)] = gate(stubs[32], 0, USER_INTERRUPT_GATE);
+
+        #[repr(C, packed)]
+        struct Pointer {
+            limit: u16,
+            base: u64,
+        }
+        let ptr = Pointer {
+            limit: (size_of::<Idt>() - 1) as u16,
+            base: idt as u64,
+        };
+        asm!("lidt [{}]", in(reg) &raw const ptr, options(readonly, nostack, preserves_flags));
+    }
+}
+
+/// Runs the task whose registers are in `frame` in ring 3 until it traps; on return, `frame`
+/// holds its registers at the trap and `frame.vector` / `frame.error` say which trap.
+///
+/// The segment selectors and flags are forced to ring-3 values before entry, so whatever the
+/// frame held, the task runs unprivileged with interrupts disabled.
+pub fn enter_user(frame: &mut UserFrame) {
+    frame.cs = u64::from(gdt::USER_CS);
+    frame.ss = u64::from(gdt::USER_DS);
+    // Keep only the arithmetic flags and DF; IF, IOPL, TF, NT, AC, VM... are cleared.
+    frame.rflags = (frame.rflags & 0xcd5) | USER_RFLAGS;
+    let frame_ptr: *mut UserFrame = frame;
+    let top = frame_ptr as u64 + size_of::<UserFrame>() as u64;
+    // SAFETY: `frame` is 16-byte aligned (its type says so) and exclusively borrowed for this
+    // call, so the processor and the stubs may write the whole of it; `enter_user_asm` keeps
+    // the callee-saved registers of the System V ABI and returns on the kernel stack it left.
+    // The task runs in ring 3 with CS/SS forced to user selectors and IF/IOPL cleared, so it
+    // can only come back through a trap.
+    unsafe {
+        gdt::set_rsp0(top);
+        enter_user_asm(frame_ptr);
+    }
+}
+
+/// The frame a ring-0 trap pushes: vector, error code, then the processor's frame.
+#[repr(C)]
+pub struct KernelTrapFrame {
+    vector: u64,
+    error: u64,
+    rip: u64,
+    cs: u64,
+    rflags: u64,
+    rsp: u64,
+    ss: u64,
+}
+
+/// A trap in ring 0 (or a double fault): a kernel bug. Reports it and exits with failure.
+#[unsafe(no_mangle)]
+extern "C" fn kernel_trap(frame: &KernelTrapFrame) -> ! {
+    crate::println!();
+    crate::println!(
+        "KERNEL TRAP: vector {} error {:#x} at rip {:#x} (cs {:#x}, rsp {:#x}, rflags {:#x}), cr2 {:#x}",
+        frame.vector,
+        frame.error,
+        frame.rip,
+        frame.cs,
+        frame.rsp,
+        frame.rflags,
+        crate::cpu::read_cr2()
+    );
+    exit::exit(Outcome::Failure)
+}
