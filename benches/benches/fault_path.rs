@@ -19,9 +19,14 @@ use twizzler_security::{AccessKind, SigningKey, SigningScheme};
 
 const SIZES: [u128; 3] = [1, 100, 10_000];
 
-fn engine(n: u128, scheme: SigningScheme, sign_all: bool) -> Box<Engine<BenchHost>> {
+fn engine(
+    n: u128,
+    scheme: SigningScheme,
+    sign_all: bool,
+    versions: usize,
+) -> Box<Engine<BenchHost>> {
     let key = SigningKey::generate(scheme, &mut ChaCha20Rng::seed_from_u64(n as u64));
-    fault_engine(n, &key, sign_all)
+    fault_engine(n, &key, sign_all, versions)
 }
 
 fn read(page: u64) -> Fault {
@@ -44,7 +49,7 @@ fn bench_decide(c: &mut Criterion) {
         let mut hit = c.benchmark_group(format!("decide_hit/{label}"));
         hit.measurement_time(Duration::from_secs(3));
         for n in SIZES {
-            let e = engine(n, scheme, false);
+            let e = engine(n, scheme, false, 1);
             let t = SecCtxMgr::new(CTX);
             check(e.decide(&t, &read(1)));
             let mut page = 0u64;
@@ -60,7 +65,7 @@ fn bench_decide(c: &mut Criterion) {
         let mut miss = c.benchmark_group(format!("decide_miss/{label}"));
         miss.measurement_time(Duration::from_secs(4));
         for n in SIZES {
-            let e = engine(n, scheme, false);
+            let e = engine(n, scheme, false, 1);
             let t = SecCtxMgr::new(CTX);
             check(e.decide(&t, &read(1)));
             miss.bench_function(BenchmarkId::from_parameter(n), |b| {
@@ -81,7 +86,7 @@ fn bench_decide(c: &mut Criterion) {
     let mut edit = c.benchmark_group("decide_miss_after_edit/ed25519");
     edit.measurement_time(Duration::from_secs(3));
     for n in SIZES {
-        let e = engine(n, SigningScheme::Ed25519, false);
+        let e = engine(n, SigningScheme::Ed25519, false, 2);
         let t = SecCtxMgr::new(CTX);
         check(e.decide(&t, &read(1)));
         edit.bench_function(BenchmarkId::from_parameter(n), |b| {
@@ -95,7 +100,7 @@ fn bench_decide(c: &mut Criterion) {
     edit.finish();
 
     let mut flush = c.benchmark_group("engine_flush");
-    let e = engine(1, SigningScheme::Ed25519, false);
+    let e = engine(1, SigningScheme::Ed25519, false, 1);
     flush.bench_function("empty", |b| b.iter(|| e.flush()));
     flush.finish();
 }
@@ -112,8 +117,9 @@ fn bench_invalidation_stream(c: &mut Criterion) {
         ("edit", 10),
         ("invalidate_ctx", 100),
     ] {
-        // All 64 objects are faulted on, so every record carries its own signature.
-        let e = engine(64, SigningScheme::Ed25519, true);
+        // All 64 objects are faulted on, so every record carries its own signature; 2,048
+        // versions so that every edit moves to a generation no cache entry has seen lately.
+        let e = engine(64, SigningScheme::Ed25519, true, 2048);
         let t = SecCtxMgr::new(CTX);
         let name = if every == 0 {
             kind.to_string()

@@ -237,12 +237,12 @@ fn main() {
     };
     let thread = kernel_hooks::SecCtxMgr::new(CTX);
     let (ed_1, ed_10k) = (
-        fault_engine(1, &ed_sk, false),
-        fault_engine(10_000, &ed_sk, false),
+        fault_engine(1, &ed_sk, false, 1),
+        fault_engine(10_000, &ed_sk, false, 1),
     );
     let (p_1, p_10k) = (
-        fault_engine(1, &p_sk, false),
-        fault_engine(10_000, &p_sk, false),
+        fault_engine(1, &p_sk, false, 1),
+        fault_engine(10_000, &p_sk, false, 1),
     );
     let miss = |e: &kernel_hooks::Engine<benches::host::BenchHost>| {
         e.flush();

@@ -40,11 +40,16 @@ pub mod host {
     }
 
     /// An engine whose context holds `n` read capabilities (one per object `obj(i)`) signed
-    /// with `key`, in two versions that differ only in generation (see
+    /// with `key`, in `versions` versions (at least one) that differ only in generation (see
     /// [`BenchHost::next_version`]). With `sign_all` false only object 0's capability carries
     /// a real signature (the others reuse it and must not be faulted on), which keeps building
     /// a 10,000-record context quick.
-    pub fn fault_engine(n: u128, key: &SigningKey, sign_all: bool) -> Box<Engine<BenchHost>> {
+    pub fn fault_engine(
+        n: u128,
+        key: &SigningKey,
+        sign_all: bool,
+        versions: usize,
+    ) -> Box<Engine<BenchHost>> {
         let first = Cap::mint(CapGrant::new(obj(0), CTX, Protections::READ), key)
             .expect("benchmark keys sign");
         let mut e = SecCtxEditor::new();
@@ -57,9 +62,12 @@ pub mod host {
                 Cap::from_parts(g, *first.signature())
             });
         }
-        let v1 = e.encode().expect("benchmark contexts encode");
-        e.set_global_mask(Protections::all()); // an edit: bumps the generation
-        let v2 = e.encode().expect("benchmark contexts encode");
+        let versions = (0..versions.max(1))
+            .map(|_| {
+                e.set_global_mask(Protections::all()); // an edit: bumps the generation
+                e.encode().expect("benchmark contexts encode")
+            })
+            .collect();
         let info = ObjectInfo {
             kuid: Some(KUID),
             default_prots: Protections::empty(),
@@ -68,7 +76,7 @@ pub mod host {
             objects: (0..n).map(|i| (obj(i), info)).collect(),
             keys: [(KUID, key.verifying_key())].into(),
             ctx: CTX,
-            versions: vec![v1, v2],
+            versions,
             current: AtomicUsize::new(0),
             now: NOW,
         }))
