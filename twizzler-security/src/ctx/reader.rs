@@ -174,6 +174,21 @@ fn le_u128(b: &[u8], at: usize) -> Option<u128> {
     Some(u128::from_le_bytes(b.get(at..at + 16)?.try_into().ok()?))
 }
 
+/// A reader over the whole header of `bytes`, past its checked magic and version.
+fn header_reader(bytes: &[u8]) -> Result<Reader<'_>, CtxError> {
+    let header = bytes
+        .get(..HEADER_LEN)
+        .ok_or(CtxError::Header(DecodeError::Truncated {
+            at: 0,
+            needed: HEADER_LEN,
+            available: bytes.len(),
+        }))?;
+    let mut r = Reader::new(header);
+    r.magic(CTX_MAGIC)?;
+    r.version(CTX_VERSION)?;
+    Ok(r)
+}
+
 /// A raw entry row, before it becomes an [`Entry`].
 struct RawEntry {
     target: u128,
@@ -242,32 +257,14 @@ impl<'a> SecCtx<'a> {
     /// The generation in the header of `bytes`, checking only the magic and the version: the
     /// cheapest way to tell whether a context changed since a decision was cached.
     pub fn peek_generation(bytes: &[u8]) -> Result<u64, CtxError> {
-        let header = bytes
-            .get(..16)
-            .ok_or(CtxError::Header(DecodeError::Truncated {
-                at: 0,
-                needed: HEADER_LEN,
-                available: bytes.len(),
-            }))?;
-        let mut r = Reader::new(header);
-        r.magic(CTX_MAGIC)?;
-        r.version(CTX_VERSION)?;
+        let mut r = header_reader(bytes)?;
         r.u16()?;
         Ok(r.u64()?)
     }
 
     /// The header and the bounds of the three tables: everything but the rows.
     fn parse_layout(bytes: &'a [u8]) -> Result<Self, CtxError> {
-        let header = bytes
-            .get(..HEADER_LEN)
-            .ok_or(CtxError::Header(DecodeError::Truncated {
-                at: 0,
-                needed: HEADER_LEN,
-                available: bytes.len(),
-            }))?;
-        let mut r = Reader::new(header);
-        r.magic(CTX_MAGIC)?;
-        r.version(CTX_VERSION)?;
+        let mut r = header_reader(bytes)?;
         let raw_flags = r.u16()?;
         let flags = CtxFlags::from_bits(raw_flags).ok_or(CtxError::UnknownFlags(raw_flags))?;
         let generation = r.u64()?;
