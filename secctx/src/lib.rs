@@ -1,5 +1,42 @@
-//! Userspace object store, key-pair objects, security-context editing and an access simulator.
+//! Userspace side of Twizzler's capability security: an object store, key-pair objects,
+//! security-context editing and an access simulator that runs the kernel's own decision.
 //!
-//! Not built yet: this crate is a placeholder in the workspace so that the layout of
-//! `../shared/DESIGN.md` is visible from the start. Its work is tracked in issue #4 and it
-//! deliberately exports nothing until then.
+//! - [`store`]: the [`ObjectStore`] trait (objects with a `kuid`, default protections and
+//!   bytes), [`DirStore`] (one file per object, atomic replacement, advisory locks) and
+//!   [`MemStore`];
+//! - [`keypair`]: key-pair objects, the signing key optionally sealed under a passphrase
+//!   (Argon2id + XChaCha20-Poly1305);
+//! - [`context`]: security-context objects: create, add capabilities and delegations, remove,
+//!   masks, flags, each a locked read-modify-write that bumps the generation;
+//! - [`revocations`]: the store's list of revoked keys and records;
+//! - [`sim`]: the [`AccessSimulator`], which runs `kernel_hooks`' decision over the store and
+//!   explains it.
+//!
+//! # Example
+//!
+//! ```
+//! use secctx::*;
+//! use twizzler_security::SigningScheme;
+//! # use rand_core::SeedableRng;
+//! # let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(1); // use the OS RNG in real code
+//! let store = MemStore::new();
+//! let (ids, key) = keypair::create_keypair(&store, SigningScheme::Ed25519, None, keypair::KdfParams::DEFAULT, &mut rng).unwrap();
+//! let vk = keypair::load_verifying_key(&store, ids.verifying).unwrap();
+//! assert_eq!(vk, key.verifying_key());
+//! ```
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod context;
+pub mod dir_store;
+pub mod keypair;
+pub mod mem_store;
+pub mod revocations;
+pub mod sim;
+pub mod store;
+
+pub use dir_store::DirStore;
+pub use mem_store::MemStore;
+pub use sim::{AccessSimulator, SimAccess, Simulation};
+pub use store::{ObjMeta, Object, ObjectStore, StoreError};

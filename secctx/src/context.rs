@@ -1,0 +1,237 @@
+//! Security-context objects in a store: create, edit, read.
+//!
+//! Every edit is one locked read-modify-write of the context object ([`ObjectStore::update`]):
+//! the bytes are validated with the kernel's reader, loaded into a [`SecCtxEditor`], changed,
+//! and written back in exactly the `twizzler-security` layout with the generation bumped. Two
+//! editors of one context never lose each other's change, and a failed edit writes nothing.
+
+use std::fmt;
+
+use twizzler_security::{
+    BuildError, Cap, CtxError, CtxFlags, Del, ObjID, Protections, Record, RecordId, SecCtx,
+    SecCtxEditor,
+};
+
+use crate::store::{ObjMeta, Object, ObjectStore, StoreError};
+
+/// Why a context could not be created, read or edited.
+#[derive(Debug)]
+pub enum ContextError {
+    /// The store failed.
+    Store(StoreError),
+    /// The object's bytes are not a valid context.
+    Malformed {
+        /// The context.
+        id: ObjID,
+        /// What is wrong.
+        error: CtxError,
+    },
+    /// The edited context cannot be written.
+    Build {
+        /// The context.
+        id: ObjID,
+        /// Why.
+        error: BuildError,
+    },
+    /// A record added to the context is not for it (its accessor or receiver is another
+    /// context): it could never grant anything there.
+    NotForThisContext {
+        /// The context.
+        id: ObjID,
+        /// The context the record is for.
+        holder: ObjID,
+    },
+    /// Nothing matched what was to be removed.
+    NothingToRemove {
+        /// The context.
+        id: ObjID,
+    },
+}
+
+impl fmt::Display for ContextError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Store(e) => e.fmt(f),
+            Self::Malformed { id, error } => write!(f, "context {id} is malformed: {error}"),
+            Self::Build { id, error } => write!(f, "context {id}: {error}"),
+            Self::NotForThisContext { id, holder } => write!(
+                f,
+                "the record is for context {holder}, not {id}: it would grant nothing here"
+            ),
+            Self::NothingToRemove { id } => write!(f, "context {id} holds nothing that matches"),
+        }
+    }
+}
+
+impl std::error::Error for ContextError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::Store(e) => Some(e),
+            Self::Malformed { error, .. } => Some(error),
+            Self::Build { error, .. } => Some(error),
+            _ => None,
+        }
+    }
+}
+
+impl From<StoreError> for ContextError {
+    fn from(e: StoreError) -> Self {
+        Self::Store(e)
+    }
+}
+
+/// Creates an empty context object `id`. `kuid` names the key pair the context signs
+/// delegations with (it is the context's own `kuid`).
+pub fn create<S: ObjectStore>(
+    store: &S,
+    id: ObjID,
+    kuid: Option<ObjID>,
+) -> Result<(), ContextError> {
+    let data = SecCtxEditor::new()
+        .encode()
+        .map_err(|error| ContextError::Build { id, error })?;
+    store.create(&Object {
+        id,
+        meta: ObjMeta {
+            kuid,
+            ..ObjMeta::plain()
+        },
+        data,
+    })?;
+    Ok(())
+}
+
+/// Loads the context object `obj` into an editor, validating it first.
+pub fn editor_of(obj: &Object) -> Result<SecCtxEditor, ContextError> {
+    let ctx =
+        SecCtx::parse(&obj.data).map_err(|error| ContextError::Malformed { id: obj.id, error })?;
+    Ok(SecCtxEditor::from_ctx(&ctx))
+}
+
+/// Reads context `id`.
+pub fn read<S: ObjectStore>(store: &S, id: ObjID) -> Result<SecCtxEditor, ContextError> {
+    editor_of(&store.get(id)?)
+}
+
+/// Applies `change` to context `id` under its lock and writes the result; returns the new
+/// generation. Nothing is written when `change` fails.
+pub fn edit<S: ObjectStore>(
+    store: &S,
+    id: ObjID,
+    change: impl FnOnce(&mut SecCtxEditor) -> Result<(), ContextError>,
+) -> Result<u64, ContextError> {
+    let mut generation = 0;
+    store.update(id, |obj| {
+        let mut ed = editor_of(obj)?;
+        change(&mut ed)?;
+        obj.data = ed
+            .encode()
+            .map_err(|error| ContextError::Build { id, error })?;
+        generation = ed.generation();
+        Ok::<(), ContextError>(())
+    })?;
+    Ok(generation)
+}
+
+fn check_holder(id: ObjID, holder: ObjID) -> Result<(), ContextError> {
+    if holder == id {
+        Ok(())
+    } else {
+        Err(ContextError::NotForThisContext { id, holder })
+    }
+}
+
+/// Adds a capability to context `id` (it must be for `id`).
+pub fn add_cap<S: ObjectStore>(store: &S, id: ObjID, cap: &Cap) -> Result<u64, ContextError> {
+    check_holder(id, cap.accessor())?;
+    edit(store, id, |ed| {
+        ed.add_cap(cap);
+        Ok(())
+    })
+}
+
+/// Adds a delegation to context `id` (its receiver must be `id`).
+pub fn add_del<S: ObjectStore>(store: &S, id: ObjID, del: &Del) -> Result<u64, ContextError> {
+    check_holder(id, del.receiver())?;
+    edit(store, id, |ed| {
+        ed.add_del(del);
+        Ok(())
+    })
+}
+
+/// Adds a record of either kind.
+pub fn add_record<S: ObjectStore>(
+    store: &S,
+    id: ObjID,
+    record: &Record,
+) -> Result<u64, ContextError> {
+    match record {
+        Record::Cap(c) => add_cap(store, id, c),
+        Record::Del(d) => add_del(store, id, d),
+    }
+}
+
+/// What to remove from a context.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Removal {
+    /// The record with this id, filed under this target.
+    Record(ObjID, RecordId),
+    /// Every record filed under this target.
+    Target(ObjID),
+    /// The mask of this target.
+    Mask(ObjID),
+}
+
+/// Removes records or a mask; an error if nothing matched (nothing is written then).
+pub fn remove<S: ObjectStore>(store: &S, id: ObjID, what: Removal) -> Result<u64, ContextError> {
+    edit(store, id, |ed| {
+        let removed = match what {
+            Removal::Record(target, rid) => ed.remove(target, &rid) > 0,
+            Removal::Target(target) => ed.remove_target(target) > 0,
+            Removal::Mask(target) => ed.remove_mask(target),
+        };
+        if removed {
+            Ok(())
+        } else {
+            Err(ContextError::NothingToRemove { id })
+        }
+    })
+}
+
+/// Sets the per-object mask of `target`.
+pub fn set_mask<S: ObjectStore>(
+    store: &S,
+    id: ObjID,
+    target: ObjID,
+    permmask: Protections,
+    ovrmask: Protections,
+) -> Result<u64, ContextError> {
+    edit(store, id, |ed| {
+        ed.set_mask(target, permmask, ovrmask);
+        Ok(())
+    })
+}
+
+/// Sets the global mask.
+pub fn set_global_mask<S: ObjectStore>(
+    store: &S,
+    id: ObjID,
+    mask: Protections,
+) -> Result<u64, ContextError> {
+    edit(store, id, |ed| {
+        ed.set_global_mask(mask);
+        Ok(())
+    })
+}
+
+/// Sets the flags.
+pub fn set_flags<S: ObjectStore>(
+    store: &S,
+    id: ObjID,
+    flags: CtxFlags,
+) -> Result<u64, ContextError> {
+    edit(store, id, |ed| {
+        ed.set_flags(flags);
+        Ok(())
+    })
+}

@@ -1,0 +1,136 @@
+//! The store's revocation list: revoked key objects and record ids, in one object that the
+//! access simulator (and a kernel loading the store) applies before deciding.
+//!
+//! Layout (little-endian): magic `TZRV`, version `1` (u16), reserved `0` (u16), key count
+//! (u32), record count (u32), the key-object ids (16 bytes each, ascending), the record ids
+//! (32 bytes each, ascending).
+
+use std::collections::BTreeSet;
+
+use twizzler_security::{ObjID, RecordId};
+
+use crate::store::{ObjMeta, Object, ObjectStore, StoreError};
+
+/// The id of the revocation-list object.
+pub const REVOCATIONS_ID: ObjID = ObjID::new(0x5245_564f_4b45_4400_0000_0000_0000_0001);
+
+const MAGIC: &[u8; 4] = b"TZRV";
+const HEADER: usize = 16;
+
+/// Revoked key objects and records.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RevocationList {
+    /// Revoked key objects (kuids).
+    pub keys: BTreeSet<ObjID>,
+    /// Revoked records, by id.
+    pub records: BTreeSet<RecordId>,
+}
+
+fn corrupt(why: impl Into<String>) -> StoreError {
+    StoreError::Corrupt {
+        id: REVOCATIONS_ID,
+        why: why.into(),
+    }
+}
+
+fn u32_at(d: &[u8], at: usize) -> Option<usize> {
+    let v = u32::from_le_bytes(d.get(at..at + 4)?.try_into().ok()?);
+    usize::try_from(v).ok()
+}
+
+impl RevocationList {
+    /// Parses the list's bytes.
+    pub fn decode(d: &[u8]) -> Result<Self, StoreError> {
+        if d.get(..4) != Some(&MAGIC[..]) {
+            return Err(corrupt("not a revocation list (bad magic)"));
+        }
+        if d.get(4..8) != Some(&[1, 0, 0, 0][..]) {
+            return Err(corrupt("unsupported version or non-zero reserved field"));
+        }
+        let nk = u32_at(d, 8).ok_or_else(|| corrupt("truncated header"))?;
+        let nr = u32_at(d, 12).ok_or_else(|| corrupt("truncated header"))?;
+        let expected = nk
+            .checked_mul(16)
+            .and_then(|k| nr.checked_mul(32)?.checked_add(k))
+            .and_then(|b| b.checked_add(HEADER))
+            .ok_or_else(|| corrupt("counts overflow"))?;
+        if d.len() != expected {
+            return Err(corrupt(format!("{} bytes, expected {expected}", d.len())));
+        }
+        let body = d.get(HEADER..).unwrap_or_default();
+        let (kb, rb) = body.split_at(nk * 16);
+        let keys = kb
+            .chunks_exact(16)
+            .filter_map(|c| <[u8; 16]>::try_from(c).ok().map(ObjID::from_le_bytes))
+            .collect();
+        let records = rb
+            .chunks_exact(32)
+            .filter_map(|c| <[u8; 32]>::try_from(c).ok().map(RecordId))
+            .collect();
+        Ok(Self { keys, records })
+    }
+
+    /// The list's bytes.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(HEADER + 16 * self.keys.len() + 32 * self.records.len());
+        out.extend_from_slice(MAGIC);
+        out.extend_from_slice(&1u16.to_le_bytes());
+        out.extend_from_slice(&0u16.to_le_bytes());
+        // The list is built by this module; counts beyond u32 cannot arise in practice, and
+        // saturating keeps the encoder total (the decoder would then reject the length).
+        out.extend_from_slice(
+            &u32::try_from(self.keys.len())
+                .unwrap_or(u32::MAX)
+                .to_le_bytes(),
+        );
+        out.extend_from_slice(
+            &u32::try_from(self.records.len())
+                .unwrap_or(u32::MAX)
+                .to_le_bytes(),
+        );
+        for k in &self.keys {
+            out.extend_from_slice(&k.to_le_bytes());
+        }
+        for r in &self.records {
+            out.extend_from_slice(&r.0);
+        }
+        out
+    }
+
+    /// The store's list (empty if it has none).
+    pub fn load<S: ObjectStore>(store: &S) -> Result<Self, StoreError> {
+        match store.get(REVOCATIONS_ID) {
+            Ok(obj) => Self::decode(&obj.data),
+            Err(StoreError::NotFound(_)) => Ok(Self::default()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Adds to the store's list under its lock; returns whether anything was new.
+    pub fn add<S: ObjectStore>(
+        store: &S,
+        change: impl Fn(&mut RevocationList) -> bool,
+    ) -> Result<bool, StoreError> {
+        let mut first = RevocationList::default();
+        let changed = change(&mut first);
+        let created = store.create(&Object {
+            id: REVOCATIONS_ID,
+            meta: ObjMeta::plain(),
+            data: first.encode(),
+        });
+        match created {
+            Ok(()) => Ok(changed),
+            Err(StoreError::AlreadyExists(_)) => {
+                let mut changed = false;
+                store.update(REVOCATIONS_ID, |obj| {
+                    let mut list = Self::decode(&obj.data)?;
+                    changed = change(&mut list);
+                    obj.data = list.encode();
+                    Ok::<(), StoreError>(())
+                })?;
+                Ok(changed)
+            }
+            Err(e) => Err(e),
+        }
+    }
+}
