@@ -154,16 +154,7 @@ pub fn store_keypair<S: ObjectStore, R: CryptoRng + ?Sized>(
     rng: &mut R,
 ) -> Result<(), KeyError> {
     let sk_data = seal_signing_key(key, ids, passphrase, kdf, rng)?;
-    let mut vk_data = Vec::with_capacity(8 + KEY_ENCODED_LEN);
-    vk_data.extend_from_slice(VK_MAGIC);
-    vk_data.extend_from_slice(&VERSION.to_le_bytes());
-    vk_data.extend_from_slice(&0u16.to_le_bytes());
-    vk_data.extend_from_slice(&key.verifying_key().encode());
-    store.create(&Object {
-        id: ids.verifying,
-        meta: ObjMeta::plain(),
-        data: vk_data,
-    })?;
+    store_verifying_key(store, ids.verifying, &key.verifying_key())?;
     let created = store.create(&Object {
         id: ids.signing,
         meta: ObjMeta {
@@ -177,6 +168,26 @@ pub fn store_keypair<S: ObjectStore, R: CryptoRng + ?Sized>(
         let _ = store.remove(ids.verifying);
         return Err(e.into());
     }
+    Ok(())
+}
+
+/// Stores a verifying key alone as object `id` (a public key imported without its secret
+/// half); it can then be the `kuid` of objects.
+pub fn store_verifying_key<S: ObjectStore>(
+    store: &S,
+    id: ObjID,
+    key: &VerifyingKey,
+) -> Result<(), KeyError> {
+    let mut data = Vec::with_capacity(8 + KEY_ENCODED_LEN);
+    data.extend_from_slice(VK_MAGIC);
+    data.extend_from_slice(&VERSION.to_le_bytes());
+    data.extend_from_slice(&0u16.to_le_bytes());
+    data.extend_from_slice(&key.encode());
+    store.create(&Object {
+        id,
+        meta: ObjMeta::plain(),
+        data,
+    })?;
     Ok(())
 }
 

@@ -1,0 +1,503 @@
+//! The command line (clap derive).
+
+use std::path::PathBuf;
+
+use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
+use twizzler_security::{Expiry, Gate, ObjID, Protections};
+
+use crate::parse::{self, RecordRef};
+
+const TOP_HELP: &str = "\
+The store:
+  Keys, objects, contexts and the revocation list live in one directory, one file per
+  object: --store DIR, else $TWZ_KEYTOOL_STORE, else $XDG_DATA_HOME/twizzler-keytool, else
+  ~/.local/share/twizzler-keytool. Capabilities and delegations are plain files you pass
+  around (their canonical binary encoding).
+
+Values:
+  ID      an object id: up to 32 hex digits, 0x optional (keytool prints all 32)
+  PROTS   rights as rwx, r--, rw-, --- (none)
+  GATE    OFFSET:LENGTH[:ALIGN], numbers decimal or 0x hex with an optional k/m/g suffix;
+          `whole` is the whole object (the default)
+  TIME    now | RFC 3339 (2030-01-01T00:00:00Z, ...+02:00) | a duration from now (30d, 12h,
+          1h30m, 2w; -1h is an hour ago) | @NANOSECONDS since the epoch; --expires also
+          takes `never`
+
+Output and exit status:
+  --json prints one JSON document on stdout instead of text. Errors are one line on stderr,
+  `keytool: <message>`. Exit 0: success (granted, valid); 1: `check` denied or `verify`
+  invalid; 2: an error (usage, I/O, a missing or corrupt object or file, a wrong
+  passphrase). A failing command changes nothing: store objects and output files are
+  replaced atomically.
+
+Example session:
+  keytool keygen --scheme ed25519                     # prints SIGNING and VERIFYING ids
+  keytool obj new --kuid VERIFYING                    # an object the key signs for: OBJ
+  keytool ctx new                                     # a security context: CTX
+  keytool mint --key SIGNING --target OBJ --accessor CTX --prots rw- --expires 30d --out rw.cap
+  keytool ctx add CTX rw.cap
+  keytool check --ctx CTX --target OBJ --offset 0x1000 --access write
+  keytool revoke --record rw.cap
+  keytool check --ctx CTX --target OBJ --offset 0x1000 --access write   # now denied (exit 1)";
+
+/// Mint keys, capabilities and delegations for Twizzler's capability security, edit security
+/// contexts, and check what they grant.
+#[derive(Parser, Debug)]
+#[command(name = "keytool", version, after_long_help = TOP_HELP, after_help = "Run `keytool --help` for the store location, value formats, exit codes and an example session.")]
+pub struct Cli {
+    /// The store directory [default: $TWZ_KEYTOOL_STORE, else $XDG_DATA_HOME/twizzler-keytool,
+    /// else ~/.local/share/twizzler-keytool]
+    #[arg(
+        long,
+        global = true,
+        value_name = "DIR",
+        help_heading = "Global options"
+    )]
+    pub store: Option<PathBuf>,
+
+    /// Print one JSON document on stdout instead of text
+    #[arg(long, global = true, help_heading = "Global options")]
+    pub json: bool,
+
+    #[command(subcommand)]
+    pub cmd: Cmd,
+}
+
+/// Where a passphrase comes from (never the command line itself, which other users can see).
+#[derive(Args, Debug, Clone, Default)]
+pub struct PassArgs {
+    /// Read the passphrase from the first line of FILE
+    #[arg(long, value_name = "FILE", conflicts_with = "passphrase_env")]
+    pub passphrase_file: Option<PathBuf>,
+    /// Read the passphrase from environment variable VAR
+    #[arg(long, value_name = "VAR")]
+    pub passphrase_env: Option<String>,
+}
+
+/// Argon2id cost of new sealed keys. Hidden: for tests, which need them cheap.
+#[derive(Args, Debug, Clone, Default)]
+pub struct KdfArgs {
+    /// Argon2id memory in KiB for new sealed keys
+    #[arg(long, hide = true, hide_env = true, env = "TWZ_KEYTOOL_KDF_MEMORY_KIB")]
+    pub kdf_memory_kib: Option<u32>,
+    /// Argon2id passes for new sealed keys
+    #[arg(long, hide = true, hide_env = true, env = "TWZ_KEYTOOL_KDF_PASSES")]
+    pub kdf_passes: Option<u32>,
+}
+
+/// A signature scheme.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scheme {
+    /// Ed25519 (the default: faster to verify)
+    Ed25519,
+    /// ECDSA over NIST P-256 (upstream Twizzler's scheme)
+    P256,
+}
+
+/// The hash of a record's signed message.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Hash {
+    /// BLAKE3 (the default)
+    Blake3,
+    /// SHA-256
+    Sha256,
+}
+
+/// A kind of access.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AccessArg {
+    /// A load (needs r)
+    Read,
+    /// A store (needs rw)
+    Write,
+    /// An instruction fetch (needs rx)
+    Exec,
+}
+
+/// Fields of a new record shared by `mint` and `delegate`.
+#[derive(Args, Debug, Clone)]
+pub struct GrantArgs {
+    /// The rights granted, as rwx (e.g. rw-, r--)
+    #[arg(long, value_name = "PROTS", value_parser = parse::prots)]
+    pub prots: Protections,
+    /// The byte range (data) or entry points (code), OFFSET:LENGTH[:ALIGN]
+    #[arg(long, value_name = "GATE", value_parser = parse::gate)]
+    pub gate: Option<Gate>,
+    /// When it stops granting: TIME or `never`
+    #[arg(long, value_name = "TIME", value_parser = parse::expiry)]
+    pub expires: Option<Expiry>,
+    /// The hash of the signed message
+    #[arg(long, value_enum, default_value_t = Hash::Blake3)]
+    pub hash: Hash,
+    /// The file to write the record to
+    #[arg(long, value_name = "FILE")]
+    pub out: PathBuf,
+    /// Replace FILE if it exists
+    #[arg(long)]
+    pub force: bool,
+    /// Skip the store checks that the key signs for the record (for objects or contexts kept
+    /// in another store); a record signed by the wrong key will not verify
+    #[arg(long)]
+    pub unchecked: bool,
+}
+
+/// The commands.
+#[derive(Subcommand, Debug)]
+pub enum Cmd {
+    /// Generate a key pair: a secret signing-key object and a public verifying-key object
+    #[command(after_help = "\
+The verifying-key id is what objects name as their kuid (`obj new --kuid`, `ctx new --kuid`).
+Without a passphrase the signing key is stored unencrypted (mode 0600).
+
+Example:
+  keytool keygen --scheme p256 --passphrase-file ~/.keytool-pass")]
+    Keygen {
+        /// The signature scheme
+        #[arg(long, value_enum, default_value_t = Scheme::Ed25519)]
+        scheme: Scheme,
+        #[command(flatten)]
+        pass: PassArgs,
+        #[command(flatten)]
+        kdf: KdfArgs,
+    },
+
+    /// Create and show plain objects (the targets of capabilities)
+    #[command(
+        subcommand,
+        after_help = "\
+Example:
+  keytool obj new --kuid VERIFYING --default r--
+  keytool obj show OBJ"
+    )]
+    Obj(ObjCmd),
+
+    /// Mint a capability: the target object's key grants rights to a security context
+    #[command(after_help = "\
+The key must be the one the target names as its kuid: keytool checks this in the store
+(--unchecked skips the check, for targets kept elsewhere).
+
+Example:
+  keytool mint --key SIGNING --target OBJ --accessor CTX --prots r-x \\
+      --gate 0x1000:0x1000:16 --expires 2030-01-01T00:00:00Z --out code.cap")]
+    Mint {
+        /// The signing-key object that signs for the target
+        #[arg(long, value_name = "ID", value_parser = parse::obj_id)]
+        key: ObjID,
+        /// The object the capability grants access to
+        #[arg(long, value_name = "ID", value_parser = parse::obj_id)]
+        target: ObjID,
+        /// The security context the capability is for
+        #[arg(long, value_name = "ID", value_parser = parse::obj_id)]
+        accessor: ObjID,
+        #[command(flatten)]
+        grant: GrantArgs,
+        #[command(flatten)]
+        pass: PassArgs,
+    },
+
+    /// Delegate: the context holding a capability or delegation grants a subset to another
+    #[command(after_help = "\
+The parent's holder (its accessor or receiver) provides the delegation and signs it with its
+own key: the signing key whose verifying key the holder context names as its kuid. Gate and
+expiry default to the parent's; they can only narrow.
+
+Example:
+  keytool delegate --parent rw.cap --key CTX_SIGNING --receiver CTX2 --prots r-- --out r.del")]
+    Delegate {
+        /// The capability or delegation file delegated from
+        #[arg(long, value_name = "FILE")]
+        parent: PathBuf,
+        /// The signing key of the parent's holder context
+        #[arg(long, value_name = "ID", value_parser = parse::obj_id)]
+        key: ObjID,
+        /// The context receiving the rights
+        #[arg(long, value_name = "ID", value_parser = parse::obj_id)]
+        receiver: ObjID,
+        #[command(flatten)]
+        grant: GrantArgs,
+        #[command(flatten)]
+        pass: PassArgs,
+    },
+
+    /// Verify a capability or delegation file: signatures, chain, expiry, revocation
+    #[command(after_help = "\
+Keys come from the store: the target's kuid for the capability, each provider context's kuid
+for delegation links. Exit 0 if valid, 1 if not (with the reason), 2 on error.
+
+Example:
+  keytool verify rw.cap --at 31d")]
+    Verify {
+        /// The record file
+        file: PathBuf,
+        /// Verify as of TIME instead of now
+        #[arg(long, value_name = "TIME", value_parser = parse::instant)]
+        at: Option<u64>,
+    },
+
+    /// Show the fields of a record file or of a store object
+    #[command(after_help = "\
+A store object is described by kind: verifying key, signing key (never its secret), security
+context (a summary; `ctx show` lists it), revocation list, or plain object. For a record,
+--signed-message-out and --signature-out write what the signature covers and the signature in
+the form OpenSSL reads (raw for Ed25519, DER for P-256); for a delegation, of its last link.
+
+Examples:
+  keytool inspect rw.cap
+  keytool inspect rw.cap --signed-message-out msg.bin --signature-out sig.bin
+  keytool inspect 0x2a --json")]
+    Inspect {
+        /// A record file, or an object id in the store
+        what: String,
+        /// Write the record's signed message (32 bytes) to FILE
+        #[arg(long, value_name = "FILE")]
+        signed_message_out: Option<PathBuf>,
+        /// Write the record's signature, in OpenSSL's form, to FILE
+        #[arg(long, value_name = "FILE")]
+        signature_out: Option<PathBuf>,
+        /// Replace the files above if they exist
+        #[arg(long)]
+        force: bool,
+    },
+
+    /// Create, edit and show security contexts
+    #[command(
+        subcommand,
+        after_help = "\
+Every edit is one locked read-modify-write of the context object that bumps its generation, so
+concurrent edits are never lost and a failed edit changes nothing.
+
+Example:
+  keytool ctx new --kuid CTX_VERIFYING
+  keytool ctx add CTX rw.cap
+  keytool ctx mask CTX --global r-x
+  keytool ctx show CTX"
+    )]
+    Ctx(CtxCmd),
+
+    /// Simulate an access: what the kernel would decide on a page fault, explained
+    #[command(after_help = "\
+Runs the kernel's own decision (kernel-hooks) over the store: the first --ctx is the thread's
+active context, the others inactive ones it may switch to. Prints the decision and, per
+context, each record's verdict and the masks. Exit 0 if granted, 1 if denied, 2 on error.
+
+Example:
+  keytool check --ctx CTX --ctx CTX2 --target OBJ --offset 0x1000 --access read --at 1d")]
+    Check {
+        /// A context of the thread (repeat; the first is active)
+        #[arg(long = "ctx", value_name = "ID", value_parser = parse::obj_id, required = true)]
+        ctx: Vec<ObjID>,
+        /// The object accessed
+        #[arg(long, value_name = "ID", value_parser = parse::obj_id)]
+        target: ObjID,
+        /// The byte offset accessed (the instruction's offset for exec)
+        #[arg(long, value_name = "N", value_parser = parse::number)]
+        offset: u64,
+        /// The kind of access
+        #[arg(long, value_enum)]
+        access: AccessArg,
+        /// Decide as of TIME instead of now
+        #[arg(long, value_name = "TIME", value_parser = parse::instant)]
+        at: Option<u64>,
+    },
+
+    /// Export a key as PEM (public: SubjectPublicKeyInfo; secret: PKCS#8)
+    #[command(after_help = "\
+A verifying-key id, or a signing-key id without --secret, exports the public key (to stdout
+without --out). --secret exports the signing key itself as PKCS#8 to a new file of mode 0600,
+decrypting it with the passphrase if it is sealed. Both forms are what OpenSSL reads.
+
+Examples:
+  keytool export VERIFYING --out pub.pem
+  keytool export SIGNING --secret --passphrase-env PASS --out key.pem")]
+    Export {
+        /// The key object (verifying or signing)
+        #[arg(value_name = "ID", value_parser = parse::obj_id)]
+        key: ObjID,
+        /// The file to write (public keys: stdout when absent)
+        #[arg(long, value_name = "FILE")]
+        out: Option<PathBuf>,
+        /// Export the secret signing key
+        #[arg(long)]
+        secret: bool,
+        /// Replace FILE if it exists
+        #[arg(long)]
+        force: bool,
+        #[command(flatten)]
+        pass: PassArgs,
+    },
+
+    /// Import a PEM key: PKCS#8 makes a key pair, SubjectPublicKeyInfo a verifying key only
+    #[command(after_help = "\
+Accepts Ed25519 and P-256 keys as OpenSSL writes them (`openssl genpkey -algorithm ed25519`,
+`openssl ecparam -name prime256v1 -genkey | openssl pkcs8 -topk8 -nocrypt`). A passphrase
+seals the imported signing key in the store.
+
+Example:
+  openssl genpkey -algorithm ed25519 -out key.pem
+  keytool import key.pem --passphrase-file ~/.keytool-pass")]
+    Import {
+        /// The PEM file
+        file: PathBuf,
+        /// The id of the new verifying-key object [default: random]
+        #[arg(long, value_name = "ID", value_parser = parse::obj_id)]
+        id: Option<ObjID>,
+        #[command(flatten)]
+        pass: PassArgs,
+        #[command(flatten)]
+        kdf: KdfArgs,
+    },
+
+    /// Revoke a verifying key (everything it signed) or a single record, store-wide
+    #[command(group(ArgGroup::new("what").required(true).args(["key", "record", "list"])),
+        after_help = "\
+The store's revocation list is applied by `verify` and `check`. Revoking a record also
+revokes every delegation derived from it.
+
+Examples:
+  keytool revoke --key VERIFYING
+  keytool revoke --record rw.cap
+  keytool revoke --list --json")]
+    Revoke {
+        /// A verifying-key object (a signing-key id names its verifying key)
+        #[arg(long, value_name = "ID", value_parser = parse::obj_id)]
+        key: Option<ObjID>,
+        /// A record: its file, or its id (64 hex digits)
+        #[arg(long, value_name = "FILE|RECORD_ID", value_parser = parse::record_ref)]
+        record: Option<RecordRef>,
+        /// Show the revocation list
+        #[arg(long)]
+        list: bool,
+    },
+}
+
+/// `keytool obj ...`
+#[derive(Subcommand, Debug)]
+pub enum ObjCmd {
+    /// Create a plain object: a target that capabilities can grant access to
+    #[command(after_help = "\
+--kuid names the verifying-key object that signs capabilities for it; --default gives rights
+every context has without a capability.
+
+Example:
+  keytool obj new --kuid VERIFYING --default r--")]
+    New {
+        /// The object's id [default: random]
+        #[arg(long, value_name = "ID", value_parser = parse::obj_id)]
+        id: Option<ObjID>,
+        /// The verifying-key object that signs for it
+        #[arg(long, value_name = "ID", value_parser = parse::obj_id)]
+        kuid: Option<ObjID>,
+        /// Rights every context has on it
+        #[arg(long, value_name = "PROTS", value_parser = parse::prots, default_value = "---")]
+        default: Protections,
+        /// Accept a kuid that is not a verifying-key object in this store
+        #[arg(long)]
+        unchecked: bool,
+    },
+    /// Show an object (same as `keytool inspect ID`)
+    #[command(after_help = "Example:\n  keytool obj show OBJ --json")]
+    Show {
+        /// The object
+        #[arg(value_name = "ID", value_parser = parse::obj_id)]
+        id: ObjID,
+    },
+}
+
+/// `keytool ctx ...`
+#[derive(Subcommand, Debug)]
+pub enum CtxCmd {
+    /// Create an empty security context
+    #[command(after_help = "\
+--kuid names the verifying key of the key pair this context signs delegations with.
+
+Example:
+  keytool ctx new --kuid CTX_VERIFYING")]
+    New {
+        /// The context's id [default: random]
+        #[arg(long, value_name = "ID", value_parser = parse::obj_id)]
+        id: Option<ObjID>,
+        /// The verifying-key object of the context's own key pair
+        #[arg(long, value_name = "ID", value_parser = parse::obj_id)]
+        kuid: Option<ObjID>,
+        /// Accept a kuid that is not a verifying-key object in this store
+        #[arg(long)]
+        unchecked: bool,
+    },
+    /// Add a capability or delegation file to a context (it must be for that context)
+    #[command(after_help = "Example:\n  keytool ctx add CTX rw.cap")]
+    Add {
+        /// The context
+        #[arg(value_name = "CTX", value_parser = parse::obj_id)]
+        ctx: ObjID,
+        /// The record file
+        file: PathBuf,
+    },
+    /// Remove records (all for a target, or one) or a per-object mask
+    #[command(group(ArgGroup::new("what").required(true).args(["target", "record", "mask"])),
+        after_help = "\
+Examples:
+  keytool ctx rm CTX --target OBJ                 # every record for OBJ
+  keytool ctx rm CTX --record rw.cap              # one record (file or 64-hex-digit id)
+  keytool ctx rm CTX --mask OBJ                   # the mask of OBJ")]
+    Rm {
+        /// The context
+        #[arg(value_name = "CTX", value_parser = parse::obj_id)]
+        ctx: ObjID,
+        /// Remove the records for this object (with --record: only that one)
+        #[arg(long, value_name = "ID", value_parser = parse::obj_id)]
+        target: Option<ObjID>,
+        /// Remove this record: its file or its id
+        #[arg(long, value_name = "FILE|RECORD_ID", value_parser = parse::record_ref)]
+        record: Option<RecordRef>,
+        /// Remove the mask of this object
+        #[arg(long, value_name = "ID", value_parser = parse::obj_id, conflicts_with_all = ["target", "record"])]
+        mask: Option<ObjID>,
+    },
+    /// Set a per-object mask or the global mask
+    #[command(group(ArgGroup::new("which").required(true).args(["target", "global"])),
+        after_help = "\
+A context provides for object T at most: mask(T).perm & (global | mask(T).ovr), or
+global without a mask for T.
+
+Examples:
+  keytool ctx mask CTX --target OBJ --perm r-- --ovr r--
+  keytool ctx mask CTX --global r-x")]
+    Mask {
+        /// The context
+        #[arg(value_name = "CTX", value_parser = parse::obj_id)]
+        ctx: ObjID,
+        /// The object the mask applies to
+        #[arg(long, value_name = "ID", value_parser = parse::obj_id, requires = "perm")]
+        target: Option<ObjID>,
+        /// The rights the context may provide for the object at most
+        #[arg(long, value_name = "PROTS", value_parser = parse::prots, requires = "target")]
+        perm: Option<Protections>,
+        /// The rights for the object the global mask does not remove
+        #[arg(long, value_name = "PROTS", value_parser = parse::prots, default_value = "---", requires = "target")]
+        ovr: Protections,
+        /// Set the global mask instead
+        #[arg(long, value_name = "PROTS", value_parser = parse::prots, conflicts_with_all = ["target", "perm"])]
+        global: Option<Protections>,
+    },
+    /// Show or set a context's flags
+    #[command(after_help = "\
+An undetachable context, when active, is the only one the kernel tries.
+
+Example:
+  keytool ctx flags CTX --undetachable true")]
+    Flags {
+        /// The context
+        #[arg(value_name = "CTX", value_parser = parse::obj_id)]
+        ctx: ObjID,
+        /// Set or clear UNDETACHABLE
+        #[arg(long, value_name = "BOOL", action = clap::ArgAction::Set)]
+        undetachable: Option<bool>,
+    },
+    /// Show a context: generation, flags, masks and every record
+    #[command(after_help = "Example:\n  keytool ctx show CTX --json")]
+    Show {
+        /// The context
+        #[arg(value_name = "CTX", value_parser = parse::obj_id)]
+        ctx: ObjID,
+    },
+}

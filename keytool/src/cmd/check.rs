@@ -1,0 +1,206 @@
+//! `check`: the kernel's decision, simulated over the store and explained.
+
+use std::fmt::Write as _;
+
+use kernel_hooks::{Decision, Violation};
+use secctx::sim::ContextReport;
+use secctx::{AccessSimulator, DirStore, ObjectStore, SimAccess, StoreError};
+use serde_json::{Value, json};
+use twizzler_security::{AccessKind, ObjID, PAGE_SIZE};
+
+use crate::cli::AccessArg;
+use crate::cmd::warn;
+use crate::error::{Result, Status};
+use crate::fail;
+use crate::output::{
+    Out, expiry_json, flags_json, flags_text, id, kind_name, short_kind, verdict_name, verdict_text,
+};
+use crate::parse::{fmt_expiry, fmt_time, now_ns};
+
+fn kind_of(a: AccessArg) -> AccessKind {
+    match a {
+        AccessArg::Read => AccessKind::Read,
+        AccessArg::Write => AccessKind::Write,
+        AccessArg::Exec => AccessKind::Exec,
+    }
+}
+
+fn access_name(a: AccessArg) -> &'static str {
+    match a {
+        AccessArg::Read => "read",
+        AccessArg::Write => "write",
+        AccessArg::Exec => "exec",
+    }
+}
+
+/// `keytool check`.
+pub fn check(
+    store: &DirStore,
+    out: Out,
+    contexts: &[ObjID],
+    target: ObjID,
+    offset: u64,
+    access: AccessArg,
+    at: Option<u64>,
+) -> Result<Status> {
+    let now = at.unwrap_or_else(now_ns);
+    // A name that is not in the store is almost always a typo: an error, not a denial. (A
+    // damaged object is left to the simulator, which denies and warns, as the kernel would.)
+    for (oid, what) in contexts
+        .iter()
+        .map(|&c| (c, "context"))
+        .chain([(target, "target")])
+    {
+        if let Err(StoreError::NotFound(_)) = store.get(oid) {
+            return Err(fail!("{what} {oid} does not exist in the store"));
+        }
+    }
+    let sim = AccessSimulator::load(store, contexts, &[target], now)?;
+    if !out.json {
+        for w in &sim.warnings {
+            warn(w);
+        }
+    }
+    let result = sim.check(
+        contexts,
+        SimAccess {
+            target,
+            offset,
+            kind: kind_of(access),
+        },
+    );
+    let granted = result.granted();
+    let what = format!("{} at {offset:#x} of {target}", access_name(access));
+    let decision_json = match &result.decision {
+        Decision::Map {
+            prots,
+            pages,
+            switch_to,
+            valid_until,
+        } => json!({
+            "granted": true,
+            "prots": prots.to_string(),
+            "bytes": { "start": pages.start.saturating_mul(PAGE_SIZE), "end": pages.end.saturating_mul(PAGE_SIZE) },
+            "switch_to": switch_to.map(id),
+            "valid_until": expiry_json(*valid_until),
+        }),
+        Decision::Violation(v) => json!({
+            "granted": false,
+            "violation": violation_name(v),
+            "reason": v.to_string(),
+        }),
+    };
+    let contexts_json: Vec<Value> = result.contexts.iter().map(context_json).collect();
+    out.emit(
+        json!({
+            "granted": granted,
+            "access": access_name(access),
+            "target": id(target),
+            "offset": offset,
+            "at": fmt_time(now),
+            "decision": decision_json,
+            "active_after": id(result.active_after),
+            "contexts": contexts_json,
+            "warnings": sim.warnings,
+        }),
+        || {
+            let mut s = String::new();
+            match &result.decision {
+                Decision::Map {
+                    prots,
+                    pages,
+                    switch_to,
+                    valid_until,
+                } => {
+                    let _ = writeln!(s, "GRANTED {what}");
+                    let _ = writeln!(
+                        s,
+                        "  maps {prots} on bytes {:#x}..{:#x}, valid until {}",
+                        pages.start.saturating_mul(PAGE_SIZE),
+                        pages.end.saturating_mul(PAGE_SIZE),
+                        fmt_expiry(*valid_until)
+                    );
+                    if let Some(c) = switch_to {
+                        let _ = writeln!(s, "  switches the thread to context {c}");
+                    }
+                }
+                Decision::Violation(v) => {
+                    let _ = writeln!(s, "DENIED {what}: {v}");
+                }
+            }
+            for c in &result.contexts {
+                context_text(&mut s, c);
+            }
+            s
+        },
+    );
+    Ok(if granted { Status::Yes } else { Status::No })
+}
+
+fn violation_name(v: &Violation) -> &'static str {
+    match v {
+        Violation::NullPage { .. } => "null_page",
+        Violation::OutOfBounds { .. } => "out_of_bounds",
+        Violation::UnknownObject(_) => "unknown_object",
+        Violation::ContextMissing(_) => "context_missing",
+        Violation::MalformedContext { .. } => "malformed_context",
+        Violation::Undetachable { .. } => "undetachable",
+        Violation::Denied { .. } => "denied",
+    }
+}
+
+fn context_json(c: &ContextReport) -> Value {
+    json!({
+        "ctx": id(c.ctx),
+        "active": c.active,
+        "error": c.error,
+        "flags": flags_json(c.flags),
+        "global_mask": c.global_mask.to_string(),
+        "mask": c.mask.map(|m| json!({ "permmask": m.permmask.to_string(), "ovrmask": m.ovrmask.to_string() })),
+        "provide": c.perms.map(|p| p.provide.to_string()),
+        "restrict": c.perms.map(|p| p.restrict.to_string()),
+        "records": c.records.iter().map(|r| json!({
+            "index": r.index,
+            "kind": r.kind.map(kind_name),
+            "id": r.id.map(|i| i.to_string()),
+            "prots": r.prots.map(|p| p.to_string()),
+            "verdict": verdict_name(&r.verdict),
+            "explanation": verdict_text(&r.verdict),
+        })).collect::<Vec<_>>(),
+    })
+}
+
+fn context_text(s: &mut String, c: &ContextReport) {
+    let role = if c.active { "active" } else { "inactive" };
+    if let Some(e) = &c.error {
+        let _ = writeln!(s, "context {} ({role}): {e}", c.ctx);
+        return;
+    }
+    let provide = c
+        .perms
+        .map_or("nothing".to_string(), |p| p.provide.to_string());
+    let _ = writeln!(s, "context {} ({role}): provides {provide}", c.ctx);
+    let mask = c.mask.map_or("none".to_string(), |m| {
+        format!("perm {} ovr {}", m.permmask, m.ovrmask)
+    });
+    let _ = writeln!(
+        s,
+        "  flags {}, global mask {}, mask for the object: {mask}",
+        flags_text(c.flags),
+        c.global_mask
+    );
+    if c.records.is_empty() {
+        let _ = writeln!(s, "  no records for the object");
+    }
+    for r in &c.records {
+        let kind = r.kind.map_or("???", short_kind);
+        let rid = r.id.map_or("(undecodable)".to_string(), |i| i.to_string());
+        let prots = r.prots.map_or("???".to_string(), |p| p.to_string());
+        let _ = writeln!(
+            s,
+            "  [{}] {kind} {rid} {prots}: {}",
+            r.index,
+            verdict_text(&r.verdict)
+        );
+    }
+}

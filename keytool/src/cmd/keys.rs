@@ -1,0 +1,215 @@
+//! `keygen`, `export`, `import`.
+
+use std::path::{Path, PathBuf};
+
+use secctx::keypair::{self, KeyPairIds};
+use secctx::{DirStore, ObjectStore, StoreError};
+use serde_json::json;
+use twizzler_security::{ObjID, SigningKey, SigningScheme, VerifyingKey};
+use zeroize::Zeroizing;
+
+use crate::cli::{KdfArgs, PassArgs, Scheme};
+use crate::env;
+use crate::error::{Result, Status};
+use crate::fail;
+use crate::files;
+use crate::output::{Out, hex, id};
+
+fn scheme_of(s: Scheme) -> SigningScheme {
+    match s {
+        Scheme::Ed25519 => SigningScheme::Ed25519,
+        Scheme::P256 => SigningScheme::EcdsaP256,
+    }
+}
+
+fn pass_str(p: &Option<Zeroizing<String>>) -> Option<&str> {
+    p.as_deref().map(String::as_str)
+}
+
+/// `keytool keygen`.
+pub fn keygen(
+    store: &DirStore,
+    out: Out,
+    scheme: Scheme,
+    pass: &PassArgs,
+    kdf: &KdfArgs,
+) -> Result<Status> {
+    let pp = env::passphrase(pass)?;
+    let mut rng = env::rng()?;
+    let scheme = scheme_of(scheme);
+    let (ids, _key) =
+        keypair::create_keypair(store, scheme, pass_str(&pp), env::kdf(kdf), &mut rng)?;
+    out.emit(
+        json!({
+            "scheme": scheme.name(),
+            "signing": id(ids.signing),
+            "verifying": id(ids.verifying),
+            "protected": pp.is_some(),
+        }),
+        || {
+            format!(
+                "{scheme} key pair{}\nsigning key    {}\nverifying key  {}  (objects name it as their kuid)",
+                if pp.is_some() { ", sealed with the passphrase" } else { " (signing key not encrypted)" },
+                ids.signing,
+                ids.verifying
+            )
+        },
+    );
+    Ok(Status::Yes)
+}
+
+/// What a key object holds.
+enum KeyObj {
+    Verifying(VerifyingKey),
+    Signing { verifying: ObjID },
+}
+
+fn key_object(store: &DirStore, key: ObjID) -> Result<KeyObj> {
+    let obj = store.get(key).map_err(|e| match e {
+        StoreError::NotFound(_) => fail!("key {key} does not exist in the store"),
+        e => e.into(),
+    })?;
+    match obj.data.get(..4) {
+        Some(b"TZVK") => Ok(KeyObj::Verifying(keypair::parse_verifying_key(&obj)?)),
+        Some(b"TZSK") => Ok(KeyObj::Signing {
+            verifying: keypair::signing_key_info(&obj)?.verifying,
+        }),
+        _ => Err(fail!("object {key} is not a key object")),
+    }
+}
+
+/// `keytool export`.
+pub fn export(
+    store: &DirStore,
+    out: Out,
+    key: ObjID,
+    file: Option<PathBuf>,
+    secret: bool,
+    force: bool,
+    pass: &PassArgs,
+) -> Result<Status> {
+    let kobj = key_object(store, key)?;
+    if secret {
+        if !matches!(kobj, KeyObj::Signing { .. }) {
+            return Err(fail!(
+                "{key} is a verifying key: --secret needs a signing-key id"
+            ));
+        }
+        let file =
+            file.ok_or_else(|| fail!("--secret needs --out FILE (a new file of mode 0600)"))?;
+        let (sk, _) = env::signing_key(store, key, pass)?;
+        let pem = sk.to_pkcs8_pem()?;
+        files::write_new(&file, pem.as_bytes(), files::SECRET, force)?;
+        out.emit(
+            json!({ "key": id(key), "kind": "pkcs8", "scheme": sk.scheme().name(), "out": file }),
+            || {
+                format!(
+                    "wrote the {} signing key {key} to {} (PKCS#8, mode 0600)",
+                    sk.scheme(),
+                    file.display()
+                )
+            },
+        );
+        return Ok(Status::Yes);
+    }
+    let (vid, vk) = match kobj {
+        KeyObj::Verifying(vk) => (key, vk),
+        KeyObj::Signing { verifying } => {
+            (verifying, keypair::load_verifying_key(store, verifying)?)
+        }
+    };
+    let pem = vk.to_public_key_pem()?;
+    match file {
+        Some(file) => {
+            files::write_new(&file, pem.as_bytes(), files::PUBLIC, force)?;
+            out.emit(
+                json!({ "key": id(vid), "kind": "spki", "scheme": vk.scheme().name(), "out": file }),
+                || format!("wrote the {} verifying key {vid} to {} (SubjectPublicKeyInfo)", vk.scheme(), file.display()),
+            );
+        }
+        None => out.emit(
+            json!({ "key": id(vid), "kind": "spki", "scheme": vk.scheme().name(), "pem": pem }),
+            || pem.clone(),
+        ),
+    }
+    Ok(Status::Yes)
+}
+
+/// `keytool import`.
+pub fn import(
+    store: &DirStore,
+    out: Out,
+    file: &Path,
+    vid: Option<ObjID>,
+    pass: &PassArgs,
+    kdf: &KdfArgs,
+) -> Result<Status> {
+    let bytes = Zeroizing::new(files::read(file)?);
+    let text = std::str::from_utf8(&bytes)
+        .map_err(|_| fail!("{}: not a PEM file (not text)", file.display()))?;
+    let mut rng = env::rng()?;
+    let verifying = match vid {
+        Some(v) => v,
+        None => keypair::random_id(&mut rng),
+    };
+    if text.contains("-----BEGIN ENCRYPTED PRIVATE KEY-----") {
+        return Err(fail!(
+            "{}: encrypted PKCS#8 is not supported; decrypt it first (openssl pkcs8 -in {0} -out plain.pem) and import with --passphrase-file",
+            file.display()
+        ));
+    }
+    if text.contains("-----BEGIN PRIVATE KEY-----") {
+        let sk = SigningKey::from_pkcs8_pem(text).map_err(|e| fail!("{}: {e}", file.display()))?;
+        let pp = env::passphrase(pass)?;
+        let ids = KeyPairIds {
+            signing: keypair::random_id(&mut rng),
+            verifying,
+        };
+        keypair::store_keypair(store, &sk, ids, pass_str(&pp), env::kdf(kdf), &mut rng)?;
+        out.emit(
+            json!({
+                "scheme": sk.scheme().name(),
+                "signing": id(ids.signing),
+                "verifying": id(ids.verifying),
+                "protected": pp.is_some(),
+            }),
+            || {
+                format!(
+                    "imported a {} key pair{}\nsigning key    {}\nverifying key  {}",
+                    sk.scheme(),
+                    if pp.is_some() {
+                        ", sealed with the passphrase"
+                    } else {
+                        " (signing key not encrypted)"
+                    },
+                    ids.signing,
+                    ids.verifying
+                )
+            },
+        );
+        return Ok(Status::Yes);
+    }
+    if text.contains("-----BEGIN PUBLIC KEY-----") {
+        let vk = VerifyingKey::from_public_key_pem(text)
+            .map_err(|e| fail!("{}: {e}", file.display()))?;
+        keypair::store_verifying_key(store, verifying, &vk)?;
+        out.emit(
+            json!({
+                "scheme": vk.scheme().name(),
+                "verifying": id(verifying),
+                "public_key": hex(&vk.to_raw()),
+            }),
+            || {
+                format!(
+                    "imported a {} verifying key\nverifying key  {verifying}",
+                    vk.scheme()
+                )
+            },
+        );
+        return Ok(Status::Yes);
+    }
+    Err(fail!(
+        "{}: no PEM \"PRIVATE KEY\" (PKCS#8) or \"PUBLIC KEY\" (SubjectPublicKeyInfo) block",
+        file.display()
+    ))
+}

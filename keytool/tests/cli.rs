@@ -1,0 +1,1134 @@
+//! End-to-end tests of the `keytool` binary: every test runs the real executable on a store of
+//! its own, in a temporary directory.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+use tempfile::TempDir;
+
+/// A temporary working directory with a store in it.
+struct Kt {
+    dir: TempDir,
+}
+
+impl Kt {
+    fn new() -> Self {
+        Self {
+            dir: tempfile::tempdir().expect("temporary directory"),
+        }
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    fn store(&self) -> PathBuf {
+        self.path("store")
+    }
+
+    /// `keytool` with the store in the environment, cheap Argon2, and no XDG or HOME leaking
+    /// in from the test runner.
+    fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_keytool"));
+        c.args(args)
+            .current_dir(self.dir.path())
+            .env("TWZ_KEYTOOL_STORE", self.store())
+            .env("TWZ_KEYTOOL_KDF_MEMORY_KIB", "64")
+            .env("TWZ_KEYTOOL_KDF_PASSES", "1")
+            .env_remove("XDG_DATA_HOME")
+            .env("HOME", self.path("home"));
+        c
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        self.cmd(args).output().expect("run keytool")
+    }
+
+    /// Runs, expects exit 0, returns stdout.
+    fn ok(&self, args: &[&str]) -> String {
+        let o = self.run(args);
+        assert!(
+            o.status.success(),
+            "keytool {args:?} failed ({:?}): {}",
+            o.status.code(),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        String::from_utf8(o.stdout).expect("UTF-8 output")
+    }
+
+    /// Runs with `--json`, expects exit `code`, returns the document.
+    fn json_code(&self, args: &[&str], code: i32) -> Value {
+        let mut a = args.to_vec();
+        a.push("--json");
+        let o = self.run(&a);
+        assert_eq!(
+            o.status.code(),
+            Some(code),
+            "keytool {a:?}: stderr {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
+            panic!(
+                "keytool {a:?} printed no JSON ({e}): {}",
+                String::from_utf8_lossy(&o.stdout)
+            )
+        })
+    }
+
+    fn json(&self, args: &[&str]) -> Value {
+        self.json_code(args, 0)
+    }
+
+    /// Runs, expects exit `code` with one `keytool: ...` line on stderr; returns that line.
+    fn fails(&self, args: &[&str], code: i32) -> String {
+        let o = self.run(args);
+        let err = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert_eq!(o.status.code(), Some(code), "keytool {args:?}: {err}");
+        let lines: Vec<&str> = err.lines().collect();
+        assert_eq!(lines.len(), 1, "keytool {args:?}: not one line: {err:?}");
+        assert!(lines[0].starts_with("keytool: "), "{err:?}");
+        lines[0].to_owned()
+    }
+
+    /// A key pair: (signing, verifying).
+    fn keygen(&self, extra: &[&str]) -> (String, String) {
+        let mut a = vec!["keygen"];
+        a.extend_from_slice(extra);
+        let j = self.json(&a);
+        (s(&j["signing"]), s(&j["verifying"]))
+    }
+
+    fn write(&self, name: &str, bytes: &[u8]) -> PathBuf {
+        let p = self.path(name);
+        std::fs::write(&p, bytes).expect("write test file");
+        p
+    }
+}
+
+fn s(v: &Value) -> String {
+    v.as_str()
+        .unwrap_or_else(|| panic!("not a string: {v}"))
+        .to_owned()
+}
+
+fn p(path: &Path) -> &str {
+    path.to_str().expect("UTF-8 path")
+}
+
+/// A store with a data key, an object signed by it, and two contexts; the first context
+/// has its own key.
+struct World {
+    kt: Kt,
+    sk: String,
+    obj: String,
+    c1: String,
+    c1_sk: String,
+    c2: String,
+}
+
+fn world() -> World {
+    let kt = Kt::new();
+    let (sk, vk) = kt.keygen(&[]);
+    let (c1_sk, c1_vk) = kt.keygen(&["--scheme", "p256"]);
+    let obj = s(&kt.json(&["obj", "new", "--kuid", &vk])["id"]);
+    let c1 = s(&kt.json(&["ctx", "new", "--kuid", &c1_vk])["id"]);
+    let c2 = s(&kt.json(&["ctx", "new"])["id"]);
+    World {
+        kt,
+        sk,
+        obj,
+        c1,
+        c1_sk,
+        c2,
+    }
+}
+
+fn check(w: &World, ctxs: &[&str], offset: &str, access: &str, extra: &[&str]) -> (bool, Value) {
+    let mut a = vec!["check"];
+    for c in ctxs {
+        a.extend_from_slice(&["--ctx", c]);
+    }
+    a.extend_from_slice(&["--target", &w.obj, "--offset", offset, "--access", access]);
+    a.extend_from_slice(extra);
+    let mut with_json = a.clone();
+    with_json.push("--json");
+    let o = w.kt.run(&with_json);
+    let j: Value = serde_json::from_slice(&o.stdout).expect("check prints JSON");
+    let granted = j["granted"].as_bool().expect("granted");
+    assert_eq!(o.status.code(), Some(if granted { 0 } else { 1 }), "{j}");
+    (granted, j)
+}
+
+#[test]
+fn keygen_mint_add_check_revoke_check() {
+    let w = world();
+    let kt = &w.kt;
+    let cap = kt.json(&[
+        "mint",
+        "--key",
+        &w.sk,
+        "--target",
+        &w.obj,
+        "--accessor",
+        &w.c1,
+        "--prots",
+        "rw-",
+        "--expires",
+        "30d",
+        "--out",
+        "rw.cap",
+    ]);
+    assert_eq!(cap["kind"], "capability");
+    assert_eq!(cap["prots"], "rw-");
+    let added = kt.json(&["ctx", "add", &w.c1, "rw.cap"]);
+    assert_eq!(added["generation"], 1);
+    assert_eq!(added["added"]["id"], cap["id"]);
+    // Adding it again changes nothing.
+    let again = kt.json(&["ctx", "add", &w.c1, "rw.cap"]);
+    assert_eq!(again["already_held"], true);
+    assert_eq!(again["generation"], 1);
+
+    let (granted, j) = check(&w, &[&w.c1], "0x1000", "write", &[]);
+    assert!(granted, "{j}");
+    assert_eq!(j["decision"]["prots"], "rw-");
+    assert_eq!(j["contexts"][0]["records"][0]["verdict"], "counted");
+    // Text output says so too.
+    let text = kt.ok(&[
+        "check", "--ctx", &w.c1, "--target", &w.obj, "--offset", "4096", "--access", "read",
+    ]);
+    assert!(text.starts_with("GRANTED read at 0x1000"), "{text}");
+    // Not executable, and not for the other context.
+    assert!(!check(&w, &[&w.c1], "0x1000", "exec", &[]).0);
+    assert!(!check(&w, &[&w.c2], "0x1000", "read", &[]).0);
+    // The null page is never granted.
+    assert!(!check(&w, &[&w.c1], "0", "read", &[]).0);
+
+    assert_eq!(kt.json(&["verify", "rw.cap"])["valid"], true);
+    let revoked = kt.json(&["revoke", "--record", "rw.cap"]);
+    assert_eq!(revoked["new"], true);
+    assert_eq!(
+        kt.json(&["revoke", "--record", &s(&cap["id"])])["new"],
+        false
+    );
+
+    let (granted, j) = check(&w, &[&w.c1], "0x1000", "write", &[]);
+    assert!(!granted);
+    assert_eq!(j["decision"]["violation"], "denied");
+    assert_eq!(j["contexts"][0]["records"][0]["verdict"], "invalid");
+    let v = kt.json_code(&["verify", "rw.cap"], 1);
+    assert_eq!(v["valid"], false);
+    assert!(s(&v["reason"]).contains("revoked"), "{v}");
+    let text = String::from_utf8(kt.run(&["verify", "rw.cap"]).stdout).unwrap();
+    assert!(text.starts_with("invalid: capability"), "{text}");
+    assert_eq!(kt.json(&["revoke", "--list"])["records"][0], cap["id"]);
+}
+
+#[test]
+fn revoking_a_key_revokes_everything_it_signed() {
+    let w = world();
+    let kt = &w.kt;
+    kt.ok(&[
+        "mint",
+        "--key",
+        &w.sk,
+        "--target",
+        &w.obj,
+        "--accessor",
+        &w.c1,
+        "--prots",
+        "r--",
+        "--out",
+        "r.cap",
+    ]);
+    kt.ok(&["ctx", "add", &w.c1, "r.cap"]);
+    assert!(check(&w, &[&w.c1], "0x1000", "read", &[]).0);
+    // A signing-key id names its verifying key.
+    let r = kt.json(&["revoke", "--key", &w.sk]);
+    assert_ne!(s(&r["revoked_key"]), w.sk);
+    let (granted, j) = check(&w, &[&w.c1], "0x1000", "read", &[]);
+    assert!(!granted);
+    assert!(
+        s(&j["contexts"][0]["records"][0]["explanation"]).contains("revoked"),
+        "{j}"
+    );
+    assert_eq!(kt.json_code(&["verify", "r.cap"], 1)["valid"], false);
+}
+
+#[test]
+fn delegation_masks_flags_expiry_and_removal() {
+    let w = world();
+    let kt = &w.kt;
+    kt.ok(&[
+        "mint",
+        "--key",
+        &w.sk,
+        "--target",
+        &w.obj,
+        "--accessor",
+        &w.c1,
+        "--prots",
+        "rw-",
+        "--expires",
+        "1h",
+        "--hash",
+        "sha256",
+        "--out",
+        "rw.cap",
+    ]);
+    kt.ok(&["ctx", "add", &w.c1, "rw.cap"]);
+    // c1 delegates read on two pages to c2; gate and expiry can only narrow.
+    let d = kt.json(&[
+        "delegate",
+        "--parent",
+        "rw.cap",
+        "--key",
+        &w.c1_sk,
+        "--receiver",
+        &w.c2,
+        "--prots",
+        "r--",
+        "--gate",
+        "0x1000:0x2000",
+        "--out",
+        "r.del",
+    ]);
+    assert_eq!(d["kind"], "delegation");
+    assert_eq!(d["provider"], Value::String(w.c1.clone()));
+    assert_eq!(
+        d["expires_ns"], d["root"]["expires_ns"],
+        "expiry defaults to the parent's"
+    );
+    let e = kt.fails(
+        &[
+            "delegate",
+            "--parent",
+            "rw.cap",
+            "--key",
+            &w.c1_sk,
+            "--receiver",
+            &w.c2,
+            "--prots",
+            "rwx",
+            "--out",
+            "x.del",
+        ],
+        2,
+    );
+    assert!(
+        e.contains("grants protections its parent does not have"),
+        "{e}"
+    );
+    let e = kt.fails(
+        &[
+            "delegate",
+            "--parent",
+            "rw.cap",
+            "--key",
+            &w.sk,
+            "--receiver",
+            &w.c2,
+            "--prots",
+            "r--",
+            "--out",
+            "x.del",
+        ],
+        2,
+    );
+    assert!(e.contains("does not sign for context"), "{e}");
+    assert!(!kt.path("x.del").exists());
+
+    kt.ok(&["ctx", "add", &w.c2, "r.del"]);
+    assert_eq!(kt.json(&["verify", "r.del"])["valid"], true);
+    assert!(check(&w, &[&w.c2], "0x2000", "read", &[]).0);
+    assert!(
+        !check(&w, &[&w.c2], "0x3000", "read", &[]).0,
+        "outside the gate"
+    );
+    assert!(!check(&w, &[&w.c2], "0x2000", "write", &[]).0);
+    // An inactive context that grants is switched to.
+    let (granted, j) = check(&w, &[&w.c2, &w.c1], "0x2000", "write", &[]);
+    assert!(granted);
+    assert_eq!(j["decision"]["switch_to"], Value::String(w.c1.clone()));
+    // ... unless the active one is undetachable.
+    assert_eq!(
+        kt.json(&["ctx", "flags", &w.c2, "--undetachable", "true"])["undetachable"],
+        true
+    );
+    let (granted, j) = check(&w, &[&w.c2, &w.c1], "0x2000", "write", &[]);
+    assert!(!granted);
+    assert_eq!(j["decision"]["violation"], "undetachable");
+    kt.ok(&["ctx", "flags", &w.c2, "--undetachable", "false"]);
+
+    // Expiry: both records end within the hour.
+    assert!(!check(&w, &[&w.c1], "0x1000", "read", &["--at", "2h"]).0);
+    let v = kt.json_code(&["verify", "r.del", "--at", "2h"], 1);
+    assert!(s(&v["reason"]).contains("expired"), "{v}");
+
+    // Masks.
+    kt.ok(&["ctx", "mask", &w.c1, "--target", &w.obj, "--perm", "r--"]);
+    assert!(!check(&w, &[&w.c1], "0x1000", "write", &[]).0);
+    assert!(check(&w, &[&w.c1], "0x1000", "read", &[]).0);
+    kt.ok(&["ctx", "rm", &w.c1, "--mask", &w.obj]);
+    kt.ok(&["ctx", "mask", &w.c1, "--global", "r--"]);
+    assert!(!check(&w, &[&w.c1], "0x1000", "write", &[]).0);
+    let show = kt.json(&["ctx", "show", &w.c1]);
+    assert_eq!(show["global_mask"], "r--");
+    assert_eq!(show["masks"].as_array().unwrap().len(), 0);
+    kt.ok(&[
+        "ctx", "mask", &w.c1, "--target", &w.obj, "--perm", "rw-", "--ovr", "rw-",
+    ]);
+    assert!(
+        check(&w, &[&w.c1], "0x1000", "write", &[]).0,
+        "ovr lets write through"
+    );
+
+    // Removal: by record file, then nothing is left to remove.
+    kt.ok(&["ctx", "rm", &w.c2, "--record", "r.del"]);
+    assert!(!check(&w, &[&w.c2], "0x2000", "read", &[]).0);
+    let e = kt.fails(&["ctx", "rm", &w.c2, "--target", &w.obj], 2);
+    assert!(e.contains("holds nothing that matches"), "{e}");
+    let before = kt.json(&["ctx", "show", &w.c1])["generation"].clone();
+    kt.ok(&["ctx", "rm", &w.c1, "--target", &w.obj]);
+    let after = kt.json(&["ctx", "show", &w.c1]);
+    assert_eq!(after["records"].as_array().unwrap().len(), 0);
+    assert_eq!(after["generation"], before.as_u64().unwrap() + 1);
+}
+
+#[test]
+fn two_processes_adding_to_one_context_lose_nothing() {
+    let w = world();
+    let kt = &w.kt;
+    const EACH: usize = 25;
+    // 50 different capabilities: one per page.
+    for i in 0..2 * EACH {
+        let gate = format!("{:#x}:0x1000", (i + 1) * 0x1000);
+        kt.ok(&[
+            "mint",
+            "--key",
+            &w.sk,
+            "--target",
+            &w.obj,
+            "--accessor",
+            &w.c1,
+            "--prots",
+            "r--",
+            "--gate",
+            &gate,
+            "--out",
+            &format!("{i}.cap"),
+        ]);
+    }
+    std::thread::scope(|scope| {
+        for half in 0..2 {
+            let kt = &w.kt;
+            let c1 = &w.c1;
+            scope.spawn(move || {
+                for i in half * EACH..(half + 1) * EACH {
+                    kt.ok(&["ctx", "add", c1, &format!("{i}.cap")]);
+                }
+            });
+        }
+    });
+    let show = kt.json(&["ctx", "show", &w.c1]);
+    let records = show["records"].as_array().unwrap();
+    assert_eq!(records.len(), 2 * EACH, "lost an update");
+    assert_eq!(show["generation"], 2 * EACH as u64);
+    let mut ids: Vec<&str> = records.iter().map(|r| r["id"].as_str().unwrap()).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), 2 * EACH);
+    assert!(check(&w, &[&w.c1], "0x32000", "read", &[]).0);
+}
+
+#[test]
+fn corrupt_and_truncated_files_give_errors() {
+    let w = world();
+    let kt = &w.kt;
+    kt.ok(&[
+        "mint",
+        "--key",
+        &w.sk,
+        "--target",
+        &w.obj,
+        "--accessor",
+        &w.c1,
+        "--prots",
+        "r--",
+        "--out",
+        "r.cap",
+    ]);
+    let good = std::fs::read(kt.path("r.cap")).unwrap();
+
+    // A truncated record file.
+    kt.write("short.cap", &good[..good.len() - 7]);
+    for args in [
+        vec!["inspect", "short.cap"],
+        vec!["verify", "short.cap"],
+        vec!["ctx", "add", &w.c1, "short.cap"],
+        vec!["revoke", "--record", "short.cap"],
+    ] {
+        let e = kt.fails(&args, 2);
+        assert!(e.contains("short.cap") && e.contains("truncated"), "{e}");
+    }
+    kt.write("tiny.cap", b"TC");
+    assert!(kt.fails(&["inspect", "tiny.cap"], 2).contains("truncated"));
+    // Not a record at all; trailing bytes.
+    kt.write("junk.cap", b"hello, world, this is not a capability");
+    assert!(kt.fails(&["verify", "junk.cap"], 2).contains("bad magic"));
+    let mut long = good.clone();
+    long.push(0);
+    kt.write("long.cap", &long);
+    assert!(kt.fails(&["verify", "long.cap"], 2).contains("trailing"));
+    // A damaged signature decodes but does not verify: an answer, not an error.
+    let mut bad = good.clone();
+    let n = bad.len();
+    bad[n - 100] ^= 1;
+    kt.write("bad.cap", &bad);
+    let v = kt.json_code(&["verify", "bad.cap"], 1);
+    assert!(s(&v["reason"]).contains("signature"), "{v}");
+    // A changed field breaks the signature too.
+    let mut widened = good.clone();
+    widened[40] = 7; // prots = rwx
+    kt.write("rwx.cap", &widened);
+    assert_eq!(kt.json_code(&["verify", "rwx.cap"], 1)["valid"], false);
+    // Nothing was added to the context by the failures above.
+    assert_eq!(kt.json(&["ctx", "show", &w.c1])["generation"], 0);
+    kt.fails(&["inspect", "missing.cap"], 2);
+
+    // A damaged store object: one flipped bit, then a truncated file.
+    let obj_file = kt.store().join(format!("{}.obj", w.c1));
+    let mut bytes = std::fs::read(&obj_file).unwrap();
+    bytes[60] ^= 0x10;
+    std::fs::write(&obj_file, &bytes).unwrap();
+    for args in [
+        vec!["ctx", "show", &w.c1],
+        vec!["ctx", "add", &w.c1, "r.cap"],
+        vec!["inspect", &w.c1],
+    ] {
+        let e = kt.fails(&args, 2);
+        assert!(e.contains("checksum mismatch") && e.contains(&w.c1), "{e}");
+    }
+    std::fs::write(&obj_file, &bytes[..30]).unwrap();
+    assert!(kt.fails(&["ctx", "show", &w.c1], 2).contains("truncated"));
+    // The simulator treats a corrupt context as absent, with a warning, and denies.
+    let (granted, j) = check(&w, &[&w.c1], "0x1000", "read", &[]);
+    assert!(!granted);
+    assert!(!j["warnings"].as_array().unwrap().is_empty(), "{j}");
+    // A corrupt key object.
+    let sk_file = kt.store().join(format!("{}.obj", w.sk));
+    std::fs::write(&sk_file, b"TZOB").unwrap();
+    let e = kt.fails(
+        &[
+            "mint",
+            "--key",
+            &w.sk,
+            "--target",
+            &w.obj,
+            "--accessor",
+            &w.c2,
+            "--prots",
+            "r--",
+            "--out",
+            "x.cap",
+        ],
+        2,
+    );
+    assert!(e.contains("truncated"), "{e}");
+    assert!(!kt.path("x.cap").exists());
+
+    // Damaged PEM.
+    kt.ok(&["export", &w.c1_sk, "--out", "pub.pem"]);
+    let pem = std::fs::read_to_string(kt.path("pub.pem")).unwrap();
+    kt.write("cut.pem", &pem.as_bytes()[..pem.len() / 2]);
+    kt.fails(&["import", "cut.pem"], 2);
+    kt.write(
+        "garbage.pem",
+        b"-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----\n",
+    );
+    kt.fails(&["import", "garbage.pem"], 2);
+    kt.write("none.pem", b"plain text");
+    assert!(kt.fails(&["import", "none.pem"], 2).contains("no PEM"));
+}
+
+#[test]
+fn wrong_passphrase_fails_cleanly() {
+    let kt = Kt::new();
+    kt.write("pass", b"correct horse battery staple\n");
+    kt.write("wrong", b"incorrect horse\n");
+    kt.write("empty", b"\n");
+    let (sk, vk) = kt.keygen(&["--passphrase-file", "pass"]);
+    let obj = s(&kt.json(&["obj", "new", "--kuid", &vk])["id"]);
+    let ctx = s(&kt.json(&["ctx", "new"])["id"]);
+    let mint = |extra: &[&str]| {
+        let mut a = vec![
+            "mint",
+            "--key",
+            &sk,
+            "--target",
+            &obj,
+            "--accessor",
+            &ctx,
+            "--prots",
+            "r--",
+            "--out",
+            "r.cap",
+        ];
+        a.extend_from_slice(extra);
+        a.into_iter().map(String::from).collect::<Vec<_>>()
+    };
+    let args = mint(&["--passphrase-file", "wrong"]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    assert!(kt.fails(&args, 2).contains("wrong passphrase"));
+    assert!(!kt.path("r.cap").exists(), "nothing written");
+    let args = mint(&[]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    assert!(kt.fails(&args, 2).contains("passphrase-protected"));
+    let args = mint(&["--passphrase-file", "empty"]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    assert!(kt.fails(&args, 2).contains("empty"));
+    let args = mint(&["--passphrase-env", "KEYTOOL_TEST_UNSET_VARIABLE"]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    assert!(kt.fails(&args, 2).contains("not set"));
+    assert!(!kt.path("r.cap").exists());
+    let e = kt.fails(
+        &[
+            "export",
+            &sk,
+            "--secret",
+            "--passphrase-file",
+            "wrong",
+            "--out",
+            "k.pem",
+        ],
+        2,
+    );
+    assert!(e.contains("wrong passphrase"), "{e}");
+    assert!(!kt.path("k.pem").exists());
+
+    // The right passphrase, from a file or the environment.
+    let args = mint(&["--passphrase-file", "pass"]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    kt.ok(&args);
+    let args = mint(&["--passphrase-env", "KT_PASS", "--force"]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let o = kt
+        .cmd(&args)
+        .env("KT_PASS", "correct horse battery staple")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let info = kt.json(&["inspect", &sk]);
+    assert_eq!(info["type"], "signing_key");
+    assert_eq!(info["protected"], true);
+}
+
+#[test]
+fn output_files_are_not_replaced_without_force() {
+    let w = world();
+    let kt = &w.kt;
+    let mint = [
+        "mint",
+        "--key",
+        &w.sk,
+        "--target",
+        &w.obj,
+        "--accessor",
+        &w.c1,
+        "--prots",
+        "r--",
+        "--out",
+        "r.cap",
+    ];
+    kt.ok(&mint);
+    let first = std::fs::read(kt.path("r.cap")).unwrap();
+    let mut again = mint.to_vec();
+    again[8] = "rw-";
+    assert!(kt.fails(&again, 2).contains("already exists"));
+    assert_eq!(std::fs::read(kt.path("r.cap")).unwrap(), first);
+    again.push("--force");
+    kt.ok(&again);
+    assert_ne!(std::fs::read(kt.path("r.cap")).unwrap(), first);
+    // No temporary files are left behind.
+    let names: Vec<String> = std::fs::read_dir(kt.dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(names.iter().all(|n| !n.ends_with(".tmp")), "{names:?}");
+
+    // A key that does not sign for the target is refused (and --unchecked overrides).
+    let (other_sk, _) = kt.keygen(&[]);
+    let e = kt.fails(
+        &[
+            "mint",
+            "--key",
+            &other_sk,
+            "--target",
+            &w.obj,
+            "--accessor",
+            &w.c1,
+            "--prots",
+            "r--",
+            "--out",
+            "o.cap",
+        ],
+        2,
+    );
+    assert!(e.contains("does not sign for target"), "{e}");
+    assert!(!kt.path("o.cap").exists());
+    kt.ok(&[
+        "mint",
+        "--key",
+        &other_sk,
+        "--target",
+        &w.obj,
+        "--accessor",
+        &w.c1,
+        "--prots",
+        "r--",
+        "--out",
+        "o.cap",
+        "--unchecked",
+    ]);
+    let v = kt.json_code(&["verify", "o.cap"], 1);
+    assert!(s(&v["reason"]).contains("signature does not verify"), "{v}");
+    // Adding a record for another context is refused.
+    let e = kt.fails(&["ctx", "add", &w.c2, "r.cap"], 2);
+    assert!(e.contains("would grant nothing here"), "{e}");
+}
+
+#[test]
+fn usage_errors_are_one_line_with_exit_2() {
+    let kt = Kt::new();
+    for (args, needle) in [
+        (vec!["obj", "new", "--default", "rwz"], "rwz"),
+        (vec!["obj", "new", "--id", "xyz"], "hex"),
+        (vec!["obj", "new", "--kuid", "1234"], "does not exist"),
+        (
+            vec![
+                "check", "--ctx", "1", "--target", "2", "--offset", "0x1000", "--access", "fly",
+            ],
+            "fly",
+        ),
+        (
+            vec![
+                "check", "--ctx", "1", "--target", "2", "--offset", "lots", "--access", "read",
+            ],
+            "lots",
+        ),
+        (
+            vec![
+                "mint",
+                "--key",
+                "1",
+                "--target",
+                "2",
+                "--accessor",
+                "3",
+                "--prots",
+                "r",
+                "--gate",
+                "0:0",
+                "--out",
+                "x",
+            ],
+            "length is zero",
+        ),
+        (
+            vec![
+                "mint",
+                "--key",
+                "1",
+                "--target",
+                "2",
+                "--accessor",
+                "3",
+                "--prots",
+                "r",
+                "--expires",
+                "1y",
+                "--out",
+                "x",
+            ],
+            "months and years",
+        ),
+        (vec!["mint", "--key", "1"], "required"),
+        (vec!["frobnicate"], "frobnicate"),
+        (vec!["ctx", "rm", "1"], "required"),
+        (vec!["ctx", "show", "1"], "does not exist"),
+        (
+            vec![
+                "check", "--ctx", "1", "--target", "2", "--offset", "0x1000", "--access", "read",
+            ],
+            "context 00000000000000000000000000000001 does not exist",
+        ),
+        (vec!["export", "1"], "does not exist"),
+        (vec!["keygen", "--passphrase-file", "nope"], "nope"),
+        (
+            vec!["ctx", "mask", "1", "--global", "r--", "--target", "2"],
+            "cannot be used",
+        ),
+    ] {
+        let e = kt.fails(&args, 2);
+        assert!(e.contains(needle), "{args:?}: {e}");
+    }
+    // `keytool` alone prints help and exits 2.
+    let o = kt.run(&[]);
+    assert_eq!(o.status.code(), Some(2));
+}
+
+#[test]
+fn help_carries_an_example_for_every_command() {
+    let kt = Kt::new();
+    let top = kt.ok(&["--help"]);
+    for needle in [
+        "TWZ_KEYTOOL_STORE",
+        "XDG_DATA_HOME",
+        "Exit 0",
+        "Example session",
+    ] {
+        assert!(top.contains(needle), "--help lacks {needle}");
+    }
+    let commands = [
+        vec!["keygen"],
+        vec!["obj"],
+        vec!["obj", "new"],
+        vec!["obj", "show"],
+        vec!["mint"],
+        vec!["delegate"],
+        vec!["verify"],
+        vec!["inspect"],
+        vec!["ctx"],
+        vec!["ctx", "new"],
+        vec!["ctx", "add"],
+        vec!["ctx", "rm"],
+        vec!["ctx", "mask"],
+        vec!["ctx", "flags"],
+        vec!["ctx", "show"],
+        vec!["check"],
+        vec!["export"],
+        vec!["import"],
+        vec!["revoke"],
+    ];
+    for c in commands {
+        let mut a = c.clone();
+        a.push("--help");
+        let h = kt.ok(&a);
+        assert!(h.contains("Example"), "{c:?} --help has no example");
+        assert!(h.contains("keytool "), "{c:?}");
+    }
+}
+
+#[test]
+fn store_location_flag_then_env_then_xdg_then_home() {
+    let kt = Kt::new();
+    let id_in = |store: &Path| std::fs::read_dir(store).map(|d| d.count()).unwrap_or(0);
+    // --store wins over the environment.
+    let flag = kt.path("flag-store");
+    kt.ok(&["--store", p(&flag), "ctx", "new", "--id", "1"]);
+    assert!(id_in(&flag) > 0);
+    assert_eq!(id_in(&kt.store()), 0);
+    // The environment variable.
+    kt.ok(&["ctx", "new", "--id", "1"]);
+    assert!(id_in(&kt.store()) > 0);
+    // XDG_DATA_HOME, then HOME.
+    let xdg = kt.path("xdg");
+    let o = kt
+        .cmd(&["ctx", "new", "--id", "1"])
+        .env_remove("TWZ_KEYTOOL_STORE")
+        .env("XDG_DATA_HOME", &xdg)
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    assert!(id_in(&xdg.join("twizzler-keytool")) > 0);
+    let o = kt
+        .cmd(&["ctx", "new", "--id", "1"])
+        .env_remove("TWZ_KEYTOOL_STORE")
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    assert!(id_in(&kt.path("home/.local/share/twizzler-keytool")) > 0);
+    // The store is shown in --help.
+    assert!(kt.ok(&["ctx", "show", "--help"]).contains("--store <DIR>"));
+}
+
+#[test]
+fn inspect_describes_records_and_objects() {
+    let w = world();
+    let kt = &w.kt;
+    kt.ok(&[
+        "mint",
+        "--key",
+        &w.sk,
+        "--target",
+        &w.obj,
+        "--accessor",
+        &w.c1,
+        "--prots",
+        "r-x",
+        "--gate",
+        "0x1000:0x1000:16",
+        "--expires",
+        "2030-01-01T00:00:00Z",
+        "--out",
+        "c.cap",
+    ]);
+    let j = kt.json(&["inspect", "c.cap"]);
+    assert_eq!(j["gate"]["offset"], 0x1000);
+    assert_eq!(j["gate"]["align"], 16);
+    assert_eq!(j["expires"], "2030-01-01T00:00:00Z");
+    assert_eq!(j["scheme"], "ed25519");
+    assert_eq!(j["target"], Value::String(w.obj.clone()));
+    let text = kt.ok(&["inspect", "c.cap"]);
+    assert!(text.contains("0x1000..0x2000 align 16"), "{text}");
+    // Code gates: entry at an aligned offset in the gate from another context.
+    kt.ok(&["ctx", "add", &w.c1, "c.cap"]);
+    assert!(check(&w, &[&w.c2, &w.c1], "0x1010", "exec", &[]).0);
+    assert!(!check(&w, &[&w.c2, &w.c1], "0x1011", "exec", &[]).0);
+    assert_eq!(kt.json(&["inspect", &w.obj])["type"], "object");
+    assert_eq!(
+        kt.json(&["obj", "show", &w.obj])["kuid"],
+        kt.json(&["inspect", &w.obj])["kuid"]
+    );
+    let c = kt.json(&["inspect", &w.c1]);
+    assert_eq!(c["type"], "context");
+    assert_eq!(c["records"], 1);
+    let key = kt.json(&["inspect", &w.c1_sk]);
+    assert_eq!(key["type"], "signing_key");
+    assert_eq!(key["protected"], false);
+    let vk = kt.json(&["inspect", &s(&key["verifying"])]);
+    assert_eq!(vk["type"], "verifying_key");
+    assert_eq!(vk["scheme"], "p256");
+    assert!(
+        kt.fails(&["inspect", "nonexistent-file"], 2)
+            .contains("not an object id")
+    );
+}
+
+/// `openssl`, installed with apt when missing (CI runs as root).
+fn openssl() -> &'static str {
+    let have = || {
+        Command::new("openssl")
+            .arg("version")
+            .output()
+            .map(|o| o.status.success())
+            .unwrap_or(false)
+    };
+    if !have() {
+        let installed = Command::new("apt-get")
+            .args(["install", "-y", "--no-install-recommends", "openssl"])
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false);
+        if !installed {
+            let _ = Command::new("apt-get").arg("update").status();
+            let _ = Command::new("apt-get")
+                .args(["install", "-y", "--no-install-recommends", "openssl"])
+                .status();
+        }
+        assert!(
+            have(),
+            "the interop test needs the openssl command, and `apt-get install -y openssl` did not provide it (not root, or no package access)"
+        );
+    }
+    "openssl"
+}
+
+fn run_openssl(dir: &Path, args: &[&str]) -> Output {
+    Command::new(openssl())
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("run openssl")
+}
+
+fn openssl_verify(dir: &Path, scheme: &str, pubkey: &str, msg: &str, sig: &str) -> Output {
+    match scheme {
+        "ed25519" => run_openssl(
+            dir,
+            &[
+                "pkeyutl", "-verify", "-pubin", "-inkey", pubkey, "-rawin", "-in", msg, "-sigfile",
+                sig,
+            ],
+        ),
+        _ => run_openssl(
+            dir,
+            &["dgst", "-sha256", "-verify", pubkey, "-signature", sig, msg],
+        ),
+    }
+}
+
+#[test]
+fn openssl_verifies_minted_capabilities_ed25519_and_p256() {
+    let kt = Kt::new();
+    let dir = kt.dir.path();
+    let ctx = s(&kt.json(&["ctx", "new"])["id"]);
+    for scheme in ["ed25519", "p256"] {
+        let (sk, vk) = kt.keygen(&["--scheme", scheme]);
+        let obj = s(&kt.json(&["obj", "new", "--kuid", &vk])["id"]);
+        let cap = format!("{scheme}.cap");
+        let (msg, sig, pubkey) = (
+            format!("{scheme}.msg"),
+            format!("{scheme}.sig"),
+            format!("{scheme}.pub.pem"),
+        );
+        kt.ok(&[
+            "mint",
+            "--key",
+            &sk,
+            "--target",
+            &obj,
+            "--accessor",
+            &ctx,
+            "--prots",
+            "rw-",
+            "--out",
+            &cap,
+        ]);
+        kt.ok(&["export", &vk, "--out", &pubkey]);
+        kt.ok(&[
+            "inspect",
+            &cap,
+            "--signed-message-out",
+            &msg,
+            "--signature-out",
+            &sig,
+        ]);
+        assert_eq!(std::fs::read(dir.join(&msg)).unwrap().len(), 32);
+        let o = openssl_verify(dir, scheme, &pubkey, &msg, &sig);
+        assert!(
+            o.status.success(),
+            "openssl rejects the {scheme} capability: {}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        // And it rejects another message.
+        let mut other = std::fs::read(dir.join(&msg)).unwrap();
+        other[0] ^= 1;
+        std::fs::write(dir.join("other.msg"), &other).unwrap();
+        assert!(
+            !openssl_verify(dir, scheme, &pubkey, "other.msg", &sig)
+                .status
+                .success()
+        );
+
+        // The secret key exports as PKCS#8 that OpenSSL reads, with the same public key.
+        let key_pem = format!("{scheme}.key.pem");
+        kt.ok(&["export", &sk, "--secret", "--out", &key_pem]);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(dir.join(&key_pem))
+                .unwrap()
+                .permissions()
+                .mode();
+            assert_eq!(mode & 0o777, 0o600);
+        }
+        let o = run_openssl(dir, &["pkey", "-in", &key_pem, "-pubout"]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        assert_eq!(
+            String::from_utf8(o.stdout).unwrap(),
+            std::fs::read_to_string(dir.join(&pubkey)).unwrap()
+        );
+        // A signing-key id exports its public key too (stdout without --out).
+        assert_eq!(
+            kt.ok(&["export", &sk]).trim_end(),
+            std::fs::read_to_string(dir.join(&pubkey))
+                .unwrap()
+                .trim_end()
+        );
+    }
+}
+
+#[test]
+fn keys_generated_by_openssl_import_and_sign() {
+    let kt = Kt::new();
+    let dir = kt.dir.path();
+    let ctx = s(&kt.json(&["ctx", "new"])["id"]);
+    kt.write("pass", b"s3cret\n");
+    for (scheme, genargs) in [
+        (
+            "ed25519",
+            vec!["genpkey", "-algorithm", "ed25519", "-out", "ed.key"],
+        ),
+        (
+            "p256",
+            vec![
+                "genpkey",
+                "-algorithm",
+                "EC",
+                "-pkeyopt",
+                "ec_paramgen_curve:P-256",
+                "-out",
+                "p.key",
+            ],
+        ),
+    ] {
+        let key = genargs.last().unwrap().to_string();
+        let o = run_openssl(dir, &genargs);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let imported = kt.json(&["import", &key, "--passphrase-file", "pass"]);
+        assert_eq!(imported["scheme"], scheme);
+        assert_eq!(imported["protected"], true);
+        let (sk, vk) = (s(&imported["signing"]), s(&imported["verifying"]));
+        let obj = s(&kt.json(&["obj", "new", "--kuid", &vk])["id"]);
+        let cap = format!("{scheme}.cap");
+        kt.ok(&[
+            "mint",
+            "--key",
+            &sk,
+            "--target",
+            &obj,
+            "--accessor",
+            &ctx,
+            "--prots",
+            "r--",
+            "--out",
+            &cap,
+            "--passphrase-file",
+            "pass",
+        ]);
+        assert_eq!(kt.json(&["verify", &cap])["valid"], true);
+        // OpenSSL's own public key verifies it.
+        let pubkey = format!("{scheme}.openssl.pub");
+        let o = run_openssl(dir, &["pkey", "-in", &key, "-pubout", "-out", &pubkey]);
+        assert!(o.status.success());
+        kt.ok(&[
+            "inspect",
+            &cap,
+            "--signed-message-out",
+            "m",
+            "--signature-out",
+            "s",
+            "--force",
+        ]);
+        let o = openssl_verify(dir, scheme, &pubkey, "m", "s");
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        // A public key alone imports as a verifying-key object others can name as kuid.
+        let id = if scheme == "ed25519" { "ed" } else { "b256" };
+        let v = kt.json(&["import", &pubkey, "--id", id]);
+        let vid = s(&v["verifying"]);
+        assert_eq!(kt.json(&["inspect", &vid])["type"], "verifying_key");
+        let o2 = s(&kt.json(&["obj", "new", "--kuid", &vid])["id"]);
+        kt.ok(&[
+            "mint",
+            "--key",
+            &sk,
+            "--target",
+            &o2,
+            "--accessor",
+            &ctx,
+            "--prots",
+            "r--",
+            "--out",
+            &format!("{scheme}2.cap"),
+            "--passphrase-file",
+            "pass",
+            "--unchecked",
+        ]);
+        assert_eq!(
+            kt.json(&["verify", &format!("{scheme}2.cap")])["valid"],
+            true
+        );
+    }
+}
