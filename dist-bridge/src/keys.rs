@@ -1,0 +1,132 @@
+//! Where [`Owner::export`](crate::Owner::export) finds the verifying key of an object's `kuid`.
+//!
+//! [`KeyLookup`] is the one question export asks; three sources answer it: any
+//! [`twizzler_security::Authority`] ([`AuthorityKeys`], e.g. the kernel's or a test's key map),
+//! a `secctx` [`ObjectStore`] ([`StoreKeys`]: the object's `kuid`, the store's revocation list,
+//! the verifying-key object), and a plain map ([`MapKeys`]).
+
+use std::collections::HashMap;
+use std::fmt;
+
+use secctx::ObjectStore;
+use secctx::keypair::{self, KeyError};
+use secctx::revocations::RevocationList;
+use secctx::store::StoreError;
+use twizzler_security::{Authority, KeyLookupError, ObjID, RecordId, VerifyingKey};
+
+/// Why no verifying key could be found for an object.
+#[derive(Debug)]
+pub enum KeySourceError {
+    /// No `kuid`, an unknown key, or a revoked key.
+    Lookup(KeyLookupError),
+    /// The store failed or holds a damaged key object.
+    Store(KeyError),
+}
+
+impl fmt::Display for KeySourceError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Lookup(e) => e.fmt(f),
+            Self::Store(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for KeySourceError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::Lookup(e) => Some(e),
+            Self::Store(e) => Some(e),
+        }
+    }
+}
+
+/// The verifying keys (and record revocations) export checks capabilities against.
+pub trait KeyLookup {
+    /// The verifying key named by `object`'s `kuid`. An object without a `kuid`, a `kuid`
+    /// naming no key and a revoked key are errors.
+    fn kuid_key(&self, object: ObjID) -> Result<VerifyingKey, KeySourceError>;
+
+    /// Whether the record with this id has been revoked.
+    fn is_record_revoked(&self, _id: &RecordId) -> bool {
+        false
+    }
+}
+
+/// Keys from any [`Authority`].
+#[derive(Debug, Clone, Copy)]
+pub struct AuthorityKeys<'a, A>(pub &'a A);
+
+impl<A: Authority> KeyLookup for AuthorityKeys<'_, A> {
+    fn kuid_key(&self, object: ObjID) -> Result<VerifyingKey, KeySourceError> {
+        self.0
+            .key_for(object)
+            .cloned()
+            .map_err(KeySourceError::Lookup)
+    }
+
+    fn is_record_revoked(&self, id: &RecordId) -> bool {
+        self.0.is_revoked(id)
+    }
+}
+
+/// Keys from a map of object → verifying key (tests, small deployments).
+#[derive(Debug, Clone, Default)]
+pub struct MapKeys(pub HashMap<ObjID, VerifyingKey>);
+
+impl KeyLookup for MapKeys {
+    fn kuid_key(&self, object: ObjID) -> Result<VerifyingKey, KeySourceError> {
+        self.0
+            .get(&object)
+            .cloned()
+            .ok_or(KeySourceError::Lookup(KeyLookupError::NoKuid(object)))
+    }
+}
+
+/// Keys from a `secctx` object store: the object's `kuid`, checked against the store's
+/// revocation list (read once, when this is made), then the verifying-key object it names.
+#[derive(Debug)]
+pub struct StoreKeys<'a, S> {
+    store: &'a S,
+    revoked: RevocationList,
+}
+
+impl<'a, S: ObjectStore> StoreKeys<'a, S> {
+    /// Reads the store's revocation list.
+    pub fn new(store: &'a S) -> Result<Self, StoreError> {
+        Ok(Self {
+            store,
+            revoked: RevocationList::load(store)?,
+        })
+    }
+}
+
+impl<S: ObjectStore> KeyLookup for StoreKeys<'_, S> {
+    fn kuid_key(&self, object: ObjID) -> Result<VerifyingKey, KeySourceError> {
+        let obj = match self.store.get(object) {
+            Ok(o) => o,
+            Err(StoreError::NotFound(_)) => {
+                return Err(KeySourceError::Lookup(KeyLookupError::NoKuid(object)));
+            }
+            Err(e) => return Err(KeySourceError::Store(KeyError::Store(e))),
+        };
+        let kuid = obj
+            .meta
+            .kuid
+            .ok_or(KeySourceError::Lookup(KeyLookupError::NoKuid(object)))?;
+        if self.revoked.keys.contains(&kuid) {
+            return Err(KeySourceError::Lookup(KeyLookupError::KeyRevoked(object)));
+        }
+        match keypair::load_verifying_key(self.store, kuid) {
+            Ok(k) => Ok(k),
+            Err(KeyError::Store(StoreError::NotFound(_))) => {
+                Err(KeySourceError::Lookup(KeyLookupError::UnknownKey(object)))
+            }
+            Err(e) => Err(KeySourceError::Store(e)),
+        }
+    }
+
+    fn is_record_revoked(&self, id: &RecordId) -> bool {
+        self.revoked.records.contains(id)
+    }
+}

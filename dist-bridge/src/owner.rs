@@ -1,0 +1,914 @@
+//! The owner side: one controller's guard table, and every operation a node service runs on
+//! it.
+//!
+//! | operation | who calls it | messages |
+//! |---|---|---|
+//! | [`Owner::export`] | a local process holding a signed capability | none (local) |
+//! | [`GuardedToken::attenuate`] | any holder, offline | none |
+//! | [`Owner::check`] | the owner's service, on every remote invocation | the invocation itself |
+//! | [`Owner::export_from`] | a holder with `DERIVE` (revocable sub-delegation) | one round trip |
+//! | [`Owner::revoke`] | a holder with `REVOKE` | one round trip |
+//! | [`Owner::renew`] | a holder whose guard was upgraded | one round trip |
+//! | [`Owner::drain_upgrades`] | the service, to publish [`UpgradeNotice`]s | optional push |
+//!
+//! `Owner` is `Send + Sync`: its state sits behind one `RwLock`. Checks take the read lock,
+//! so they run in parallel; revocation, export and maintenance take the write lock. A check
+//! that starts after [`Owner::revoke`] returned therefore sees the revocation (the lock orders
+//! them), and is rejected. Should a thread ever panic while holding the lock, every later call
+//! fails closed with [`InvokeError::Unavailable`] instead of working on possibly half-updated
+//! state.
+//!
+//! # What a check verifies, in order
+//!
+//! 1. the token names this node ([`InvokeError::WrongOwner`]) and this controller version
+//!    ([`InvokeError::StaleController`]): tokens from before a restart are dead;
+//! 2. the guard entry exists and is live at exactly the token's guard version
+//!    ([`InvokeError::NoSuchGuard`], [`InvokeError::Revoked`], [`InvokeError::StaleGuard`],
+//!    [`InvokeError::Upgraded`]);
+//! 3. the tag chain, recomputed from the range key of the guard version
+//!    ([`InvokeError::BadTag`]), and that the body is what the guard was issued with;
+//! 4. the effective scope (after every caveat): not expired, the operation's right, the
+//!    accessed bytes inside the range ([`InvokeError::Expired`],
+//!    [`InvokeError::RightsExceeded`], [`InvokeError::OutOfRange`]).
+
+use std::fmt;
+use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use twizzler_security::{Cap, Expiry, ObjID, RecordId, VerifyError};
+use zeroize::Zeroizing;
+
+use crate::controller::ControllerId;
+use crate::crypto::{self, KEY_LEN, NodeSecret};
+use crate::keys::{KeyLookup, KeySourceError};
+use crate::rights::{ByteRange, Op, Rights};
+use crate::table::{
+    ConfigError, GuardInfo, GuardTable, GuardTableConfig, InsertError, LookupError, TableStats,
+    VersionChange,
+};
+use crate::token::{GuardRef, GuardedToken, Scope, TokenBody, TokenDecodeError, Widening};
+
+/// Why an invocation (or another operation presenting a token) was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InvokeError {
+    /// The bytes are not a well-formed token.
+    Malformed(TokenDecodeError),
+    /// The token belongs to another node.
+    WrongOwner {
+        /// The node the token names.
+        token_node: u64,
+        /// This node.
+        this_node: u64,
+    },
+    /// The token was issued by another life of this node (before a restart).
+    StaleController {
+        /// The controller version in the token.
+        token: u64,
+        /// This controller's version.
+        current: u64,
+    },
+    /// The guard index is outside the table.
+    NoSuchGuard {
+        /// The index.
+        index: u32,
+        /// The table's capacity.
+        capacity: u32,
+    },
+    /// The guard was revoked.
+    Revoked {
+        /// The guard.
+        guard: GuardRef,
+    },
+    /// The guard entry has been reused: the token is from an earlier life of the entry.
+    StaleGuard {
+        /// The guard the token names.
+        guard: GuardRef,
+        /// The entry's current version.
+        current: u64,
+    },
+    /// The guard was re-versioned by a range upgrade: renew the token ([`Owner::renew`]).
+    Upgraded {
+        /// The guard the token names (old version).
+        guard: GuardRef,
+        /// Its new version.
+        new_version: u64,
+    },
+    /// The tag does not verify: forged, tampered with, or from a recycled version range.
+    BadTag,
+    /// The tag verifies but the body differs from the guard's (cannot happen unless the
+    /// owner's state is inconsistent; refused all the same).
+    GuardMismatch,
+    /// The token's effective expiry has passed.
+    Expired {
+        /// When it expired (ns since the epoch).
+        expires: u64,
+        /// The time of the check.
+        now: u64,
+    },
+    /// The operation needs rights the token does not carry.
+    RightsExceeded {
+        /// The rights needed.
+        needed: Rights,
+        /// The rights the token carries (effective).
+        held: Rights,
+    },
+    /// The accessed bytes are not inside the token's range (or the access is empty or
+    /// overflows).
+    OutOfRange {
+        /// First byte accessed.
+        offset: u64,
+        /// Bytes accessed.
+        len: u64,
+        /// The token's effective range.
+        range: ByteRange,
+    },
+    /// A requested child scope widens the token's.
+    Widens(Widening),
+    /// The guard table is full.
+    TableFull {
+        /// Its capacity.
+        capacity: u32,
+    },
+    /// [`Owner::renew`] on a token whose guard was not upgraded (or whose upgrade record has
+    /// expired with its range).
+    NotRenewable {
+        /// The guard the token names.
+        guard: GuardRef,
+    },
+    /// The owner's state is unusable (a thread panicked while changing it); restart the node.
+    Unavailable,
+}
+
+impl fmt::Display for InvokeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Malformed(e) => write!(f, "malformed token: {e}"),
+            Self::WrongOwner {
+                token_node,
+                this_node,
+            } => write!(
+                f,
+                "token belongs to node {token_node}, not to this node ({this_node})"
+            ),
+            Self::StaleController { token, current } => write!(
+                f,
+                "token was issued by controller version {token}; this node now runs version \
+                 {current} (it restarted, which revokes every earlier token)"
+            ),
+            Self::NoSuchGuard { index, capacity } => write!(
+                f,
+                "guard index {index} is outside the guard table ({capacity} entries)"
+            ),
+            Self::Revoked { guard } => write!(f, "{guard} has been revoked"),
+            Self::StaleGuard { guard, current } => write!(
+                f,
+                "{guard} is stale: the entry has been reused and is now at version {current}"
+            ),
+            Self::Upgraded { guard, new_version } => write!(
+                f,
+                "{guard} was upgraded to version {new_version}: renew the token"
+            ),
+            Self::BadTag => f.write_str("token tag does not verify (forged or tampered with)"),
+            Self::GuardMismatch => f.write_str("token does not match the guard it names"),
+            Self::Expired { expires, now } => {
+                write!(f, "token expired at {expires} ns (now {now} ns)")
+            }
+            Self::RightsExceeded { needed, held } => {
+                write!(f, "operation needs rights {needed}, token carries {held}")
+            }
+            Self::OutOfRange { offset, len, range } => write!(
+                f,
+                "access {offset:#x}+{len:#x} is outside the token's range {range}"
+            ),
+            Self::Widens(w) => write!(f, "requested child guard {w} of the token"),
+            Self::TableFull { capacity } => {
+                write!(f, "guard table is full ({capacity} live guards)")
+            }
+            Self::NotRenewable { guard } => write!(
+                f,
+                "{guard} has no pending upgrade: nothing to renew (revoked, or renewed too late)"
+            ),
+            Self::Unavailable => {
+                f.write_str("owner state is unavailable after an internal failure")
+            }
+        }
+    }
+}
+
+impl std::error::Error for InvokeError {}
+
+impl From<TokenDecodeError> for InvokeError {
+    fn from(e: TokenDecodeError) -> Self {
+        Self::Malformed(e)
+    }
+}
+
+impl From<LookupError> for InvokeError {
+    fn from(e: LookupError) -> Self {
+        match e {
+            LookupError::NoSuchGuard { index, capacity } => Self::NoSuchGuard { index, capacity },
+            LookupError::Revoked { guard } => Self::Revoked { guard },
+            LookupError::Stale { guard, current } => Self::StaleGuard { guard, current },
+            LookupError::Upgraded { guard, new } => Self::Upgraded {
+                guard,
+                new_version: new,
+            },
+        }
+    }
+}
+
+/// Why a capability could not be exported.
+#[derive(Debug)]
+pub enum ExportError {
+    /// No verifying key for the capability's target.
+    Key(KeySourceError),
+    /// The capability does not verify (bad signature, expired).
+    Cap(VerifyError),
+    /// The capability has been revoked (by record id).
+    CapRevoked(RecordId),
+    /// The capability is for another security context than the caller's.
+    WrongContext {
+        /// The context the capability is for.
+        cap: ObjID,
+        /// The caller's context.
+        caller: ObjID,
+    },
+    /// The requested data rights exceed the capability's protections.
+    RightsExceeded {
+        /// The requested rights.
+        requested: Rights,
+        /// What the capability allows.
+        allowed: twizzler_security::Protections,
+    },
+    /// The requested range is not inside the capability's gate.
+    OutOfRange {
+        /// The requested range.
+        requested: ByteRange,
+        /// The capability's gate.
+        gate: twizzler_security::Gate,
+    },
+    /// The requested expiry has already passed.
+    Expired {
+        /// The requested expiry.
+        expires: u64,
+        /// Now.
+        now: u64,
+    },
+    /// The guard table is full.
+    TableFull {
+        /// Its capacity.
+        capacity: u32,
+    },
+    /// The owner's state is unusable; restart the node.
+    Unavailable,
+}
+
+impl fmt::Display for ExportError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Key(e) => write!(f, "cannot export: {e}"),
+            Self::Cap(e) => write!(f, "cannot export: capability does not verify: {e}"),
+            Self::CapRevoked(id) => write!(f, "cannot export: capability {id} is revoked"),
+            Self::WrongContext { cap, caller } => write!(
+                f,
+                "cannot export: capability is for context {cap}, the caller runs in {caller}"
+            ),
+            Self::RightsExceeded { requested, allowed } => write!(
+                f,
+                "cannot export: rights {requested} exceed the capability's protections {allowed}"
+            ),
+            Self::OutOfRange { requested, gate } => write!(
+                f,
+                "cannot export: range {requested} is not inside the capability's gate {gate:?}"
+            ),
+            Self::Expired { expires, now } => write!(
+                f,
+                "cannot export: requested expiry {expires} ns has passed (now {now} ns)"
+            ),
+            Self::TableFull { capacity } => {
+                write!(
+                    f,
+                    "cannot export: guard table is full ({capacity} live guards)"
+                )
+            }
+            Self::Unavailable => {
+                f.write_str("cannot export: owner state is unavailable after an internal failure")
+            }
+        }
+    }
+}
+
+impl std::error::Error for ExportError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::Key(e) => Some(e),
+            Self::Cap(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+/// What a local caller asks [`Owner::export`] for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ExportRequest {
+    /// The security context the caller runs in: the capability must be for it (its
+    /// accessor), as the permission rule requires of every record.
+    pub context: ObjID,
+    /// The guard's scope. Data rights and range must lie within the capability's protections
+    /// and gate; the expiry is clamped to the capability's. `DERIVE` and `REVOKE` are rights
+    /// over the new guard and are granted as asked.
+    pub scope: Scope,
+}
+
+impl ExportRequest {
+    /// A request for `rights` over `range`, never expiring (clamped to the capability's
+    /// expiry).
+    pub fn new(context: ObjID, rights: Rights, range: ByteRange) -> Self {
+        Self {
+            context,
+            scope: Scope::new(rights, range, Expiry::NEVER),
+        }
+    }
+}
+
+/// An accepted invocation: what the service may now do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Grant {
+    /// The object.
+    pub object: ObjID,
+    /// The guard that allowed it.
+    pub guard: GuardRef,
+    /// The operation.
+    pub op: Op,
+    /// First byte.
+    pub offset: u64,
+    /// Number of bytes.
+    pub len: u64,
+}
+
+/// What a revocation did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct RevokeReport {
+    /// Guards revoked: the guard and its descendants (several roots for
+    /// [`Owner::revoke_source`] and [`Owner::sweep_expired`]).
+    pub guards_revoked: u32,
+}
+
+/// Version changes a range upgrade made: holders of tokens at an old version must
+/// [`Owner::renew`] them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UpgradeNotice {
+    /// The owner.
+    pub owner: ControllerId,
+    /// The changes.
+    pub changes: Vec<VersionChange>,
+}
+
+/// Magic of an encoded [`UpgradeNotice`] (`"DBUP"`).
+pub const UPGRADE_MAGIC: [u8; 4] = *b"DBUP";
+const UPGRADE_HEADER: usize = 4 + 2 + 2 + ControllerId::ENCODED_LEN + 4;
+const CHANGE_LEN: usize = 4 + 8 + 8;
+
+/// Why bytes are not an [`UpgradeNotice`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NoticeDecodeError {
+    /// Shorter than the header.
+    Truncated(usize),
+    /// Bad magic, format version or reserved field.
+    BadHeader,
+    /// The length does not match the change count.
+    BadLength {
+        /// The change count.
+        count: u32,
+        /// The length.
+        len: usize,
+    },
+}
+
+impl fmt::Display for NoticeDecodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Truncated(n) => write!(f, "upgrade notice truncated ({n} bytes)"),
+            Self::BadHeader => {
+                f.write_str("not an upgrade notice (bad magic, version or reserved)")
+            }
+            Self::BadLength { count, len } => {
+                write!(
+                    f,
+                    "upgrade notice of {len} bytes cannot hold {count} changes"
+                )
+            }
+        }
+    }
+}
+
+impl std::error::Error for NoticeDecodeError {}
+
+impl UpgradeNotice {
+    /// The wire encoding: magic `DBUP`, format 1 (u16), reserved 0 (u16), owner (16), change
+    /// count (u32), then per change index (u32), old (u64), new (u64); little-endian.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(UPGRADE_HEADER + self.changes.len() * CHANGE_LEN);
+        out.extend_from_slice(&UPGRADE_MAGIC);
+        out.extend_from_slice(&1u16.to_le_bytes());
+        out.extend_from_slice(&0u16.to_le_bytes());
+        out.extend_from_slice(&self.owner.encode());
+        let count = u32::try_from(self.changes.len()).unwrap_or(u32::MAX);
+        out.extend_from_slice(&count.to_le_bytes());
+        for c in self.changes.iter().take(count as usize) {
+            out.extend_from_slice(&c.index.to_le_bytes());
+            out.extend_from_slice(&c.old.to_le_bytes());
+            out.extend_from_slice(&c.new.to_le_bytes());
+        }
+        out
+    }
+
+    /// Decodes the wire encoding (total and canonical).
+    pub fn decode(bytes: &[u8]) -> Result<Self, NoticeDecodeError> {
+        let header = bytes
+            .get(..UPGRADE_HEADER)
+            .ok_or(NoticeDecodeError::Truncated(bytes.len()))?;
+        if header.get(..8) != Some(&[b'D', b'B', b'U', b'P', 1, 0, 0, 0][..]) {
+            return Err(NoticeDecodeError::BadHeader);
+        }
+        let owner = header
+            .get(8..24)
+            .and_then(ControllerId::decode)
+            .ok_or(NoticeDecodeError::BadHeader)?;
+        let count = header
+            .get(24..28)
+            .and_then(|b| b.try_into().ok())
+            .map(u32::from_le_bytes)
+            .ok_or(NoticeDecodeError::BadHeader)?;
+        let body = bytes.get(UPGRADE_HEADER..).unwrap_or_default();
+        let bad_len = NoticeDecodeError::BadLength {
+            count,
+            len: bytes.len(),
+        };
+        if (count as usize).checked_mul(CHANGE_LEN) != Some(body.len()) {
+            return Err(bad_len);
+        }
+        let u64_at = |c: &[u8], at: usize| {
+            c.get(at..at + 8)
+                .and_then(|b| b.try_into().ok())
+                .map(u64::from_le_bytes)
+        };
+        let changes = body
+            .chunks_exact(CHANGE_LEN)
+            .map(|c| {
+                Some(VersionChange {
+                    index: u32::from_le_bytes(c.get(..4)?.try_into().ok()?),
+                    old: u64_at(c, 4)?,
+                    new: u64_at(c, 12)?,
+                })
+            })
+            .collect::<Option<Vec<_>>>()
+            .ok_or(bad_len)?;
+        Ok(Self { owner, changes })
+    }
+}
+
+/// The key of one version range in one generation.
+struct RangeKey {
+    generation: u64,
+    key: Zeroizing<[u8; KEY_LEN]>,
+}
+
+struct State {
+    table: GuardTable,
+    keys: Vec<RangeKey>,
+}
+
+/// One controller's guards: exports, checks, revokes and renews tokens (see the
+/// [module docs](self)).
+pub struct Owner {
+    id: ControllerId,
+    secret: NodeSecret,
+    state: RwLock<State>,
+}
+
+impl fmt::Debug for Owner {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Owner")
+            .field("id", &self.id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Owner {
+    /// An owner for controller `id` (from [`VersionFile`](crate::VersionFile) in a real node)
+    /// with a fresh `secret` ([`NodeSecret::generate`]) and an empty guard table.
+    pub fn new(
+        id: ControllerId,
+        secret: NodeSecret,
+        config: GuardTableConfig,
+    ) -> Result<Owner, ConfigError> {
+        let table = GuardTable::new(config)?;
+        let mut state = State {
+            table,
+            keys: Vec::new(),
+        };
+        let owner_keys = (0..state.table.range_count())
+            .map(|r| {
+                let generation = state.table.generation(r);
+                RangeKey {
+                    generation,
+                    key: secret.range_key(id, r, generation),
+                }
+            })
+            .collect();
+        state.keys = owner_keys;
+        Ok(Owner {
+            id,
+            secret,
+            state: RwLock::new(state),
+        })
+    }
+
+    /// This controller.
+    pub fn id(&self) -> ControllerId {
+        self.id
+    }
+
+    fn read(&self) -> Result<RwLockReadGuard<'_, State>, InvokeError> {
+        self.state.read().map_err(|_| InvokeError::Unavailable)
+    }
+
+    fn write(&self) -> Result<RwLockWriteGuard<'_, State>, InvokeError> {
+        self.state.write().map_err(|_| InvokeError::Unavailable)
+    }
+
+    /// Exports a signed capability: checks it (signature under the target's `kuid` key, not
+    /// expired, not revoked, for the caller's context) and that the request lies within it,
+    /// creates a root guard, and returns its token.
+    pub fn export(
+        &self,
+        cap: &Cap,
+        keys: &impl KeyLookup,
+        request: &ExportRequest,
+        now: u64,
+    ) -> Result<GuardedToken, ExportError> {
+        let key = keys.kuid_key(cap.target()).map_err(ExportError::Key)?;
+        cap.verify(&key, now).map_err(ExportError::Cap)?;
+        let id = cap.id();
+        if keys.is_record_revoked(&id) {
+            return Err(ExportError::CapRevoked(id));
+        }
+        if cap.accessor() != request.context {
+            return Err(ExportError::WrongContext {
+                cap: cap.accessor(),
+                caller: request.context,
+            });
+        }
+        let scope = request.scope;
+        if !cap.prots().contains(scope.rights.required_prots()) {
+            return Err(ExportError::RightsExceeded {
+                requested: scope.rights,
+                allowed: cap.prots(),
+            });
+        }
+        let gate = cap.gate();
+        if scope.range.offset() < gate.offset() || scope.range.end() > gate.end() {
+            return Err(ExportError::OutOfRange {
+                requested: scope.range,
+                gate,
+            });
+        }
+        let expires = scope.expires.min(cap.expires());
+        if expires.is_expired(now) {
+            return Err(ExportError::Expired {
+                expires: expires.raw(),
+                now,
+            });
+        }
+        let info = GuardInfo {
+            object: cap.target(),
+            scope: scope.with_expiry(expires),
+            parent: None,
+            source: Some(id),
+        };
+        let mut st = self.write().map_err(|_| ExportError::Unavailable)?;
+        match self.create(&mut st, info) {
+            Ok(t) => Ok(t),
+            Err(InvokeError::TableFull { capacity }) => Err(ExportError::TableFull { capacity }),
+            Err(_) => Err(ExportError::Unavailable),
+        }
+    }
+
+    /// Creates a child guard of the token's guard (revocable sub-delegation): the token needs
+    /// `DERIVE`, and `scope` must lie within the token's effective scope, except that the
+    /// child may carry `REVOKE` even if the token does not (revoking the child affects only
+    /// the child's subtree, which this call creates). Revoking the token's guard revokes the
+    /// child.
+    pub fn export_from(
+        &self,
+        token: &GuardedToken,
+        scope: Scope,
+        now: u64,
+    ) -> Result<GuardedToken, InvokeError> {
+        let mut st = self.write()?;
+        let (_, held) = self.validate(&st, token, now)?;
+        if !held.rights.contains(Rights::DERIVE) {
+            return Err(InvokeError::RightsExceeded {
+                needed: Rights::DERIVE,
+                held: held.rights,
+            });
+        }
+        let allowed = held.with_rights(held.rights | Rights::REVOKE);
+        scope.within(&allowed).map_err(InvokeError::Widens)?;
+        let info = GuardInfo {
+            object: token.object(),
+            scope,
+            parent: Some(token.guard().index),
+            source: None,
+        };
+        self.create(&mut st, info)
+    }
+
+    fn create(&self, st: &mut State, info: GuardInfo) -> Result<GuardedToken, InvokeError> {
+        let guard = st.table.insert(info).map_err(|e| match e {
+            InsertError::Full(f) => InvokeError::TableFull {
+                capacity: f.capacity,
+            },
+            // The caller validated the parent under the same lock.
+            InsertError::ParentNotLive(index) => InvokeError::Revoked {
+                guard: GuardRef { index, version: 0 },
+            },
+        })?;
+        self.sync_keys(st);
+        let body = TokenBody {
+            owner: self.id,
+            guard,
+            object: info.object,
+            scope: info.scope,
+        };
+        let root = Self::root_tag(st, &body).ok_or(InvokeError::Unavailable)?;
+        Ok(GuardedToken::issue(body, Vec::new(), root))
+    }
+
+    /// Checks an invocation: `op` on bytes `offset .. offset + len` of the token's object at
+    /// time `now` (ns since the epoch). See the [module docs](self) for what is checked.
+    pub fn check(
+        &self,
+        token: &GuardedToken,
+        op: Op,
+        offset: u64,
+        len: u64,
+        now: u64,
+    ) -> Result<Grant, InvokeError> {
+        let st = self.read()?;
+        let (guard, scope) = self.validate(&st, token, now)?;
+        drop(st);
+        let needed = op.required();
+        if !scope.rights.contains(needed) {
+            return Err(InvokeError::RightsExceeded {
+                needed,
+                held: scope.rights,
+            });
+        }
+        if !scope.range.covers(offset, len) {
+            return Err(InvokeError::OutOfRange {
+                offset,
+                len,
+                range: scope.range,
+            });
+        }
+        Ok(Grant {
+            object: token.object(),
+            guard,
+            op,
+            offset,
+            len,
+        })
+    }
+
+    /// [`Owner::check`] on an encoded token, as it arrives from the wire.
+    pub fn check_bytes(
+        &self,
+        token: &[u8],
+        op: Op,
+        offset: u64,
+        len: u64,
+        now: u64,
+    ) -> Result<Grant, InvokeError> {
+        self.check(&GuardedToken::decode(token)?, op, offset, len, now)
+    }
+
+    /// Revokes the token's guard and every guard derived from it (the token must pass the
+    /// checks of [`Owner::check`] up to the expiry, and carry `REVOKE`).
+    /// Once this returns, every token naming any of those guards, however attenuated, is
+    /// refused.
+    pub fn revoke(&self, token: &GuardedToken, now: u64) -> Result<RevokeReport, InvokeError> {
+        let mut st = self.write()?;
+        let (guard, scope) = self.validate(&st, token, now)?;
+        if !scope.rights.contains(Rights::REVOKE) {
+            return Err(InvokeError::RightsExceeded {
+                needed: Rights::REVOKE,
+                held: scope.rights,
+            });
+        }
+        let guards_revoked = st.table.revoke(guard.index);
+        self.sync_keys(&mut st);
+        Ok(RevokeReport { guards_revoked })
+    }
+
+    /// Exchanges a token whose guard was upgraded ([`InvokeError::Upgraded`]) for one at the
+    /// guard's new version, with the same body and caveats. A token that is already current
+    /// is returned unchanged. Refused for revoked guards, and once the upgrade record has
+    /// expired (the old range was recycled).
+    pub fn renew(&self, token: &GuardedToken, now: u64) -> Result<GuardedToken, InvokeError> {
+        let st = self.read()?;
+        self.check_controller(token)?;
+        let old = token.guard();
+        let new_version = match st.table.lookup(old) {
+            Ok(_) => {
+                self.validate(&st, token, now)?;
+                return Ok(token.clone());
+            }
+            Err(LookupError::Upgraded { new, .. }) => new,
+            Err(LookupError::Stale { .. }) => return Err(InvokeError::NotRenewable { guard: old }),
+            Err(e) => return Err(e.into()),
+        };
+        // The old range has not been reopened (the record would be gone), so its key still
+        // verifies tokens minted at the old version.
+        let root = Self::root_tag(&st, token.body()).ok_or(InvokeError::BadTag)?;
+        if !token.tag_matches(root) {
+            return Err(InvokeError::BadTag);
+        }
+        let fresh = GuardRef {
+            index: old.index,
+            version: new_version,
+        };
+        let info = st.table.lookup(fresh)?;
+        if info.object != token.object() || info.scope != token.body().scope {
+            return Err(InvokeError::GuardMismatch);
+        }
+        let scope = token.scope();
+        if scope.expires.is_expired(now) {
+            return Err(InvokeError::Expired {
+                expires: scope.expires.raw(),
+                now,
+            });
+        }
+        let body = TokenBody {
+            guard: fresh,
+            ..*token.body()
+        };
+        let root = Self::root_tag(&st, &body).ok_or(InvokeError::Unavailable)?;
+        Ok(GuardedToken::issue(body, token.caveats().to_vec(), root))
+    }
+
+    /// Takes the version changes made by range upgrades since the last call, for the service
+    /// to publish. `None` when there are none.
+    pub fn drain_upgrades(&self) -> Result<Option<UpgradeNotice>, InvokeError> {
+        let changes = self.write()?.table.drain_changes();
+        Ok((!changes.is_empty()).then_some(UpgradeNotice {
+            owner: self.id,
+            changes,
+        }))
+    }
+
+    /// Revokes every root guard exported from the capability with this record id (and their
+    /// descendants): call it when the capability, or its key, is revoked locally.
+    pub fn revoke_source(&self, source: &RecordId) -> Result<RevokeReport, InvokeError> {
+        let mut st = self.write()?;
+        let roots = st
+            .table
+            .live_matching(|g| g.source.as_ref() == Some(source));
+        Ok(self.revoke_all(&mut st, &roots))
+    }
+
+    /// Revokes every guard of `object` (and their descendants): call it when the object is
+    /// deleted or its `kuid` changes.
+    pub fn revoke_object(&self, object: ObjID) -> Result<RevokeReport, InvokeError> {
+        let mut st = self.write()?;
+        let all = st.table.live_matching(|g| g.object == object);
+        Ok(self.revoke_all(&mut st, &all))
+    }
+
+    /// Frees the entries of guards that expired by `now` (and their descendants, which expire
+    /// no later). Expired guards refuse every token anyway; this returns their entries for
+    /// reuse. A service calls it now and then.
+    pub fn sweep_expired(&self, now: u64) -> Result<RevokeReport, InvokeError> {
+        let mut st = self.write()?;
+        let expired = st.table.live_matching(|g| g.scope.expires.is_expired(now));
+        Ok(self.revoke_all(&mut st, &expired))
+    }
+
+    fn revoke_all(&self, st: &mut State, indices: &[u32]) -> RevokeReport {
+        // Descendants of an earlier index are already gone: `revoke` returns 0 for them.
+        let guards_revoked = indices.iter().map(|&i| st.table.revoke(i)).sum();
+        self.sync_keys(st);
+        RevokeReport { guards_revoked }
+    }
+
+    /// Table counters.
+    pub fn stats(&self) -> Result<TableStats, InvokeError> {
+        Ok(self.read()?.table.stats())
+    }
+
+    fn check_controller(&self, token: &GuardedToken) -> Result<(), InvokeError> {
+        let owner = token.owner();
+        if owner.node != self.id.node {
+            return Err(InvokeError::WrongOwner {
+                token_node: owner.node,
+                this_node: self.id.node,
+            });
+        }
+        if owner.version != self.id.version {
+            return Err(InvokeError::StaleController {
+                token: owner.version,
+                current: self.id.version,
+            });
+        }
+        Ok(())
+    }
+
+    /// Steps 1 to 3 of a check and the expiry: the token is genuine, current and unexpired.
+    /// Returns its guard and effective scope.
+    fn validate(
+        &self,
+        st: &State,
+        token: &GuardedToken,
+        now: u64,
+    ) -> Result<(GuardRef, Scope), InvokeError> {
+        self.check_controller(token)?;
+        let guard = token.guard();
+        let info = st.table.lookup(guard)?;
+        let root = Self::root_tag(st, token.body()).ok_or(InvokeError::BadTag)?;
+        if !token.tag_matches(root) {
+            return Err(InvokeError::BadTag);
+        }
+        if info.object != token.object() || info.scope != token.body().scope {
+            return Err(InvokeError::GuardMismatch);
+        }
+        let scope = token.scope();
+        if scope.expires.is_expired(now) {
+            return Err(InvokeError::Expired {
+                expires: scope.expires.raw(),
+                now,
+            });
+        }
+        Ok((guard, scope))
+    }
+
+    /// The root tag of `body` under the key of its guard version's range (`None` for a version
+    /// outside the table's version space).
+    fn root_tag(st: &State, body: &TokenBody) -> Option<[u8; KEY_LEN]> {
+        let range = st.table.range_of(body.guard.version)?;
+        let key = st.keys.get(range as usize)?;
+        Some(crypto::root_tag(&key.key, &body.encode()))
+    }
+
+    /// Re-derives the keys of ranges opened since the last call.
+    fn sync_keys(&self, st: &mut State) {
+        let State { table, keys } = st;
+        for (r, k) in (0u32..).zip(keys.iter_mut()) {
+            let generation = table.generation(r);
+            if k.generation != generation {
+                *k = RangeKey {
+                    generation,
+                    key: self.secret.range_key(self.id, r, generation),
+                };
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn owner_is_send_and_sync() {
+        fn assert_send_sync<T: Send + Sync>() {}
+        assert_send_sync::<Owner>();
+        assert_send_sync::<GuardedToken>();
+    }
+
+    #[test]
+    fn upgrade_notice_round_trips() {
+        let n = UpgradeNotice {
+            owner: ControllerId::new(1, 2),
+            changes: vec![
+                VersionChange {
+                    index: 3,
+                    old: 4,
+                    new: 5,
+                },
+                VersionChange {
+                    index: 6,
+                    old: 7,
+                    new: 8,
+                },
+            ],
+        };
+        let b = n.encode();
+        assert_eq!(UpgradeNotice::decode(&b), Ok(n));
+        for len in 0..b.len() {
+            assert!(UpgradeNotice::decode(&b[..len]).is_err());
+        }
+        let mut long = b.clone();
+        long.push(0);
+        assert!(UpgradeNotice::decode(&long).is_err());
+    }
+}

@@ -1,0 +1,572 @@
+//! Guarded tokens: the self-contained, offline-attenuable bearer form of a guard.
+//!
+//! # Format (version 1, little-endian)
+//!
+//! | offset | size | field |
+//! |---|---|---|
+//! | 0 | 4 | magic `DBGT` |
+//! | 4 | 2 | format version (1) |
+//! | 6 | 1 | caveat count `n` (0..=[`MAX_CAVEATS`]) |
+//! | 7 | 1 | reserved, 0 |
+//! | 8 | 8 | owner node |
+//! | 16 | 8 | owner controller version |
+//! | 24 | 4 | guard index |
+//! | 28 | 8 | guard version |
+//! | 36 | 16 | object |
+//! | 52 | 26 | scope: rights (2), range offset (8), range length (8), expires (8, 0 = never) |
+//! | 78 | 26 × n | caveats, each a scope in the same layout |
+//! | 78 + 26n | 32 | tag |
+//!
+//! Bytes 8..78 are the **body**, fixed by the owner when it issues the token; the caveats are
+//! appended by holders. The tag chains keyed BLAKE3 over both ([`crate::crypto`]): the owner
+//! checks it by recomputing the whole chain.
+//!
+//! Decoding is total (every byte string gives a token or a [`TokenDecodeError`], never a panic)
+//! and canonical (`encode(decode(b)) == b` for every accepted `b`). A decoded token is also
+//! *well-formed*: its rights name known bits, its ranges are valid, and every caveat narrows
+//! the scope before it (rights a subset, range inside, expiry no later). So the effective scope
+//! of a token is simply its last one ([`GuardedToken::scope`]). Whether its tag is genuine only
+//! the owner can tell.
+
+use core::fmt;
+
+use twizzler_security::{Expiry, ObjID};
+
+use crate::controller::ControllerId;
+use crate::crypto::{self, KEY_LEN};
+use crate::rights::{ByteRange, RangeError, Rights};
+
+/// Magic of an encoded token (`"DBGT"`).
+pub const TOKEN_MAGIC: [u8; 4] = *b"DBGT";
+/// Format version this build reads and writes.
+pub const TOKEN_FORMAT: u16 = 1;
+/// Most caveats a token can carry.
+pub const MAX_CAVEATS: usize = 8;
+/// Encoded size of a scope (base or caveat).
+pub const SCOPE_LEN: usize = 2 + 8 + 8 + 8;
+/// Encoded size of the header (magic, format, count, reserved).
+pub const HEADER_LEN: usize = 8;
+/// Encoded size of the body the owner fixes.
+pub const BODY_LEN: usize = 8 + 8 + 4 + 8 + 16 + SCOPE_LEN;
+/// Size of the tag.
+pub const TAG_LEN: usize = KEY_LEN;
+/// Size of a token without caveats.
+pub const MIN_TOKEN_LEN: usize = HEADER_LEN + BODY_LEN + TAG_LEN;
+/// Size of a token with [`MAX_CAVEATS`] caveats.
+pub const MAX_TOKEN_LEN: usize = MIN_TOKEN_LEN + MAX_CAVEATS * SCOPE_LEN;
+
+/// A reference to one life of a guard-table entry: its index and version.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct GuardRef {
+    /// Index in the owner's guard table.
+    pub index: u32,
+    /// Version of the entry when the guard was created (or last upgraded).
+    pub version: u64,
+}
+
+impl fmt::Display for GuardRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "guard {} v{}", self.index, self.version)
+    }
+}
+
+/// What a token (or a guard, or a caveat) allows: rights over a byte range until an expiry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Scope {
+    /// The rights.
+    pub rights: Rights,
+    /// The byte range.
+    pub range: ByteRange,
+    /// When it stops granting.
+    pub expires: Expiry,
+}
+
+/// Which property a scope would widen.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Widening {
+    /// Rights its parent does not have.
+    Rights,
+    /// A range not inside its parent's.
+    Range,
+    /// A later expiry than its parent's.
+    Expiry,
+}
+
+impl fmt::Display for Widening {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Rights => "adds rights",
+            Self::Range => "widens the byte range",
+            Self::Expiry => "extends the expiry",
+        })
+    }
+}
+
+impl Scope {
+    /// A scope.
+    pub const fn new(rights: Rights, range: ByteRange, expires: Expiry) -> Self {
+        Self {
+            rights,
+            range,
+            expires,
+        }
+    }
+
+    /// The same scope with other rights.
+    pub const fn with_rights(mut self, rights: Rights) -> Self {
+        self.rights = rights;
+        self
+    }
+
+    /// The same scope with another range.
+    pub const fn with_range(mut self, range: ByteRange) -> Self {
+        self.range = range;
+        self
+    }
+
+    /// The same scope with another expiry.
+    pub const fn with_expiry(mut self, expires: Expiry) -> Self {
+        self.expires = expires;
+        self
+    }
+
+    /// Checks that this scope allows nothing `parent` does not.
+    pub fn within(&self, parent: &Scope) -> Result<(), Widening> {
+        if !parent.rights.contains(self.rights) {
+            return Err(Widening::Rights);
+        }
+        if !parent.range.contains(&self.range) {
+            return Err(Widening::Range);
+        }
+        if !self.expires.within(parent.expires) {
+            return Err(Widening::Expiry);
+        }
+        Ok(())
+    }
+
+    fn encode_into(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.rights.bits().to_le_bytes());
+        out.extend_from_slice(&self.range.offset().to_le_bytes());
+        out.extend_from_slice(&self.range.len().to_le_bytes());
+        out.extend_from_slice(&self.expires.raw().to_le_bytes());
+    }
+
+    fn encode(&self) -> [u8; SCOPE_LEN] {
+        let mut v = Vec::with_capacity(SCOPE_LEN);
+        self.encode_into(&mut v);
+        let mut out = [0u8; SCOPE_LEN];
+        out.copy_from_slice(&v);
+        out
+    }
+
+    fn decode_from(r: &mut Reader<'_>, which: Part) -> Result<Self, TokenDecodeError> {
+        let bits = r.u16()?;
+        let rights =
+            Rights::from_raw(bits).ok_or(TokenDecodeError::UnknownRights { which, bits })?;
+        let offset = r.u64()?;
+        let len = r.u64()?;
+        let range =
+            ByteRange::new(offset, len).map_err(|err| TokenDecodeError::BadRange { which, err })?;
+        let expires = Expiry::from_raw(r.u64()?);
+        Ok(Self {
+            rights,
+            range,
+            expires,
+        })
+    }
+}
+
+/// The part of a token an error is about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Part {
+    /// The body (the scope the owner issued).
+    Body,
+    /// Caveat `n` (1-based).
+    Caveat(u8),
+}
+
+impl fmt::Display for Part {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Part::Body => f.write_str("body"),
+            Part::Caveat(n) => write!(f, "caveat {n}"),
+        }
+    }
+}
+
+/// Why bytes are not a well-formed token.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TokenDecodeError {
+    /// Fewer bytes than the header and body need, or than the caveat count says.
+    Truncated {
+        /// Bytes needed.
+        needed: usize,
+        /// Bytes given.
+        got: usize,
+    },
+    /// More bytes than the caveat count says.
+    TrailingBytes {
+        /// Bytes expected.
+        expected: usize,
+        /// Bytes given.
+        got: usize,
+    },
+    /// Not a token (bad magic).
+    BadMagic([u8; 4]),
+    /// A format version this build does not read.
+    UnsupportedFormat(u16),
+    /// The reserved byte is not zero.
+    NonZeroReserved(u8),
+    /// More caveats than [`MAX_CAVEATS`].
+    TooManyCaveats(u8),
+    /// Rights bits that name no right.
+    UnknownRights {
+        /// Where.
+        which: Part,
+        /// The bits.
+        bits: u16,
+    },
+    /// An impossible byte range.
+    BadRange {
+        /// Where.
+        which: Part,
+        /// What is wrong.
+        err: RangeError,
+    },
+    /// A caveat that widens the scope before it (tokens only ever narrow).
+    CaveatWidens {
+        /// 1-based caveat index.
+        caveat: u8,
+        /// What it widens.
+        what: Widening,
+    },
+}
+
+impl fmt::Display for TokenDecodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Truncated { needed, got } => {
+                write!(f, "token truncated: {got} bytes, at least {needed} needed")
+            }
+            Self::TrailingBytes { expected, got } => write!(
+                f,
+                "token has {got} bytes but its caveat count says {expected}"
+            ),
+            Self::BadMagic(m) => write!(f, "not a guarded token (magic {m:02x?})"),
+            Self::UnsupportedFormat(v) => write!(
+                f,
+                "token format version {v} is not supported (this build reads {TOKEN_FORMAT})"
+            ),
+            Self::NonZeroReserved(b) => write!(f, "token reserved byte is {b:#x}, not 0"),
+            Self::TooManyCaveats(n) => {
+                write!(f, "token has {n} caveats, at most {MAX_CAVEATS} allowed")
+            }
+            Self::UnknownRights { which, bits } => {
+                write!(f, "token {which}: rights {bits:#x} contain unknown bits")
+            }
+            Self::BadRange { which, err } => write!(f, "token {which}: {err}"),
+            Self::CaveatWidens { caveat, what } => {
+                write!(f, "token caveat {caveat} {what} of the scope before it")
+            }
+        }
+    }
+}
+
+impl std::error::Error for TokenDecodeError {}
+
+/// Why a holder cannot attenuate a token as asked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AttenuateError {
+    /// The token already carries [`MAX_CAVEATS`] caveats.
+    TooManyCaveats,
+    /// The caveat would widen the token's scope.
+    Widens(Widening),
+}
+
+impl fmt::Display for AttenuateError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::TooManyCaveats => {
+                write!(
+                    f,
+                    "token already carries the maximum of {MAX_CAVEATS} caveats"
+                )
+            }
+            Self::Widens(w) => write!(f, "attenuation {w}: tokens can only be narrowed"),
+        }
+    }
+}
+
+impl std::error::Error for AttenuateError {}
+
+/// What the owner fixes when it issues a token (bytes 8..78 of the encoding).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct TokenBody {
+    /// The owner's controller.
+    pub owner: ControllerId,
+    /// The guard.
+    pub guard: GuardRef,
+    /// The object the guard grants access to.
+    pub object: ObjID,
+    /// The guard's scope.
+    pub scope: Scope,
+}
+
+impl TokenBody {
+    /// The encoding the root tag covers.
+    pub(crate) fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(BODY_LEN);
+        self.encode_into(&mut out);
+        out
+    }
+
+    fn encode_into(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.owner.encode());
+        out.extend_from_slice(&self.guard.index.to_le_bytes());
+        out.extend_from_slice(&self.guard.version.to_le_bytes());
+        out.extend_from_slice(&self.object.to_le_bytes());
+        self.scope.encode_into(out);
+    }
+}
+
+/// A guarded token: a self-contained reference to a guard at its owner, with the scope the
+/// owner issued, the caveats holders appended, and the chained tag.
+///
+/// Holders can inspect it ([`GuardedToken::body`], [`GuardedToken::scope`]), attenuate it
+/// offline ([`GuardedToken::attenuate`]) and send it on ([`GuardedToken::encode`]); only the
+/// owner can tell whether it is genuine and still valid ([`Owner::check`](crate::Owner::check)).
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct GuardedToken {
+    body: TokenBody,
+    caveats: Vec<Scope>,
+    tag: [u8; TAG_LEN],
+}
+
+impl GuardedToken {
+    /// Issues a token: the body with a tag chain started from `root_tag` over `caveats`
+    /// (already checked to narrow).
+    pub(crate) fn issue(body: TokenBody, caveats: Vec<Scope>, root_tag: [u8; TAG_LEN]) -> Self {
+        let tag = chain(root_tag, &caveats);
+        Self { body, caveats, tag }
+    }
+
+    /// What the owner issued.
+    pub fn body(&self) -> &TokenBody {
+        &self.body
+    }
+
+    /// The owner's controller.
+    pub fn owner(&self) -> ControllerId {
+        self.body.owner
+    }
+
+    /// The guard this token refers to.
+    pub fn guard(&self) -> GuardRef {
+        self.body.guard
+    }
+
+    /// The object.
+    pub fn object(&self) -> ObjID {
+        self.body.object
+    }
+
+    /// The caveats appended to the body, oldest first.
+    pub fn caveats(&self) -> &[Scope] {
+        &self.caveats
+    }
+
+    /// The tag.
+    pub fn tag(&self) -> &[u8; TAG_LEN] {
+        &self.tag
+    }
+
+    /// The effective scope: the last caveat's, or the body's (each caveat narrows the one
+    /// before, so the last is the intersection of all).
+    pub fn scope(&self) -> Scope {
+        self.caveats.last().copied().unwrap_or(self.body.scope)
+    }
+
+    /// A token that allows only `narrower`, made offline: appends a caveat and extends the tag
+    /// chain. Nobody can undo it, not even this holder with the result alone.
+    pub fn attenuate(&self, narrower: Scope) -> Result<GuardedToken, AttenuateError> {
+        if self.caveats.len() >= MAX_CAVEATS {
+            return Err(AttenuateError::TooManyCaveats);
+        }
+        narrower
+            .within(&self.scope())
+            .map_err(AttenuateError::Widens)?;
+        let index = caveat_number(self.caveats.len());
+        let mut caveats = self.caveats.clone();
+        caveats.push(narrower);
+        Ok(GuardedToken {
+            body: self.body,
+            caveats,
+            tag: crypto::caveat_tag(&self.tag, index, &narrower.encode()),
+        })
+    }
+
+    /// Shorthand: attenuate to `rights`, keeping range and expiry.
+    pub fn with_rights(&self, rights: Rights) -> Result<GuardedToken, AttenuateError> {
+        self.attenuate(self.scope().with_rights(rights))
+    }
+
+    /// Shorthand: attenuate to `range`, keeping rights and expiry.
+    pub fn with_range(&self, range: ByteRange) -> Result<GuardedToken, AttenuateError> {
+        self.attenuate(self.scope().with_range(range))
+    }
+
+    /// Shorthand: attenuate to expire at `expires`, keeping rights and range.
+    pub fn with_expiry(&self, expires: Expiry) -> Result<GuardedToken, AttenuateError> {
+        self.attenuate(self.scope().with_expiry(expires))
+    }
+
+    /// Whether the tag is the chain from `root_tag` (computed by the owner) over the caveats.
+    pub(crate) fn tag_matches(&self, root_tag: [u8; TAG_LEN]) -> bool {
+        crypto::tags_equal(&chain(root_tag, &self.caveats), &self.tag)
+    }
+
+    /// The encoded length.
+    pub fn encoded_len(&self) -> usize {
+        MIN_TOKEN_LEN + self.caveats.len() * SCOPE_LEN
+    }
+
+    /// The canonical encoding.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.encoded_len());
+        out.extend_from_slice(&TOKEN_MAGIC);
+        out.extend_from_slice(&TOKEN_FORMAT.to_le_bytes());
+        out.push(u8::try_from(self.caveats.len()).unwrap_or(u8::MAX));
+        out.push(0);
+        self.body.encode_into(&mut out);
+        for c in &self.caveats {
+            c.encode_into(&mut out);
+        }
+        out.extend_from_slice(&self.tag);
+        out
+    }
+
+    /// Decodes a token (total and canonical; see the [module docs](self)).
+    pub fn decode(bytes: &[u8]) -> Result<GuardedToken, TokenDecodeError> {
+        let mut r = Reader { bytes, at: 0 };
+        let magic = r.array::<4>()?;
+        if magic != TOKEN_MAGIC {
+            return Err(TokenDecodeError::BadMagic(magic));
+        }
+        let format = r.u16()?;
+        if format != TOKEN_FORMAT {
+            return Err(TokenDecodeError::UnsupportedFormat(format));
+        }
+        let count = r.u8()?;
+        if usize::from(count) > MAX_CAVEATS {
+            return Err(TokenDecodeError::TooManyCaveats(count));
+        }
+        let reserved = r.u8()?;
+        if reserved != 0 {
+            return Err(TokenDecodeError::NonZeroReserved(reserved));
+        }
+        let expected = MIN_TOKEN_LEN + usize::from(count) * SCOPE_LEN;
+        if bytes.len() < expected {
+            return Err(TokenDecodeError::Truncated {
+                needed: expected,
+                got: bytes.len(),
+            });
+        }
+        if bytes.len() > expected {
+            return Err(TokenDecodeError::TrailingBytes {
+                expected,
+                got: bytes.len(),
+            });
+        }
+        let owner = ControllerId::new(r.u64()?, r.u64()?);
+        let guard = GuardRef {
+            index: r.u32()?,
+            version: r.u64()?,
+        };
+        let object = ObjID::from_le_bytes(r.array::<16>()?);
+        let scope = Scope::decode_from(&mut r, Part::Body)?;
+        let mut caveats = Vec::with_capacity(usize::from(count));
+        let mut last = scope;
+        for n in 1..=count {
+            let c = Scope::decode_from(&mut r, Part::Caveat(n))?;
+            c.within(&last)
+                .map_err(|what| TokenDecodeError::CaveatWidens { caveat: n, what })?;
+            caveats.push(c);
+            last = c;
+        }
+        let tag = r.array::<TAG_LEN>()?;
+        Ok(GuardedToken {
+            body: TokenBody {
+                owner,
+                guard,
+                object,
+                scope,
+            },
+            caveats,
+            tag,
+        })
+    }
+}
+
+impl fmt::Debug for GuardedToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GuardedToken")
+            .field("owner", &self.body.owner)
+            .field("guard", &self.body.guard)
+            .field("object", &self.body.object)
+            .field("scope", &self.body.scope)
+            .field("caveats", &self.caveats)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The 1-based number of the caveat after `len` caveats (`len` is at most [`MAX_CAVEATS`]).
+fn caveat_number(len: usize) -> u8 {
+    u8::try_from(len).unwrap_or(u8::MAX).saturating_add(1)
+}
+
+fn chain(root_tag: [u8; TAG_LEN], caveats: &[Scope]) -> [u8; TAG_LEN] {
+    let mut tag = root_tag;
+    for (i, c) in caveats.iter().enumerate() {
+        tag = crypto::caveat_tag(&tag, caveat_number(i), &c.encode());
+    }
+    tag
+}
+
+/// A bounds-checked little-endian reader.
+struct Reader<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl Reader<'_> {
+    fn array<const N: usize>(&mut self) -> Result<[u8; N], TokenDecodeError> {
+        let end = self.at.checked_add(N);
+        let got = end.and_then(|end| self.bytes.get(self.at..end));
+        match got.and_then(|s| <[u8; N]>::try_from(s).ok()) {
+            Some(a) => {
+                self.at += N;
+                Ok(a)
+            }
+            None => Err(TokenDecodeError::Truncated {
+                needed: self.at.saturating_add(N),
+                got: self.bytes.len(),
+            }),
+        }
+    }
+
+    fn u8(&mut self) -> Result<u8, TokenDecodeError> {
+        Ok(u8::from_le_bytes(self.array()?))
+    }
+
+    fn u16(&mut self) -> Result<u16, TokenDecodeError> {
+        Ok(u16::from_le_bytes(self.array()?))
+    }
+
+    fn u32(&mut self) -> Result<u32, TokenDecodeError> {
+        Ok(u32::from_le_bytes(self.array()?))
+    }
+
+    fn u64(&mut self) -> Result<u64, TokenDecodeError> {
+        Ok(u64::from_le_bytes(self.array()?))
+    }
+}
