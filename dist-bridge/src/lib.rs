@@ -37,6 +37,12 @@
 //! capability is revoked in the store. Tokens are bearer tokens: carry them over
 //! authenticated, encrypted channels.
 //!
+//! That service is [`node`]: [`Node::start`] serves one node's owner and `secctx` object store
+//! over gRPC (`tonic`, `proto/dist_bridge.proto`, generated in [`pb`]); [`client`] is the
+//! typed client library ([`NodeClient`], [`Cluster`]); [`wire`] maps core errors to gRPC
+//! statuses and back ([`ErrorKind`]); [`config`] is the `dist-bridge` binary's configuration
+//! file.
+//!
 //! # Example
 //!
 //! ```
@@ -96,18 +102,30 @@
 #![warn(missing_docs)]
 
 pub mod broadcast;
+pub mod client;
+pub mod config;
 pub mod controller;
 pub mod crypto;
 pub mod keys;
+pub mod node;
 pub mod owner;
 pub mod rights;
 pub mod table;
 pub mod token;
+pub mod wire;
+
+/// The generated gRPC messages and service (`proto/dist_bridge.proto`).
+#[allow(missing_docs, clippy::all, clippy::pedantic)]
+pub mod pb {
+    tonic::include_proto!("dist_bridge.v1");
+}
 
 pub use broadcast::{BroadcastMessage, BroadcastNode, CapName, MessageCounts, Outgoing};
+pub use client::{ClientError, Cluster, NodeClient, NodeStatus};
 pub use controller::{ControllerId, VersionFile, VersionFileError};
 pub use crypto::{NodeSecret, SecretError};
 pub use keys::{AuthorityKeys, KeyLookup, KeySourceError, MapKeys, StoreKeys};
+pub use node::{Node, NodeConfig, RunningNode, ShutdownHandle, StartError};
 pub use owner::{
     ExportError, ExportRequest, Grant, InvokeError, NoticeDecodeError, Owner, RevokeReport,
     UpgradeNotice,
@@ -118,3 +136,4 @@ pub use token::{
     AttenuateError, GuardRef, GuardedToken, MAX_CAVEATS, Scope, TokenBody, TokenDecodeError,
     Widening,
 };
+pub use wire::ErrorKind;

@@ -1,0 +1,333 @@
+//! The `dist-bridge` binary's configuration: a TOML file ([`FileConfig`]), overridable by
+//! flags, resolved into a [`NodeConfig`].
+//!
+//! ```toml
+//! node_id = 1
+//! listen = "127.0.0.1:7401"              # default 127.0.0.1:7400
+//! store_dir = "store"                    # relative paths: relative to this file
+//! version_file = "controller.version"
+//! log_format = "text"                    # or "json"
+//! allow_remote_export = false            # Export only from loopback
+//! max_io_bytes = 1048576                 # per invocation
+//! max_object_bytes = 67108864            # writes grow objects to at most this
+//! maintenance_interval_ms = 1000
+//! peer_timeout_ms = 5000
+//!
+//! [guard_table]
+//! capacity = 8192
+//! batch_size = 64
+//! ranges = 16
+//! # max_version = 1000000                # omit for the full 64-bit version space
+//!
+//! [[peers]]                              # broadcast-baseline peers
+//! id = 2
+//! addr = "127.0.0.1:7402"
+//! ```
+//!
+//! Unknown keys are errors, so a misspelt key cannot silently fall back to a default.
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::node::{NodeConfig, Peer};
+
+/// The default listen address of the binary.
+pub const DEFAULT_LISTEN: SocketAddr = SocketAddr::V4(std::net::SocketAddrV4::new(
+    std::net::Ipv4Addr::LOCALHOST,
+    7400,
+));
+
+/// How logs are written (to stderr).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// Human-readable lines.
+    #[default]
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// The `[guard_table]` section.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TableSection {
+    /// Entries.
+    pub capacity: Option<u32>,
+    /// Freed entries per batch.
+    pub batch_size: Option<u32>,
+    /// Largest guard version (TOML integers stop at 2^63 - 1: omit for the full space).
+    pub max_version: Option<u64>,
+    /// Version ranges.
+    pub ranges: Option<u32>,
+}
+
+/// A `[[peers]]` entry (or a `--peer ID=ADDR` flag).
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PeerEntry {
+    /// The peer's node id.
+    pub id: u64,
+    /// Its address.
+    pub addr: String,
+}
+
+/// The configuration file; every field optional (flags may supply it).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileConfig {
+    /// The node id.
+    pub node_id: Option<u64>,
+    /// The listen address.
+    pub listen: Option<SocketAddr>,
+    /// The object store directory.
+    pub store_dir: Option<PathBuf>,
+    /// The controller version file.
+    pub version_file: Option<PathBuf>,
+    /// Accept `Export` from non-loopback callers.
+    pub allow_remote_export: Option<bool>,
+    /// Most bytes per invocation.
+    pub max_io_bytes: Option<u64>,
+    /// Largest size a write may grow an object to.
+    pub max_object_bytes: Option<u64>,
+    /// Maintenance period, ms.
+    pub maintenance_interval_ms: Option<u64>,
+    /// Time limit of a request to a peer, ms.
+    pub peer_timeout_ms: Option<u64>,
+    /// Upgrade notices kept for `PollUpgrades`.
+    pub notice_buffer: Option<usize>,
+    /// The log format.
+    pub log_format: Option<LogFormat>,
+    /// The guard table.
+    pub guard_table: Option<TableSection>,
+    /// Broadcast-baseline peers.
+    #[serde(default)]
+    pub peers: Vec<PeerEntry>,
+}
+
+/// Why the configuration is unusable. Its message is one line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigFileError(pub String);
+
+impl fmt::Display for ConfigFileError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ConfigFileError {}
+
+/// Line and column (1-based) of byte `at` in `text`.
+fn line_col(text: &str, at: usize) -> (usize, usize) {
+    let before = text.get(..at).unwrap_or(text);
+    let line = before.matches('\n').count() + 1;
+    let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    (line, col)
+}
+
+impl FileConfig {
+    /// Parses the file's text; `origin` names it in errors.
+    pub fn parse(text: &str, origin: &str) -> Result<FileConfig, ConfigFileError> {
+        toml::from_str(text).map_err(|e| {
+            let message = e.message().trim().replace('\n', " ");
+            ConfigFileError(match e.span() {
+                Some(span) => {
+                    let (line, col) = line_col(text, span.start);
+                    format!("{origin}:{line}:{col}: {message}")
+                }
+                None => format!("{origin}: {message}"),
+            })
+        })
+    }
+
+    /// Reads and parses a file; relative paths in it are made relative to its directory.
+    pub fn load(path: &Path) -> Result<FileConfig, ConfigFileError> {
+        let origin = path.display().to_string();
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ConfigFileError(format!("cannot read config file {origin}: {e}")))?;
+        let mut config = Self::parse(&text, &origin)?;
+        let base = path.parent().unwrap_or(Path::new(""));
+        for p in [&mut config.store_dir, &mut config.version_file]
+            .into_iter()
+            .flatten()
+        {
+            if p.is_relative() {
+                *p = base.join(&*p);
+            }
+        }
+        Ok(config)
+    }
+
+    /// `self` with every value `over` sets replacing it (flags over the file). Peers given in
+    /// `over` replace the file's list.
+    pub fn overlay(self, over: FileConfig) -> FileConfig {
+        let table = match (self.guard_table, over.guard_table) {
+            (Some(a), Some(b)) => Some(TableSection {
+                capacity: b.capacity.or(a.capacity),
+                batch_size: b.batch_size.or(a.batch_size),
+                max_version: b.max_version.or(a.max_version),
+                ranges: b.ranges.or(a.ranges),
+            }),
+            (a, b) => b.or(a),
+        };
+        FileConfig {
+            node_id: over.node_id.or(self.node_id),
+            listen: over.listen.or(self.listen),
+            store_dir: over.store_dir.or(self.store_dir),
+            version_file: over.version_file.or(self.version_file),
+            allow_remote_export: over.allow_remote_export.or(self.allow_remote_export),
+            max_io_bytes: over.max_io_bytes.or(self.max_io_bytes),
+            max_object_bytes: over.max_object_bytes.or(self.max_object_bytes),
+            maintenance_interval_ms: over
+                .maintenance_interval_ms
+                .or(self.maintenance_interval_ms),
+            peer_timeout_ms: over.peer_timeout_ms.or(self.peer_timeout_ms),
+            notice_buffer: over.notice_buffer.or(self.notice_buffer),
+            log_format: over.log_format.or(self.log_format),
+            guard_table: table,
+            peers: if over.peers.is_empty() {
+                self.peers
+            } else {
+                over.peers
+            },
+        }
+    }
+
+    /// The node configuration and the log format; missing required values are errors.
+    pub fn resolve(self) -> Result<(NodeConfig, LogFormat), ConfigFileError> {
+        let missing = |what: &str, flag: &str| {
+            ConfigFileError(format!(
+                "no {what}: set `{what}` in the config file or pass --{flag}"
+            ))
+        };
+        let node_id = self.node_id.ok_or_else(|| missing("node_id", "node-id"))?;
+        let store_dir = self
+            .store_dir
+            .ok_or_else(|| missing("store_dir", "store-dir"))?;
+        let version_file = self
+            .version_file
+            .ok_or_else(|| missing("version_file", "version-file"))?;
+        let mut config = NodeConfig::new(node_id, store_dir, version_file);
+        config.listen = self.listen.unwrap_or(DEFAULT_LISTEN);
+        if let Some(t) = self.guard_table {
+            let g = &mut config.guard_table;
+            g.capacity = t.capacity.unwrap_or(g.capacity);
+            g.batch_size = t.batch_size.unwrap_or(g.batch_size);
+            g.max_version = t.max_version.unwrap_or(g.max_version);
+            g.ranges = t.ranges.unwrap_or(g.ranges);
+        }
+        if let Some(v) = self.allow_remote_export {
+            config.allow_remote_export = v;
+        }
+        if let Some(v) = self.max_io_bytes {
+            config.max_io_bytes = v;
+        }
+        if let Some(v) = self.max_object_bytes {
+            config.max_object_bytes = v;
+        }
+        if let Some(ms) = self.maintenance_interval_ms {
+            if ms == 0 {
+                return Err(ConfigFileError(
+                    "maintenance_interval_ms must be at least 1".into(),
+                ));
+            }
+            config.maintenance_interval = Duration::from_millis(ms);
+        }
+        if let Some(ms) = self.peer_timeout_ms {
+            if ms == 0 {
+                return Err(ConfigFileError("peer_timeout_ms must be at least 1".into()));
+            }
+            config.peer_timeout = Duration::from_millis(ms);
+        }
+        if let Some(n) = self.notice_buffer {
+            config.notice_buffer = n;
+        }
+        config.peers = self
+            .peers
+            .into_iter()
+            .map(|p| Peer {
+                id: p.id,
+                addr: p.addr,
+            })
+            .collect();
+        Ok((config, self.log_format.unwrap_or_default()))
+    }
+}
+
+/// Parses a `--peer ID=ADDR` flag.
+pub fn parse_peer(s: &str) -> Result<PeerEntry, String> {
+    let (id, addr) = s
+        .split_once('=')
+        .ok_or_else(|| format!("expected ID=ADDR, got {s:?}"))?;
+    let id = id
+        .trim()
+        .parse()
+        .map_err(|e| format!("bad peer id {id:?}: {e}"))?;
+    let addr = addr.trim();
+    if addr.is_empty() {
+        return Err("empty peer address".into());
+    }
+    Ok(PeerEntry {
+        id,
+        addr: addr.to_owned(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_documented_example_parses() {
+        let text = "node_id = 1\nlisten = \"127.0.0.1:7401\"\nstore_dir = \"s\"\n\
+                    version_file = \"v\"\nlog_format = \"json\"\n[guard_table]\ncapacity = 16\n\
+                    [[peers]]\nid = 2\naddr = \"127.0.0.1:7402\"\n";
+        let (c, log) = FileConfig::parse(text, "t").unwrap().resolve().unwrap();
+        assert_eq!(c.node_id, 1);
+        assert_eq!(c.listen.port(), 7401);
+        assert_eq!(c.guard_table.capacity, 16);
+        assert_eq!(c.guard_table.batch_size, 64);
+        assert_eq!(c.peers.len(), 1);
+        assert_eq!(log, LogFormat::Json);
+    }
+
+    #[test]
+    fn errors_are_one_line_and_point_at_the_problem() {
+        let e = FileConfig::parse("node_id = 1\nnode_idd = 2\n", "c.toml").unwrap_err();
+        assert!(!e.0.contains('\n'), "{e}");
+        assert!(e.0.starts_with("c.toml:2:"), "{e}");
+        let e = FileConfig::parse("node_id = \"x\"\n", "c.toml").unwrap_err();
+        assert!(!e.0.contains('\n'), "{e}");
+        let e = FileConfig::default().resolve().unwrap_err();
+        assert!(e.0.contains("node_id"), "{e}");
+    }
+
+    #[test]
+    fn flags_override_the_file() {
+        let file = FileConfig::parse(
+            "node_id = 1\nstore_dir = \"a\"\n[guard_table]\nranges = 4\n",
+            "f",
+        )
+        .unwrap();
+        let flags = FileConfig {
+            node_id: Some(9),
+            version_file: Some("v".into()),
+            guard_table: Some(TableSection {
+                capacity: Some(8),
+                ..TableSection::default()
+            }),
+            ..FileConfig::default()
+        };
+        let (c, _) = file.overlay(flags).resolve().unwrap();
+        assert_eq!(c.node_id, 9);
+        assert_eq!(c.store_dir, PathBuf::from("a"));
+        assert_eq!(c.guard_table.ranges, 4);
+        assert_eq!(c.guard_table.capacity, 8);
+        assert_eq!(parse_peer("3=127.0.0.1:1").unwrap().id, 3);
+        assert!(parse_peer("x").is_err());
+    }
+}

@@ -1,0 +1,215 @@
+//! `dist-bridge`: runs one node of the distributed capability service (see the library's
+//! `node` module) from a TOML config file and flags, until SIGINT or SIGTERM.
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Parser;
+use dist_bridge::config::{FileConfig, LogFormat, PeerEntry, TableSection, parse_peer};
+use dist_bridge::node::{Node, NodeConfig};
+use tracing::{error, info};
+
+const AFTER_HELP: &str = "\
+Flags override the config file. Logs go to stderr (RUST_LOG filters them, default `info`);
+once serving, the bound address is printed to stdout as `listening on ADDR`.
+
+Example config file (relative paths are relative to the file):
+
+  node_id = 1
+  listen = \"127.0.0.1:7401\"
+  store_dir = \"store\"
+  version_file = \"controller.version\"
+  log_format = \"text\"            # or \"json\"
+  allow_remote_export = false    # Export only from loopback
+  max_io_bytes = 1048576         # per invocation
+  max_object_bytes = 67108864    # writes grow objects to at most this
+  maintenance_interval_ms = 1000
+
+  [guard_table]
+  capacity = 8192
+  batch_size = 64
+  ranges = 16
+  # max_version = 1000000        # omit for the full 64-bit version space
+
+  [[peers]]                      # broadcast-baseline peers
+  id = 2
+  addr = \"127.0.0.1:7402\"
+
+Example: dist-bridge --config node1.toml --listen 0.0.0.0:7401";
+
+/// Runs a dist-bridge node: exports signed capabilities as guarded tokens, serves
+/// invocations on its object store, revokes in one round trip.
+#[derive(Debug, Parser)]
+#[command(name = "dist-bridge", version, after_help = AFTER_HELP)]
+struct Args {
+    /// The TOML config file.
+    #[arg(short, long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// The node id.
+    #[arg(long, value_name = "N")]
+    node_id: Option<u64>,
+    /// Listen address (port 0: any free port).
+    #[arg(long, value_name = "ADDR")]
+    listen: Option<SocketAddr>,
+    /// Object store directory.
+    #[arg(long, value_name = "DIR")]
+    store_dir: Option<PathBuf>,
+    /// Controller version file.
+    #[arg(long, value_name = "FILE")]
+    version_file: Option<PathBuf>,
+    /// Guard table entries.
+    #[arg(long, value_name = "N")]
+    guard_capacity: Option<u32>,
+    /// Freed guard entries per batch.
+    #[arg(long, value_name = "N")]
+    batch_size: Option<u32>,
+    /// Largest guard version.
+    #[arg(long, value_name = "N")]
+    max_version: Option<u64>,
+    /// Guard version ranges.
+    #[arg(long, value_name = "N")]
+    ranges: Option<u32>,
+    /// A broadcast-baseline peer (repeatable; replaces the file's peers).
+    #[arg(long = "peer", value_name = "ID=ADDR", value_parser = parse_peer)]
+    peers: Vec<PeerEntry>,
+    /// Accept Export from non-loopback callers.
+    #[arg(long)]
+    allow_remote_export: bool,
+    /// Most bytes one invocation may move.
+    #[arg(long, value_name = "N")]
+    max_io_bytes: Option<u64>,
+    /// Log format.
+    #[arg(long, value_enum)]
+    log_format: Option<LogFormat>,
+    /// Check the configuration, print it, and exit.
+    #[arg(long)]
+    check_config: bool,
+}
+
+impl Args {
+    fn flags(&self) -> FileConfig {
+        let table = TableSection {
+            capacity: self.guard_capacity,
+            batch_size: self.batch_size,
+            max_version: self.max_version,
+            ranges: self.ranges,
+        };
+        FileConfig {
+            node_id: self.node_id,
+            listen: self.listen,
+            store_dir: self.store_dir.clone(),
+            version_file: self.version_file.clone(),
+            allow_remote_export: self.allow_remote_export.then_some(true),
+            max_io_bytes: self.max_io_bytes,
+            log_format: self.log_format,
+            guard_table: (table != TableSection::default()).then_some(table),
+            peers: self.peers.clone(),
+            ..FileConfig::default()
+        }
+    }
+
+    fn resolve(&self) -> Result<(NodeConfig, LogFormat), String> {
+        let file = match &self.config {
+            Some(path) => FileConfig::load(path).map_err(|e| e.to_string())?,
+            None => FileConfig::default(),
+        };
+        file.overlay(self.flags())
+            .resolve()
+            .map_err(|e| e.to_string())
+    }
+}
+
+fn init_logging(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}
+
+/// Resolves on SIGINT or SIGTERM.
+async fn stop_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => info!("SIGINT received"),
+                    _ = term.recv() => info!("SIGTERM received"),
+                }
+            }
+            Err(e) => {
+                error!(error = %e, "cannot watch SIGTERM; stopping on SIGINT only");
+                let _ = tokio::signal::ctrl_c().await;
+                info!("SIGINT received");
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+        info!("interrupt received");
+    }
+}
+
+async fn run(config: NodeConfig) -> Result<(), String> {
+    let node = Node::start(config).await.map_err(|e| e.to_string())?;
+    {
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "listening on {}", node.addr());
+        let _ = out.flush();
+    }
+    let handle = node.shutdown_handle();
+    tokio::spawn(async move {
+        stop_signal().await;
+        info!("shutting down");
+        handle.shutdown();
+    });
+    node.wait().await.map_err(|e| e.to_string())
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let (config, log_format) = match args.resolve() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("dist-bridge: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if let Err(e) = config.validate() {
+        eprintln!("dist-bridge: {e}");
+        return ExitCode::from(2);
+    }
+    if args.check_config {
+        println!("{config:#?}\nlog_format: {log_format:?}");
+        return ExitCode::SUCCESS;
+    }
+    init_logging(log_format);
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("dist-bridge: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(config)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            error!(error = %e, "node failed");
+            eprintln!("dist-bridge: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

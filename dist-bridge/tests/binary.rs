@@ -1,0 +1,188 @@
+//! The `dist-bridge` binary: starts from a config file, serves, stops on SIGTERM with exit
+//! code 0; refuses bad configurations with a one-line error.
+
+mod net;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use dist_bridge::*;
+use net::*;
+
+const BIN: &str = env!("CARGO_BIN_EXE_dist-bridge");
+
+/// Waits (bounded) for the child to exit.
+fn wait_exit(child: &mut Child, limit: Duration) -> std::process::ExitStatus {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("dist-bridge did not exit within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn starts_from_a_config_file_serves_and_stops_on_sigterm() {
+    let root = scratch("binary");
+    let site = Site::new(&root, 4, b"served by the binary");
+    let config = root.join("node4.toml");
+    // Relative paths are relative to the config file.
+    std::fs::write(
+        &config,
+        "node_id = 4\nlisten = \"127.0.0.1:0\"\nstore_dir = \"node4/store\"\n\
+         version_file = \"node4/controller.version\"\nlog_format = \"json\"\n\
+         maintenance_interval_ms = 100\n\n[guard_table]\ncapacity = 64\nbatch_size = 4\n",
+    )
+    .unwrap();
+    let mut child = Command::new(BIN)
+        .arg("--config")
+        .arg(&config)
+        .env("RUST_LOG", "info")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+
+    // The bound address, from stdout (read on a thread, waited for with a limit).
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        let _ = BufReader::new(stdout).read_line(&mut line);
+        let _ = tx.send(line);
+    });
+    let line = match rx.recv_timeout(Duration::from_secs(30)) {
+        Ok(l) => l,
+        Err(_) => {
+            let _ = child.kill();
+            panic!("no address printed");
+        }
+    };
+    let addr = line
+        .trim()
+        .strip_prefix("listening on ")
+        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+        .to_owned();
+
+    bounded(async {
+        let client = NodeClient::connect(&addr).await.unwrap();
+        let status = client.status().await.unwrap();
+        assert_eq!(status.controller, ControllerId::new(4, 1));
+        assert_eq!(status.table.capacity, 64);
+        let token = client
+            .export(
+                &site.cap,
+                CTX,
+                Scope::new(
+                    Rights::READ,
+                    ByteRange::WHOLE,
+                    twizzler_security::Expiry::NEVER,
+                ),
+            )
+            .await
+            .unwrap();
+        assert_eq!(client.read(&token, 0, 6).await.unwrap(), b"served");
+    })
+    .await;
+
+    let kill = Command::new("kill")
+        .arg("-TERM")
+        .arg(child.id().to_string())
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let status = wait_exit(&mut child, Duration::from_secs(30));
+    let mut logs = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut logs).unwrap();
+    assert!(status.success(), "exit {status:?}; logs:\n{logs}");
+    // Structured (JSON) logs: serving, the signal, stopped.
+    for needle in ["node serving", "SIGTERM received", "node stopped"] {
+        assert!(logs.contains(needle), "no {needle:?} in logs:\n{logs}");
+    }
+    assert!(
+        logs.lines().all(|l| l.starts_with('{')),
+        "not JSON lines:\n{logs}"
+    );
+    // The lock is released: the next life starts at version 2.
+    let v = VersionFile::open_and_bump(root.join("node4/controller.version"), 4).unwrap();
+    assert_eq!(v.controller_id().version, 2);
+}
+
+fn run_with(args: &[&str]) -> (i32, String) {
+    let out = Command::new(BIN)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn bad_configurations_exit_non_zero_with_one_line() {
+    let root = scratch("binary-bad");
+    let bad = root.join("bad.toml");
+    let missing = root.join("missing.toml");
+    std::fs::write(&bad, "node_id = 1\nstore_dirr = \"x\"\n").unwrap();
+    let cases: [(&[&str], &str); 4] = [
+        (&["--config", bad.to_str().unwrap()], "bad.toml:2:"),
+        (
+            &["--config", missing.to_str().unwrap()],
+            "cannot read config file",
+        ),
+        (&["--node-id", "1", "--store-dir", "s"], "no version_file"),
+        (&[], "no node_id"),
+    ];
+    for (args, needle) in cases {
+        let (code, stderr) = run_with(args);
+        assert_ne!(code, 0, "{args:?}");
+        assert_eq!(stderr.trim_end().lines().count(), 1, "{args:?}: {stderr}");
+        assert!(stderr.contains(needle), "{args:?}: {stderr}");
+    }
+    // A configuration the node refuses at start (batch size 0) also fails in one line.
+    let dir = root.join("n");
+    let (code, stderr) = run_with(&[
+        "--node-id",
+        "1",
+        "--store-dir",
+        dir.join("s").to_str().unwrap(),
+        "--version-file",
+        dir.join("v").to_str().unwrap(),
+        "--listen",
+        "127.0.0.1:0",
+        "--batch-size",
+        "0",
+        "--log-format",
+        "json",
+    ]);
+    assert_ne!(code, 0);
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+    assert!(stderr.starts_with("dist-bridge: "), "{stderr}");
+    assert!(stderr.contains("batch size must be at least 1"), "{stderr}");
+}
+
+#[test]
+fn help_shows_an_example_config() {
+    let out = Command::new(BIN).arg("--help").output().unwrap();
+    assert!(out.status.success());
+    let help = String::from_utf8_lossy(&out.stdout);
+    for needle in [
+        "--config",
+        "--peer",
+        "[guard_table]",
+        "version_file",
+        "RUST_LOG",
+    ] {
+        assert!(help.contains(needle), "no {needle:?} in --help");
+    }
+}

@@ -1,0 +1,255 @@
+//! Shared fixtures of the service tests: nodes on 127.0.0.1 with ephemeral ports, each with a
+//! directory store holding one object signed for by a key in the same store.
+
+#![allow(dead_code)]
+
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use dist_bridge::node::Peer;
+use dist_bridge::*;
+use rand_core::SeedableRng;
+use secctx::keypair;
+use secctx::{DirStore, ObjMeta, Object, ObjectStore};
+use twizzler_security::{Cap, CapGrant, ObjID, Protections, SigningKey, SigningScheme};
+
+/// Every test body runs under this limit.
+pub const TEST_LIMIT: Duration = Duration::from_secs(60);
+
+/// Runs `f` and fails the test if it takes longer than [`TEST_LIMIT`].
+pub async fn bounded<T>(f: impl Future<Output = T>) -> T {
+    tokio::time::timeout(TEST_LIMIT, f)
+        .await
+        .expect("test exceeded its time limit")
+}
+
+/// A fresh directory under the target dir.
+pub fn scratch(name: &str) -> PathBuf {
+    static N: AtomicU32 = AtomicU32::new(0);
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!(
+        "dist-bridge-svc-{name}-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// The security context every capability of the tests is for.
+pub const CTX: ObjID = ObjID::new(0xc7c7_c7c7);
+
+/// A node's files and its object.
+pub struct Site {
+    pub id: u64,
+    pub dir: PathBuf,
+    pub store: DirStore,
+    pub object: ObjID,
+    /// The verifying-key object: the object's `kuid`.
+    pub kuid: ObjID,
+    pub key: SigningKey,
+    /// A read-write capability for [`CTX`] over the whole object.
+    pub cap: Cap,
+}
+
+impl Site {
+    /// Creates node `id`'s store with a key and one object (`initial` bytes).
+    pub fn new(root: &Path, id: u64, initial: &[u8]) -> Site {
+        let dir = root.join(format!("node{id}"));
+        let store = DirStore::open(dir.join("store")).unwrap();
+        let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(id);
+        let key = SigningKey::generate(SigningScheme::Ed25519, &mut rng);
+        let kuid = ObjID::new(0x1000 + u128::from(id));
+        keypair::store_verifying_key(&store, kuid, &key.verifying_key()).unwrap();
+        let object = ObjID::new(0xa000 + u128::from(id));
+        store
+            .create(&Object {
+                id: object,
+                meta: ObjMeta::signed_by(kuid),
+                data: initial.to_vec(),
+            })
+            .unwrap();
+        let cap = Cap::mint(
+            CapGrant::new(object, CTX, Protections::READ | Protections::WRITE),
+            &key,
+        )
+        .unwrap();
+        Site {
+            id,
+            dir,
+            store,
+            object,
+            kuid,
+            key,
+            cap,
+        }
+    }
+
+    pub fn config(&self) -> NodeConfig {
+        let mut c = NodeConfig::new(
+            self.id,
+            self.dir.join("store"),
+            self.dir.join("controller.version"),
+        );
+        c.maintenance_interval = Duration::from_millis(50);
+        c
+    }
+
+    /// The object's stored bytes.
+    pub fn stored(&self) -> Vec<u8> {
+        self.store.get(self.object).unwrap().data
+    }
+}
+
+/// Running nodes with their sites and clients.
+pub struct Net {
+    pub root: PathBuf,
+    pub sites: Vec<Site>,
+    pub nodes: Vec<RunningNode>,
+    pub clients: Vec<NodeClient>,
+    pub cluster: Cluster,
+}
+
+impl Net {
+    /// `n` nodes (ids 1..=n), each configured by `tweak`.
+    pub async fn start(name: &str, n: u64, tweak: impl Fn(&mut NodeConfig)) -> Net {
+        let root = scratch(name);
+        let sites: Vec<Site> = (1..=n)
+            .map(|id| Site::new(&root, id, format!("object of node {id}").as_bytes()))
+            .collect();
+        let mut nodes = Vec::new();
+        for s in &sites {
+            let mut c = s.config();
+            tweak(&mut c);
+            nodes.push(Node::start(c).await.unwrap());
+        }
+        let mut net = Net {
+            root,
+            sites,
+            nodes,
+            clients: Vec::new(),
+            cluster: Cluster::new(),
+        };
+        net.connect().await;
+        net
+    }
+
+    /// `n` nodes that are each other's broadcast peers. The listen ports are reserved first
+    /// (bound, noted, released), since every node's config names the others' addresses.
+    pub async fn start_broadcast(name: &str, n: u64) -> Net {
+        let root = scratch(name);
+        let sites: Vec<Site> = (1..=n).map(|id| Site::new(&root, id, b"x")).collect();
+        let mut nodes = Vec::new();
+        for attempt in 0..5 {
+            let addrs: Vec<_> = {
+                let listeners: Vec<_> = (0..n)
+                    .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
+                    .collect();
+                listeners.iter().map(|l| l.local_addr().unwrap()).collect()
+            };
+            nodes.clear();
+            let mut ok = true;
+            for (s, addr) in sites.iter().zip(&addrs) {
+                let mut c = s.config();
+                c.listen = *addr;
+                c.peers = sites
+                    .iter()
+                    .zip(&addrs)
+                    .map(|(p, a)| Peer {
+                        id: p.id,
+                        addr: a.to_string(),
+                    })
+                    .collect();
+                match Node::start(c).await {
+                    Ok(node) => nodes.push(node),
+                    Err(StartError::Bind { .. }) if attempt < 4 => {
+                        ok = false;
+                        break;
+                    }
+                    Err(e) => panic!("{e}"),
+                }
+            }
+            if ok {
+                break;
+            }
+            for node in nodes.drain(..) {
+                node.shutdown().await.unwrap();
+            }
+        }
+        let mut net = Net {
+            root,
+            sites,
+            nodes,
+            clients: Vec::new(),
+            cluster: Cluster::new(),
+        };
+        net.connect().await;
+        net
+    }
+
+    async fn connect(&mut self) {
+        self.clients.clear();
+        self.cluster = Cluster::new();
+        for (s, node) in self.sites.iter().zip(&self.nodes) {
+            let c = NodeClient::connect(node.addr()).await.unwrap();
+            self.cluster.insert(s.id, c.clone());
+            self.clients.push(c);
+        }
+    }
+
+    /// Node `i`'s client (0-based).
+    pub fn client(&self, i: usize) -> &NodeClient {
+        &self.clients[i]
+    }
+
+    /// Exports node `i`'s capability with `rights` over `range`.
+    pub async fn export(&self, i: usize, rights: Rights, range: ByteRange) -> GuardedToken {
+        let s = &self.sites[i];
+        self.clients[i]
+            .export(
+                &s.cap,
+                CTX,
+                Scope::new(rights, range, twizzler_security::Expiry::NEVER),
+            )
+            .await
+            .unwrap()
+    }
+
+    /// Every node's status.
+    pub async fn statuses(&self) -> Vec<NodeStatus> {
+        let mut out = Vec::new();
+        for c in &self.clients {
+            out.push(c.status().await.unwrap());
+        }
+        out
+    }
+
+    pub async fn shutdown(self) {
+        for node in self.nodes {
+            node.shutdown().await.unwrap();
+        }
+    }
+}
+
+pub fn range(offset: u64, len: u64) -> ByteRange {
+    ByteRange::new(offset, len).unwrap()
+}
+
+/// Asserts that `r` is a refusal of `kind` whose message contains `text`.
+#[track_caller]
+pub fn assert_refused<T: std::fmt::Debug>(r: Result<T, ClientError>, kind: ErrorKind, text: &str) {
+    match r {
+        Err(ClientError::Rejected {
+            kind: k, message, ..
+        }) => {
+            assert_eq!(k, kind, "{message}");
+            assert!(
+                message.contains(text),
+                "message {message:?} does not mention {text:?}"
+            );
+        }
+        other => panic!("expected a {kind} refusal, got {other:?}"),
+    }
+}
