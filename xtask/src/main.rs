@@ -499,7 +499,8 @@ fn cmd_demo(ws: &Workspace) -> ExitCode {
 
 fn cmd_bench(ws: &Workspace, args: &[String]) -> ExitCode {
     heading("benchmarks (criterion)");
-    let mut cmd: Vec<&str> = vec!["bench", "-p", "benches"];
+    // `--benches`: only the criterion targets (libtest's harness would reject criterion's flags).
+    let mut cmd: Vec<&str> = vec!["bench", "-p", "benches", "-p", "dist-bridge", "--benches"];
     // Everything given goes to criterion; a leading `--` is accepted and not doubled.
     let passthrough = match args.split_first() {
         Some((first, rest)) if first == "--" => rest,
@@ -725,7 +726,8 @@ COMMANDS:
         with a {timeout} s timeout. This is what CI runs (.ci/run).
 
     bench [criterion args...]
-        Runs the criterion benchmarks: cargo bench -p benches -- [criterion args...]
+        Runs the criterion benchmarks: cargo bench -p benches -p dist-bridge --benches
+        -- [criterion args...]
         For example `cargo xtask bench verify` runs only benchmarks matching `verify`.
         Installs nothing. Results and method: docs/BENCHMARKS.md.
 
