@@ -127,6 +127,27 @@ struct World {
     c2: String,
 }
 
+impl World {
+    /// The arguments of `keytool mint` with the data key, for the object, to context 1:
+    /// `prots`, then `extra`, then `--out out`.
+    fn mint<'a>(&'a self, prots: &'a str, out: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+        let mut a = vec![
+            "mint",
+            "--key",
+            &self.sk,
+            "--target",
+            &self.obj,
+            "--accessor",
+            &self.c1,
+            "--prots",
+            prots,
+        ];
+        a.extend_from_slice(extra);
+        a.extend_from_slice(&["--out", out]);
+        a
+    }
+}
+
 fn world() -> World {
     let kt = Kt::new();
     let (sk, vk) = kt.keygen(&[]);
@@ -164,21 +185,7 @@ fn check(w: &World, ctxs: &[&str], offset: &str, access: &str, extra: &[&str]) -
 fn keygen_mint_add_check_revoke_check() {
     let w = world();
     let kt = &w.kt;
-    let cap = kt.json(&[
-        "mint",
-        "--key",
-        &w.sk,
-        "--target",
-        &w.obj,
-        "--accessor",
-        &w.c1,
-        "--prots",
-        "rw-",
-        "--expires",
-        "30d",
-        "--out",
-        "rw.cap",
-    ]);
+    let cap = kt.json(&w.mint("rw-", "rw.cap", &["--expires", "30d"]));
     assert_eq!(cap["kind"], "capability");
     assert_eq!(cap["prots"], "rw-");
     let added = kt.json(&["ctx", "add", &w.c1, "rw.cap"]);
@@ -228,19 +235,7 @@ fn keygen_mint_add_check_revoke_check() {
 fn revoking_a_key_revokes_everything_it_signed() {
     let w = world();
     let kt = &w.kt;
-    kt.ok(&[
-        "mint",
-        "--key",
-        &w.sk,
-        "--target",
-        &w.obj,
-        "--accessor",
-        &w.c1,
-        "--prots",
-        "r--",
-        "--out",
-        "r.cap",
-    ]);
+    kt.ok(&w.mint("r--", "r.cap", &[]));
     kt.ok(&["ctx", "add", &w.c1, "r.cap"]);
     assert!(check(&w, &[&w.c1], "0x1000", "read", &[]).0);
     // A signing-key id names its verifying key.
@@ -259,23 +254,7 @@ fn revoking_a_key_revokes_everything_it_signed() {
 fn delegation_masks_flags_expiry_and_removal() {
     let w = world();
     let kt = &w.kt;
-    kt.ok(&[
-        "mint",
-        "--key",
-        &w.sk,
-        "--target",
-        &w.obj,
-        "--accessor",
-        &w.c1,
-        "--prots",
-        "rw-",
-        "--expires",
-        "1h",
-        "--hash",
-        "sha256",
-        "--out",
-        "rw.cap",
-    ]);
+    kt.ok(&w.mint("rw-", "rw.cap", &["--expires", "1h", "--hash", "sha256"]));
     kt.ok(&["ctx", "add", &w.c1, "rw.cap"]);
     // c1 delegates read on two pages to c2; gate and expiry can only narrow.
     let d = kt.json(&[
@@ -403,21 +382,7 @@ fn two_processes_adding_to_one_context_lose_nothing() {
     // 50 different capabilities: one per page.
     for i in 0..2 * EACH {
         let gate = format!("{:#x}:0x1000", (i + 1) * 0x1000);
-        kt.ok(&[
-            "mint",
-            "--key",
-            &w.sk,
-            "--target",
-            &w.obj,
-            "--accessor",
-            &w.c1,
-            "--prots",
-            "r--",
-            "--gate",
-            &gate,
-            "--out",
-            &format!("{i}.cap"),
-        ]);
+        kt.ok(&w.mint("r--", &format!("{i}.cap"), &["--gate", &gate]));
     }
     std::thread::scope(|scope| {
         for half in 0..2 {
@@ -445,19 +410,7 @@ fn two_processes_adding_to_one_context_lose_nothing() {
 fn corrupt_and_truncated_files_give_errors() {
     let w = world();
     let kt = &w.kt;
-    kt.ok(&[
-        "mint",
-        "--key",
-        &w.sk,
-        "--target",
-        &w.obj,
-        "--accessor",
-        &w.c1,
-        "--prots",
-        "r--",
-        "--out",
-        "r.cap",
-    ]);
+    kt.ok(&w.mint("r--", "r.cap", &[]));
     let good = std::fs::read(kt.path("r.cap")).unwrap();
 
     // A truncated record file.
@@ -856,23 +809,16 @@ fn store_location_flag_then_env_then_xdg_then_home() {
 fn inspect_describes_records_and_objects() {
     let w = world();
     let kt = &w.kt;
-    kt.ok(&[
-        "mint",
-        "--key",
-        &w.sk,
-        "--target",
-        &w.obj,
-        "--accessor",
-        &w.c1,
-        "--prots",
+    kt.ok(&w.mint(
         "r-x",
-        "--gate",
-        "0x1000:0x1000:16",
-        "--expires",
-        "2030-01-01T00:00:00Z",
-        "--out",
         "c.cap",
-    ]);
+        &[
+            "--gate",
+            "0x1000:0x1000:16",
+            "--expires",
+            "2030-01-01T00:00:00Z",
+        ],
+    ));
     let j = kt.json(&["inspect", "c.cap"]);
     assert_eq!(j["gate"]["offset"], 0x1000);
     assert_eq!(j["gate"]["align"], 16);
