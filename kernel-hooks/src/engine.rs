@@ -101,6 +101,14 @@ impl ValidatedCtxs {
     }
 }
 
+/// Which of the thread's contexts granted.
+enum Found {
+    /// The active one.
+    Active,
+    /// This inactive one: the thread switches to it.
+    Inactive(ObjID),
+}
+
 /// One context's answer for one access.
 struct Looked {
     eval: Evaluated,
@@ -161,19 +169,18 @@ impl<H: Host> Engine<H> {
     /// thread to the first that grants.
     pub fn decide(&self, thread: &SecCtxMgr, fault: &Fault) -> Decision {
         for _ in 0..RACE_RETRIES {
-            let (looked, ctx) = match self.search(thread, fault) {
+            let (looked, found) = match self.search(thread, fault) {
                 Ok(found) => found,
                 Err(v) => return Decision::Violation(v),
             };
-            let switch_to = if ctx == thread.active_id() {
-                None
-            } else {
-                match thread.switch_context(ctx) {
+            let switch_to = match found {
+                Found::Active => None,
+                Found::Inactive(ctx) => match thread.switch_context(ctx) {
                     SwitchResult::Switched => Some(ctx),
                     SwitchResult::NoSwitch => None,
                     // Detached, or switched away, since the search: search again.
                     SwitchResult::NotAttached => continue,
-                }
+                },
             };
             return Decision::Map {
                 prots: looked.eval.perms.provide,
@@ -206,7 +213,7 @@ impl<H: Host> Engine<H> {
         self.search(thread, fault).map(|(l, _)| l.eval.perms)
     }
 
-    fn search(&self, thread: &SecCtxMgr, fault: &Fault) -> Result<(Looked, ObjID), Violation> {
+    fn search(&self, thread: &SecCtxMgr, fault: &Fault) -> Result<(Looked, Found), Violation> {
         let info = self.check_fault(fault)?;
         let needed = fault.kind.required();
         let access = data_or_exec(fault);
@@ -214,7 +221,7 @@ impl<H: Host> Engine<H> {
         let active = thread.active_id();
         let looked = self.lookup(active, fault.target, &info, access, now)?;
         if looked.eval.perms.grants(needed) {
-            return Ok((looked, active));
+            return Ok((looked, Found::Active));
         }
         let provided = looked.eval.perms.provide;
         if looked.flags.contains(CtxFlags::UNDETACHABLE) {
@@ -230,7 +237,7 @@ impl<H: Host> Engine<H> {
             if let Ok(l) = self.lookup(ctx, fault.target, &info, access.as_entering(), now)
                 && l.eval.perms.grants(needed)
             {
-                return Ok((l, ctx));
+                return Ok((l, Found::Inactive(ctx)));
             }
         }
         Err(self.diagnose(active, fault, &info, provided, now))

@@ -33,15 +33,26 @@ impl Drop for Temp {
     }
 }
 
+/// Refuses an output path that exists, unless `force`: checked before any work is done, so a
+/// command fails fast instead of after signing or asking for a passphrase.
+pub fn refuse_existing(path: &Path, force: bool) -> Result<()> {
+    if !force && path.symlink_metadata().is_ok() {
+        return Err(exists(path));
+    }
+    Ok(())
+}
+
+fn exists(path: &Path) -> crate::error::Error {
+    fail!(
+        "{} already exists (use --force to replace it)",
+        path.display()
+    )
+}
+
 /// Writes `bytes` to `path` atomically with `mode`; refuses to replace an existing file
 /// unless `force`.
 pub fn write_new(path: &Path, bytes: &[u8], mode: u32, force: bool) -> Result<()> {
-    if !force && path.symlink_metadata().is_ok() {
-        return Err(fail!(
-            "{} already exists (use --force to replace it)",
-            path.display()
-        ));
-    }
+    refuse_existing(path, force)?;
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => PathBuf::from("."),
@@ -60,12 +71,7 @@ pub fn write_new(path: &Path, bytes: &[u8], mode: u32, force: bool) -> Result<()
     } else {
         match fs::hard_link(&tpath, path) {
             Ok(()) => {}
-            Err(e) if e.kind() == ErrorKind::AlreadyExists => {
-                return Err(fail!(
-                    "{} already exists (use --force to replace it)",
-                    path.display()
-                ));
-            }
+            Err(e) if e.kind() == ErrorKind::AlreadyExists => return Err(exists(path)),
             // No hard links here (some file systems): fall back to a rename after the check
             // above.
             Err(_) => fs::rename(&tpath, path).map_err(|e| io("create", path, e))?,

@@ -87,12 +87,7 @@ pub fn mint(
     grant: &GrantArgs,
     pass: &PassArgs,
 ) -> Result<Status> {
-    if !grant.force && grant.out.symlink_metadata().is_ok() {
-        return Err(fail!(
-            "{} already exists (use --force to replace it)",
-            grant.out.display()
-        ));
-    }
+    files::refuse_existing(&grant.out, grant.force)?;
     let (sk, vk) = env::signing_key(store, key, pass)?;
     check_signs_for(store, target, "target", key, vk, grant.unchecked)?;
     let g = CapGrant {
@@ -120,12 +115,7 @@ pub fn delegate(
     grant: &GrantArgs,
     pass: &PassArgs,
 ) -> Result<Status> {
-    if !grant.force && grant.out.symlink_metadata().is_ok() {
-        return Err(fail!(
-            "{} already exists (use --force to replace it)",
-            grant.out.display()
-        ));
-    }
+    files::refuse_existing(&grant.out, grant.force)?;
     let parent = files::read_record(parent)?;
     let (sk, vk) = env::signing_key(store, key, pass)?;
     check_signs_for(store, parent.holder(), "context", key, vk, grant.unchecked)?;
@@ -280,12 +270,7 @@ pub fn inspect(
         let record = files::read_record(path)?;
         if msg_out.is_some() || sig_out.is_some() {
             for f in msg_out.iter().chain(sig_out.iter()) {
-                if !force && f.symlink_metadata().is_ok() {
-                    return Err(fail!(
-                        "{} already exists (use --force to replace it)",
-                        f.display()
-                    ));
-                }
+                files::refuse_existing(f, force)?;
             }
             let (msg, sig) = match &record {
                 Record::Cap(c) => (c.signed_message(), *c.signature()),
