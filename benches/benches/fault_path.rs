@@ -10,7 +10,7 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use benches::host::{BenchHost, CTX, fault_engine, obj};
+use benches::host::{BenchHost, CTX, INFO, fault_engine, obj};
 use criterion::{BatchSize, BenchmarkId, Criterion, criterion_group, criterion_main};
 use kernel_hooks::{Decision, Engine, Fault, SecCtxMgr};
 use rand_chacha::ChaCha20Rng;
@@ -30,11 +30,7 @@ fn engine(
 }
 
 fn read(page: u64) -> Fault {
-    Fault {
-        target: obj(0),
-        offset: page * 4096,
-        kind: AccessKind::Read,
-    }
+    Fault::new(obj(0), INFO, page * 4096, AccessKind::Read)
 }
 
 fn check(d: Decision) {
@@ -91,7 +87,10 @@ fn bench_decide(c: &mut Criterion) {
         check(e.decide(&t, &read(1)));
         edit.bench_function(BenchmarkId::from_parameter(n), |b| {
             b.iter_batched(
-                || e.host().next_version(),
+                || {
+                    e.host().next_version();
+                    e.invalidate_ctx(CTX);
+                },
                 |()| e.decide(&t, black_box(&read(1))),
                 BatchSize::PerIteration,
             )
@@ -134,17 +133,18 @@ fn bench_invalidation_stream(c: &mut Criterion) {
                 for _ in 0..iters {
                     n += 1;
                     if every != 0 && n.is_multiple_of(every) {
+                        // A kernel learns of an edit from the write fault and invalidates.
                         if kind == "edit" {
                             e.host().next_version();
-                        } else {
-                            e.invalidate_ctx(CTX);
                         }
+                        e.invalidate_ctx(CTX);
                     }
-                    let f = Fault {
-                        target: obj((n % 64) as u128),
-                        offset: 4096 * (1 + (n % 7) as u64),
-                        kind: AccessKind::Read,
-                    };
+                    let f = Fault::new(
+                        obj((n % 64) as u128),
+                        INFO,
+                        4096 * (1 + (n % 7) as u64),
+                        AccessKind::Read,
+                    );
                     black_box(e.decide(&t, &f));
                 }
                 start.elapsed()

@@ -230,11 +230,7 @@ fn main() {
 
     // The fault path's miss: flush the engine's caches, then decide a read fault, which
     // decodes, hashes and verifies the object's one record (the flush is inside A's time).
-    let fault = kernel_hooks::Fault {
-        target: obj(0),
-        offset: 0x1000,
-        kind: AccessKind::Read,
-    };
+    let fault = kernel_hooks::Fault::new(obj(0), benches::host::INFO, 0x1000, AccessKind::Read);
     let thread = kernel_hooks::SecCtxMgr::new(CTX);
     let (ed_1, ed_10k) = (
         fault_engine(1, &ed_sk, false, 1),

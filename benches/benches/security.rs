@@ -351,7 +351,7 @@ fn bench_ctx(c: &mut Criterion) {
                 |t| {
                     let mut found = 0usize;
                     for e in black_box(&f.ctx).entries_for(t) {
-                        black_box(e.bytes);
+                        black_box(e.bytes());
                         found += 1;
                     }
                     found

@@ -7,6 +7,15 @@ use twizzler_security::{Authority, KeyLookupError, ObjID, VerifyingKey};
 pub struct OneKey(pub ObjID, pub VerifyingKey);
 
 impl Authority for OneKey {
+    /// Lends the key for the call, as the kernel's authority does.
+    fn with_key<R>(
+        &self,
+        obj: ObjID,
+        f: impl FnOnce(&VerifyingKey) -> R,
+    ) -> Result<R, KeyLookupError> {
+        self.key_for(obj).map(f)
+    }
+
     fn key_for(&self, obj: ObjID) -> Result<&VerifyingKey, KeyLookupError> {
         if obj == self.0 {
             Ok(&self.1)
@@ -22,7 +31,7 @@ pub mod host {
     use std::collections::HashMap;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
-    use kernel_hooks::{Engine, Host, ObjectInfo, Unmap};
+    use kernel_hooks::{CtxBytes, Engine, Host, ObjectInfo, Unmap};
     use twizzler_security::{
         Cap, CapGrant, ObjID, Protections, SecCtxEditor, SigningKey, VerifyingKey,
     };
@@ -33,6 +42,12 @@ pub mod host {
     pub const KUID: ObjID = ObjID::new(0x6_0000);
     /// The benchmarks' clock.
     pub const NOW: u64 = 1_700_000_000_000_000_000;
+
+    /// The metadata of every benchmark object, as the fault carries it.
+    pub const INFO: ObjectInfo = ObjectInfo {
+        kuid: Some(KUID),
+        default_prots: Protections::empty(),
+    };
 
     /// Benchmark object `i`.
     pub fn obj(i: u128) -> ObjID {
@@ -68,10 +83,7 @@ pub mod host {
                 e.encode().expect("benchmark contexts encode")
             })
             .collect();
-        let info = ObjectInfo {
-            kuid: Some(KUID),
-            default_prots: Protections::empty(),
-        };
+        let info = INFO;
         Box::new(Engine::new(BenchHost {
             objects: (0..n).map(|i| (obj(i), info)).collect(),
             keys: [(KUID, key.verifying_key())].into(),
@@ -99,7 +111,8 @@ pub mod host {
     }
 
     impl BenchHost {
-        /// Switches the context to the next prepared version (a context edit).
+        /// Switches the context to the next prepared version (a context edit). The caller
+        /// then calls `invalidate_ctx`, as a kernel's write fault on the context does.
         pub fn next_version(&self) {
             let n = self.versions.len().max(1);
             let c = self.current.load(Ordering::Relaxed);
@@ -111,18 +124,18 @@ pub mod host {
         fn object(&self, id: ObjID) -> Option<ObjectInfo> {
             self.objects.get(&id).copied()
         }
-        fn ctx_bytes(&self, ctx: ObjID) -> Option<&[u8]> {
+        fn with_ctx<R>(&self, ctx: ObjID, f: impl FnOnce(CtxBytes<'_>) -> R) -> Option<R> {
             if ctx != self.ctx {
                 return None;
             }
             self.versions
                 .get(self.current.load(Ordering::Relaxed))
-                .map(Vec::as_slice)
+                .map(|b| f(CtxBytes::private(b)))
         }
-        fn verifying_key(&self, kuid: ObjID) -> Option<&VerifyingKey> {
-            self.keys.get(&kuid)
+        fn with_key<R>(&self, kuid: ObjID, f: impl FnOnce(&VerifyingKey) -> R) -> Option<R> {
+            self.keys.get(&kuid).map(f)
         }
-        fn now(&self) -> u64 {
+        fn monotonic_ns(&self) -> u64 {
             self.now
         }
         fn unmap(&self, _what: Unmap) {}

@@ -1,5 +1,5 @@
-//! The engine's [`Authority`]: keys through the host, revocations, the verification memo, and
-//! a record of what was consulted.
+//! The engine's [`Authority`]: keys lent by the host, revocations, the memory of signature
+//! checks, and a record of what was consulted.
 
 use core::cell::RefCell;
 
@@ -7,34 +7,43 @@ use spin::RwLock;
 use twizzler_security::{Authority, KeyLookupError, ObjID, RecordId, VerifyingKey};
 
 use crate::cache::Deps;
-use crate::host::Host;
+use crate::host::{Host, ObjectInfo};
 use crate::memo::RecordMemo;
 use crate::revocation::Revocations;
 use crate::stats::Counters;
 
-/// An [`Authority`] for one evaluation, noting every key object and record id it is asked
-/// about so the resulting cache entry knows what it depends on.
+/// An [`Authority`] for one evaluation of one object, noting every key object and record id
+/// it is asked about so the resulting cache entry knows what it depends on.
 pub(crate) struct EngineAuthority<'e, H: Host> {
     pub host: &'e H,
     pub revoked: &'e RwLock<Revocations>,
     pub memo: &'e RecordMemo,
     pub counters: &'e Counters,
+    /// The faulting object, whose metadata came with the fault.
+    pub target: ObjID,
+    pub target_object: ObjectInfo,
     pub deps: RefCell<Deps>,
 }
 
 impl<H: Host> Authority for EngineAuthority<'_, H> {
-    fn key_for(&self, obj: ObjID) -> Result<&VerifyingKey, KeyLookupError> {
-        let kuid = self
-            .host
-            .object(obj)
-            .and_then(|o| o.kuid)
-            .ok_or(KeyLookupError::NoKuid(obj))?;
+    fn with_key<R>(
+        &self,
+        obj: ObjID,
+        f: impl FnOnce(&VerifyingKey) -> R,
+    ) -> Result<R, KeyLookupError> {
+        let kuid = if obj == self.target {
+            self.target_object.kuid
+        } else {
+            self.host.object(obj).and_then(|o| o.kuid)
+        }
+        .ok_or(KeyLookupError::NoKuid(obj))?;
         self.deps.borrow_mut().add_kuid(kuid);
+        // The read lock is released before the host is called.
         if self.revoked.read().key_revoked(kuid) {
             return Err(KeyLookupError::KeyRevoked(obj));
         }
         self.host
-            .verifying_key(kuid)
+            .with_key(kuid, f)
             .ok_or(KeyLookupError::UnknownKey(obj))
     }
 

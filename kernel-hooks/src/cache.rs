@@ -3,16 +3,20 @@
 //! An entry keeps what the rule needs once signatures are checked: the grants (rights and
 //! gate) of the records that counted, the masks, the default protections and the context's
 //! flags. A hit recomputes the rights for the faulting page from those with a few compares:
-//! no decoding, no hashing, no signature work, no heap.
+//! no decoding, no hashing, no signature work, no heap, no call into the host.
 //!
 //! Every entry is stamped with what it was derived from, and misses when any of it changed:
-//! the context's generation, the engine's revocation epoch, the object's default protections,
+//! the engine's epoch (bumped by every revocation, context invalidation and key
+//! invalidation), the object's `kuid` and default protections (which travel with the fault),
 //! and `valid_until`, the earliest expiry among the records it holds. It also records what it
 //! depends on (the key objects consulted and the ids of the records and their parents) so a
 //! revocation can find, and unmap, exactly the grants it takes away.
 //!
 //! The cache is set-associative: `SETS` sets of `WAYS` entries, each set behind its own
-//! spinlock, so faults on several CPUs contend only when they hash to the same set.
+//! spinlock, so faults on several CPUs contend only when they hash to the same set. Nothing
+//! runs under a set's lock but compares and copies: [`VerifyCache::retain`] hands what it
+//! removed to its caller only after the lock is released. The empty cache is all zero bytes,
+//! so a `static` engine lives in `.bss`.
 
 use core::ops::Range;
 
@@ -37,12 +41,20 @@ const MAX_RECORDS: usize = 12;
 /// What an entry was derived from, and so what must not have changed for it to hit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Stamp {
-    /// The context's generation.
-    pub generation: u64,
-    /// The engine's revocation epoch.
+    /// The engine's epoch.
     pub epoch: u64,
+    /// The object's `kuid`.
+    pub kuid: Option<ObjID>,
     /// The object's default protections.
     pub default_prots: Protections,
+}
+
+impl Stamp {
+    const ZERO: Stamp = Stamp {
+        epoch: 0,
+        kuid: None,
+        default_prots: Protections::empty(),
+    };
 }
 
 /// The keys and records an entry was derived from.
@@ -106,7 +118,8 @@ impl Deps {
         }
     }
 
-    /// Whether revoking key object `kuid` may take something away from the entry.
+    /// Whether revoking (or changing) key object `kuid` may take something away from the
+    /// entry.
     pub fn uses_kuid(&self, kuid: ObjID) -> bool {
         self.overflow || self.kuids[..usize::from(self.n_kuids)].contains(&kuid)
     }
@@ -133,8 +146,7 @@ pub struct CachedPerms {
     pub allowed: Protections,
     /// The context's flags.
     pub flags: CtxFlags,
-    grants: [Grant; MAX_GRANTS],
-    n_grants: u8,
+    grants: [Option<Grant>; MAX_GRANTS],
     /// False when the context held more valid records for the object than fit: a hit that
     /// does not grant must then be re-evaluated in full.
     pub complete: bool,
@@ -151,6 +163,37 @@ pub struct Evaluated {
     pub pages: Range<u64>,
 }
 
+/// A context's rights on an object as a whole, for callers that ask about the object rather
+/// than one access (upstream's `SecurityContext::lookup`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ObjectPerms {
+    /// The context.
+    pub ctx: ObjID,
+    /// Rights granted on every page of the object but the null page (a thread running in
+    /// the context may execute anywhere it has `X`).
+    pub everywhere: Protections,
+    /// Rights granted on at least one page (behind a data gate that covers some pages, or
+    /// through an entry point).
+    pub somewhere: Protections,
+    /// Rights the context's masks forbid for the object.
+    pub restrict: Protections,
+    /// The earliest expiry among the records that counted.
+    pub valid_until: Expiry,
+}
+
+impl ObjectPerms {
+    /// As Twizzler's `PermsInfo`: `provide` is what holds everywhere, so a caller that maps
+    /// the whole object with it never over-grants.
+    pub fn as_perms_info(&self) -> PermsInfo {
+        PermsInfo {
+            ctx: self.ctx,
+            provide: self.everywhere,
+            restrict: self.restrict,
+            valid_until: self.valid_until,
+        }
+    }
+}
+
 /// The pages lying wholly inside `gate`.
 fn full_pages(gate: &Gate) -> Range<u64> {
     let first = gate.offset().div_ceil(PAGE_SIZE);
@@ -162,6 +205,19 @@ fn full_pages(gate: &Gate) -> Range<u64> {
 const OBJECT_PAGES: Range<u64> = 1..MAX_OBJECT_SIZE / PAGE_SIZE;
 
 impl CachedPerms {
+    /// The value of an unused way: all zero bytes.
+    const UNUSED: CachedPerms = CachedPerms {
+        ctx: ObjID::new(0),
+        target: ObjID::new(0),
+        stamp: Stamp::ZERO,
+        valid_until: Expiry::NEVER,
+        allowed: Protections::empty(),
+        flags: CtxFlags::empty(),
+        grants: [None; MAX_GRANTS],
+        complete: false,
+        deps: Deps::EMPTY,
+    };
+
     /// An entry with no grants yet.
     pub fn new(
         ctx: ObjID,
@@ -174,27 +230,24 @@ impl CachedPerms {
             ctx,
             target,
             stamp,
-            valid_until: Expiry::NEVER,
             allowed,
             flags,
-            grants: [Grant {
-                prots: Protections::empty(),
-                gate: Gate::WHOLE,
-            }; MAX_GRANTS],
-            n_grants: 0,
             complete: true,
-            deps: Deps::EMPTY,
+            ..Self::UNUSED
         }
     }
 
     /// Adds the grant of a record that counted and expires at `expires`.
     pub fn add_grant(&mut self, grant: Grant, expires: Expiry) {
-        let n = usize::from(self.n_grants);
-        if let Some(same) = self.grants[..n].iter_mut().find(|g| g.gate == grant.gate) {
+        let same = self
+            .grants
+            .iter_mut()
+            .flatten()
+            .find(|g| g.gate == grant.gate);
+        if let Some(same) = same {
             same.prots |= grant.prots;
-        } else if let Some(slot) = self.grants.get_mut(n) {
-            *slot = grant;
-            self.n_grants += 1;
+        } else if let Some(slot) = self.grants.iter_mut().find(|g| g.is_none()) {
+            *slot = Some(grant);
         } else {
             self.complete = false;
             return;
@@ -203,8 +256,8 @@ impl CachedPerms {
     }
 
     /// The grants held.
-    pub fn grants(&self) -> &[Grant] {
-        &self.grants[..usize::from(self.n_grants)]
+    pub fn grants(&self) -> impl Iterator<Item = &Grant> {
+        self.grants.iter().flatten()
     }
 
     /// Whether the entry may serve a fault with `stamp` at `now`.
@@ -236,12 +289,56 @@ impl CachedPerms {
             pages,
         }
     }
+
+    /// The rights on the object as a whole. An incomplete entry may under-report them, never
+    /// over-report.
+    pub fn object_perms(&self) -> ObjectPerms {
+        let data = Protections::READ | Protections::WRITE;
+        let code = Protections::READ | Protections::EXEC;
+        let mut everywhere = self.stamp.default_prots;
+        let mut somewhere = self.stamp.default_prots;
+        for g in self.grants() {
+            let covered = full_pages(&g.gate);
+            let all_pages = covered.start <= OBJECT_PAGES.start && covered.end >= OBJECT_PAGES.end;
+            if !covered.is_empty() {
+                somewhere |= g.prots & data;
+            }
+            if all_pages {
+                everywhere |= g.prots & data;
+            }
+            if g.prots.contains(Protections::EXEC) {
+                everywhere |= g.prots & code;
+                somewhere |= g.prots & code;
+            }
+        }
+        ObjectPerms {
+            ctx: self.ctx,
+            everywhere: everywhere & self.allowed,
+            somewhere: somewhere & self.allowed,
+            restrict: Protections::all() & !self.allowed,
+            valid_until: self.valid_until,
+        }
+    }
 }
 
-/// One set: its ways and the next victim.
+/// One set: its ways, which of them are in use, and the next victim.
 struct Set {
-    ways: [Option<CachedPerms>; WAYS],
+    ways: [CachedPerms; WAYS],
+    live: [bool; WAYS],
     victim: u8,
+}
+
+impl Set {
+    const EMPTY: Set = Set {
+        ways: [CachedPerms::UNUSED; WAYS],
+        live: [false; WAYS],
+        victim: 0,
+    };
+
+    fn find(&self, ctx: ObjID, target: ObjID) -> Option<usize> {
+        (0..WAYS)
+            .find(|&i| self.live[i] && self.ways[i].ctx == ctx && self.ways[i].target == target)
+    }
 }
 
 /// A bounded, set-associative cache of verified decisions.
@@ -255,16 +352,20 @@ impl Default for VerifyCache {
     }
 }
 
+/// The key and expiry of an entry that was removed from the cache.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Removed {
+    /// The context.
+    pub ctx: ObjID,
+    /// The object.
+    pub target: ObjID,
+}
+
 impl VerifyCache {
     /// An empty cache.
     pub const fn new() -> Self {
         Self {
-            sets: [const {
-                Mutex::new(Set {
-                    ways: [None; WAYS],
-                    victim: 0,
-                })
-            }; SETS],
+            sets: [const { Mutex::new(Set::EMPTY) }; SETS],
         }
     }
 
@@ -279,7 +380,8 @@ impl VerifyCache {
         &self.sets[i % SETS]
     }
 
-    /// Runs `f` on the fresh entry for (`ctx`, `target`), if there is one.
+    /// Runs `f` on the fresh entry for (`ctx`, `target`), if there is one. `f` runs under the
+    /// set's lock: it must only compute.
     pub fn with_fresh<R>(
         &self,
         ctx: ObjID,
@@ -289,50 +391,63 @@ impl VerifyCache {
         f: impl FnOnce(&CachedPerms) -> R,
     ) -> Option<R> {
         let set = self.set(ctx, target).lock();
-        set.ways
-            .iter()
-            .flatten()
-            .find(|e| e.ctx == ctx && e.target == target && e.is_fresh(stamp, now))
-            .map(f)
+        let i = set.find(ctx, target)?;
+        let e = &set.ways[i];
+        e.is_fresh(stamp, now).then(|| f(e))
     }
 
     /// Inserts `entry`, replacing the entry for the same key if there is one. Returns the
     /// key of another entry it evicted, whose mappings must go.
-    pub fn insert(&self, entry: CachedPerms) -> Option<(ObjID, ObjID)> {
+    pub fn insert(&self, entry: CachedPerms) -> Option<Removed> {
         let mut set = self.set(entry.ctx, entry.target).lock();
-        let same = set
-            .ways
-            .iter()
-            .position(|w| w.is_some_and(|e| e.ctx == entry.ctx && e.target == entry.target));
-        let free = || set.ways.iter().position(Option::is_none);
-        let (slot, evicted) = match same.or_else(free) {
+        let slot = set
+            .find(entry.ctx, entry.target)
+            .or_else(|| set.live.iter().position(|l| !l));
+        let (slot, evicted) = match slot {
             Some(i) => (i, None),
             None => {
                 let i = usize::from(set.victim) % WAYS;
                 set.victim = set.victim.wrapping_add(1);
-                (i, set.ways[i].map(|e| (e.ctx, e.target)))
+                let old = &set.ways[i];
+                (
+                    i,
+                    Some(Removed {
+                        ctx: old.ctx,
+                        target: old.target,
+                    }),
+                )
             }
         };
-        set.ways[slot] = Some(entry);
+        set.ways[slot] = entry;
+        set.live[slot] = true;
         evicted
     }
 
-    /// Visits every entry; those for which `keep` returns false are removed and passed to
-    /// `removed`.
+    /// Visits every entry, one set at a time; those for which `keep` returns false are
+    /// removed. `keep` runs under the set's lock (it must only compute); `removed` runs after
+    /// the lock is released, once for each entry removed from that set, so it may call out.
     pub fn retain(
         &self,
         mut keep: impl FnMut(&mut CachedPerms) -> bool,
-        mut removed: impl FnMut(&CachedPerms),
+        mut removed: impl FnMut(Removed),
     ) {
         for set in &self.sets {
-            let mut set = set.lock();
-            for way in set.ways.iter_mut() {
-                if let Some(e) = way
-                    && !keep(e)
-                {
-                    removed(e);
-                    *way = None;
+            let mut gone: [Option<Removed>; WAYS] = [None; WAYS];
+            {
+                let mut set = set.lock();
+                let Set { ways, live, .. } = &mut *set;
+                for ((way, live), gone) in ways.iter_mut().zip(live.iter_mut()).zip(&mut gone) {
+                    if *live && !keep(way) {
+                        *live = false;
+                        *gone = Some(Removed {
+                            ctx: way.ctx,
+                            target: way.target,
+                        });
+                    }
                 }
+            }
+            for r in gone.into_iter().flatten() {
+                removed(r);
             }
         }
     }
@@ -341,7 +456,7 @@ impl VerifyCache {
     pub fn len(&self) -> usize {
         self.sets
             .iter()
-            .map(|s| s.lock().ways.iter().flatten().count())
+            .map(|s| s.lock().live.iter().filter(|l| **l).count())
             .sum()
     }
 

@@ -3,17 +3,68 @@
 use core::fmt;
 use core::ops::Range;
 
-use twizzler_security::{AccessKind, CtxError, Expiry, ObjID, Protections, Verdict};
+use twizzler_security::{AccessKind, CtxError, Expiry, ObjID, PAGE_SIZE, Protections, Verdict};
 
-/// A page fault into an object.
+use crate::host::ObjectInfo;
+
+/// A page fault into an object, as the kernel's fault handler fills it in.
+///
+/// From Twizzler's `page_fault_to_region`, with the object's `MapRegion` in hand:
+///
+/// - `target`: the region's object id (`info.object.id()`);
+/// - `object`: its metadata, read once per fault, with the `kuid` only if `check_id()`
+///   verified the id (see [`ObjectInfo`]);
+/// - `offset`: the byte offset within the *object*: the page number from the faulting
+///   address within the slot, shifted by one page when the region is mapped with
+///   `NO_NULLPAGE` (slot byte 0 is then object byte 4096). [`Fault::in_mapping`] does this.
+/// - `kind`: from `MemoryAccessKind`: `Read`, `Write`, `InstructionFetch` → `Exec`.
+///
+/// Upstream's `AccessInfo` also names the executing object and instruction offset. The rule
+/// needs no more than this: for an instruction fetch the faulting address *is* the
+/// instruction, so `offset` is the entry point a gate is checked against; a load or store
+/// never enters a context through a gate.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Fault {
     /// The object whose slot the faulting address lies in.
     pub target: ObjID,
+    /// The object's `kuid` and default protections.
+    pub object: ObjectInfo,
     /// Byte offset of the faulting address within the object.
     pub offset: u64,
     /// How the thread touched it: a load, a store or an instruction fetch.
     pub kind: AccessKind,
+}
+
+impl Fault {
+    /// A fault at byte `offset` of the object.
+    pub const fn new(target: ObjID, object: ObjectInfo, offset: u64, kind: AccessKind) -> Self {
+        Self {
+            target,
+            object,
+            offset,
+            kind,
+        }
+    }
+
+    /// A fault at byte `mapping_offset` of a mapping of the object, which starts at object
+    /// byte 0, or at object byte 4096 (the first page past the null page) when the object is
+    /// mapped without its null page (`no_null_page`, Twizzler's `MapFlags::NO_NULLPAGE`).
+    pub const fn in_mapping(
+        target: ObjID,
+        object: ObjectInfo,
+        mapping_offset: u64,
+        no_null_page: bool,
+        kind: AccessKind,
+    ) -> Self {
+        let offset = if no_null_page {
+            // Past u64::MAX is past the largest object too: the engine reports it out of
+            // bounds.
+            mapping_offset.saturating_add(PAGE_SIZE)
+        } else {
+            mapping_offset
+        };
+        Self::new(target, object, offset, kind)
+    }
 }
 
 /// What the kernel must do about a fault.
@@ -27,11 +78,14 @@ pub enum Decision {
         /// the faulting page: the kernel may map any of them now. Mapping only the faulting
         /// page is always correct.
         pages: Range<u64>,
-        /// The context the thread was switched to, when the active one did not grant and an
-        /// inactive one did (the engine already updated the thread's [`crate::SecCtxMgr`]).
+        /// The context that granted, when the active one did not and an inactive one did. The
+        /// engine has *not* switched the thread: the kernel calls
+        /// [`crate::SecCtxMgr::switch_context`] and switches its own memory context (on
+        /// Twizzler, the page tables of that security context) with it; if the switch reports
+        /// `NotAttached` (detached meanwhile) it maps nothing and lets the access fault again.
         switch_to: Option<ObjID>,
-        /// The grant stops holding at this time: the kernel unmaps the pages by then (see
-        /// [`crate::Engine::expire`]).
+        /// The grant stops holding at this time (ns since the Unix epoch): the kernel arms its
+        /// timer by [`crate::Engine::next_deadline`] and calls [`crate::Engine::expire`].
         valid_until: Expiry,
     },
     /// The access is a security violation: deliver it to the thread.
@@ -53,10 +107,12 @@ pub enum Violation {
         /// The offset.
         offset: u64,
     },
-    /// The host knows no such object.
-    UnknownObject(ObjID),
     /// The thread's active context names no object the host knows.
     ContextMissing(ObjID),
+    /// The context kept changing while the engine read it (a writer rewriting it in place,
+    /// or a host that did not keep it still): it was read several times and never seen
+    /// whole, so nothing it says is trusted.
+    ContextChanging(ObjID),
     /// The active context's bytes do not validate.
     MalformedContext {
         /// The context.
@@ -111,8 +167,10 @@ impl fmt::Display for Violation {
                     "offset {offset:#x} is beyond the largest object ({target})"
                 )
             }
-            Self::UnknownObject(o) => write!(f, "no such object {o}"),
             Self::ContextMissing(c) => write!(f, "security context {c} does not exist"),
+            Self::ContextChanging(c) => {
+                write!(f, "security context {c} kept changing while it was read")
+            }
             Self::MalformedContext { ctx, error } => {
                 write!(f, "security context {ctx} is malformed: {error}")
             }

@@ -1,55 +1,103 @@
 //! The boundary to the host kernel: what the engine asks of it.
 //!
 //! The same engine runs in Twizzler's kernel, in the QEMU test kernel and in host tests; each
-//! implements [`Host`] over its own object table, key cache, clock and page tables.
+//! implements [`Host`] over its own object table, key objects, clock and page tables.
+//!
+//! # Rules both sides keep
+//!
+//! - **No engine lock is held across a host call.** The engine calls [`Host::unmap`] only
+//!   after it released its own locks, so an unmap may take sleeping locks, wait for TLB
+//!   shootdowns, or call back into the engine's read-only queries.
+//! - **Host calls nest one way.** Inside [`Host::with_ctx`] the engine may call
+//!   [`Host::with_key`] and [`Host::object`] (never [`Host::unmap`] or `with_ctx` again);
+//!   a host must not hold, across the closure it runs, a lock those two need.
+//! - **The hit calls only the clock.** A fault whose decision is cached costs
+//!   [`Host::monotonic_ns`] and nothing else of the host: the object's `kuid` and default
+//!   protections travel in the [`crate::Fault`].
 
 use twizzler_security::{ObjID, Protections, VerifyingKey};
 
-/// What the engine needs to know about an object that is being faulted on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+use crate::ctx_bytes::CtxBytes;
+
+/// What the engine needs to know about an object.
+///
+/// A kernel fills it from the object's metadata. **The `kuid` is trusted only if the object's
+/// id verifies against its metadata** (Twizzler's `check_id`: the id is derived from the
+/// `kuid` and the creation nonce); an object whose id does not verify must be presented with
+/// `kuid: None`, or anyone could name their own key as the signer for someone else's object.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct ObjectInfo {
-    /// The object whose verifying key signs for this object, if it has one. An object without
-    /// a `kuid` can be granted only its default protections.
+    /// The object whose verifying key signs for this object, if it has one (and its id
+    /// verified). An object without a `kuid` is granted only its default protections.
     pub kuid: Option<ObjID>,
     /// Rights every context has on the object, before masks.
     pub default_prots: Protections,
 }
 
-/// Mappings that a revocation, an invalidation or a cache eviction took the grant away from.
-/// The host removes them from the page tables (and shoots down TLBs) before it returns.
+/// Mappings that a revocation, an invalidation, an expiry or a cache eviction took the grant
+/// away from. The host removes them from the page tables, and shoots down every CPU's stale
+/// TLB entries for them, before [`Host::unmap`] returns.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Unmap {
-    /// Every page of `target` mapped under context `ctx`.
+    /// Every page of `target` mapped under context `ctx` (sent to hosts with
+    /// [`UnmapGranularity::PerContext`]).
     Object {
         /// The security context the pages were granted under.
         ctx: ObjID,
         /// The object.
         target: ObjID,
     },
-    /// Every page mapped under context `ctx`.
+    /// Every page mapped under context `ctx` (sent to hosts with
+    /// [`UnmapGranularity::PerContext`]).
     Context(ObjID),
+    /// Every page of the object, under every context (sent to hosts with
+    /// [`UnmapGranularity::PerObject`] in place of the two above).
+    ObjectEverywhere(ObjID),
 }
 
-/// Services the host kernel provides to the engine.
-///
-/// Implementations must not call back into the engine: the engine may hold a cache lock
-/// while it calls [`Host::unmap`].
+/// How precisely a host can unmap.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum UnmapGranularity {
+    /// It knows under which security context each page was mapped (Twizzler keeps page tables
+    /// per security context): it receives [`Unmap::Object`] and [`Unmap::Context`].
+    PerContext,
+    /// It knows only which object a page belongs to: it receives
+    /// [`Unmap::ObjectEverywhere`] for every object whose grant changed, which takes away
+    /// more than needed (the next access faults and is decided again) and never less.
+    PerObject,
+}
+
+/// Services the host kernel provides to the engine. See the module documentation for the
+/// locking rules.
 pub trait Host {
-    /// The object `id`: its `kuid` and default protections, or `None` if there is no such
-    /// object.
+    /// How precisely [`Host::unmap`] can unmap.
+    const UNMAP_GRANULARITY: UnmapGranularity = UnmapGranularity::PerContext;
+
+    /// Object `id`'s metadata, or `None` if there is no such object. Consulted on a miss
+    /// for objects other than the faulting one (the contexts that provide delegations).
     fn object(&self, id: ObjID) -> Option<ObjectInfo>;
 
-    /// The bytes of security-context object `ctx`, as the kernel maps them (read-only), or
-    /// `None` if there is no such object. Every byte is untrusted: the engine validates it.
-    fn ctx_bytes(&self, ctx: ObjID) -> Option<&[u8]>;
+    /// Runs `f` over the bytes of security-context object `ctx`, or returns `None` if there is
+    /// no such context.
+    ///
+    /// The length is the host's to know (the bytes the object actually has, never a made-up
+    /// maximum). The bytes must stay unchanged while `f` runs: a kernel maps context objects
+    /// read-only to their writers and, if a writer had write access since the last read,
+    /// takes it away (and shoots down the TLBs) before calling `f` (see the integration
+    /// guide). The engine does not rely on it for soundness: it reads through
+    /// [`CtxBytes`], never through a reference, and compares the header before and after.
+    fn with_ctx<R>(&self, ctx: ObjID, f: impl FnOnce(CtxBytes<'_>) -> R) -> Option<R>;
 
-    /// The verifying key stored in key object `kuid`, parsed once by the host and kept
-    /// parsed, or `None` if `kuid` holds no valid key.
-    fn verifying_key(&self, kuid: ObjID) -> Option<&VerifyingKey>;
+    /// Runs `f` with the verifying key stored in key object `kuid`, or returns `None` if
+    /// `kuid` holds no valid key. The host may parse the key on every call or keep it parsed;
+    /// the engine keeps nothing but what verified (see [`crate::Engine::invalidate_key`]
+    /// for a key object that changes).
+    fn with_key<R>(&self, kuid: ObjID, f: impl FnOnce(&VerifyingKey) -> R) -> Option<R>;
 
-    /// The current time, in nanoseconds since the Unix epoch.
-    fn now(&self) -> u64;
+    /// The kernel's monotonic clock, in nanoseconds since boot. The engine adds the offset
+    /// set with [`crate::Engine::set_wall_clock_offset`] to compare with expiry times.
+    fn monotonic_ns(&self) -> u64;
 
-    /// Removes the mappings `what` describes.
+    /// Removes the mappings `what` describes, on every CPU, before returning.
     fn unmap(&self, what: Unmap);
 }

@@ -5,24 +5,28 @@
 //! and delegations in the faulting thread's security contexts, which protections to program
 //! into the MMU. This crate is that decision, for any kernel:
 //!
-//! - [`Host`]: what the kernel provides (objects' `kuid` and default protections, context
-//!   bytes, parsed verifying keys, the time, unmapping);
+//! - [`Host`]: what the kernel provides: context bytes lent for a scope ([`CtxBytes`], never
+//!   a reference into user-writable memory), verifying keys lent for a scope, other objects'
+//!   `kuid`, a monotonic clock, and unmapping (per context or per object);
 //! - [`SecCtxMgr`]: a thread's active and inactive contexts, after Twizzler's own
-//!   (`check_active_access`, `search_access`, `switch_context`, `attach`, `detach`),
-//!   honouring `UNDETACHABLE`;
-//! - [`Engine::decide`]: a [`Fault`] becomes [`Decision::Map`] with exactly the protections
-//!   the rule grants (data gates whole pages only; code gates as entry points when a fetch
-//!   switches contexts) or [`Decision::Violation`] with the reason;
-//! - [`VerifyCache`]: verified decisions per (context, object), stamped with the context's
-//!   generation, the revocation epoch and the records' earliest expiry, so a hit costs a hash,
-//!   a lock and a few compares, with no heap and no signature work; and [`RecordMemo`], the
-//!   verified record hashes, so a record still present after a context edit is not verified
-//!   again;
-//! - revocation ([`Engine::revoke_key`], [`Engine::revoke_record`],
-//!   [`Engine::invalidate_ctx`], [`Engine::expire`]), each unmapping through the host what it
-//!   takes away and returning it.
+//!   (`lookup`, `check_active_access`, `search_access`, `switch_context`, `attach`, `detach`,
+//!   `new_kernel`, `Clone`), honouring `UNDETACHABLE`;
+//! - [`Engine::decide`]: a [`Fault`] (which carries the object's [`ObjectInfo`], so a cached
+//!   decision calls nothing in the host but its clock) becomes [`Decision::Map`] with exactly
+//!   the protections the rule grants (data gates whole pages only; code gates as entry points
+//!   when a fetch switches contexts) or [`Decision::Violation`] with the reason;
+//! - [`VerifyCache`]: verified decisions per (context, object), stamped with the engine's
+//!   epoch, the object's `kuid` and default protections and the records' earliest expiry, so a
+//!   hit costs a hash, a lock and a few compares; and [`RecordMemo`], the signature checks
+//!   that succeeded, so a record still present after a context edit is not verified again;
+//! - revocation and invalidation ([`Engine::revoke_key`], [`Engine::revoke_record`],
+//!   [`Engine::invalidate_ctx`], [`Engine::invalidate_key`], [`Engine::expire`] with
+//!   [`Engine::next_deadline`] for the timer), each unmapping through the host, after the
+//!   engine's locks are released, what it takes away.
 //!
-//! `no_std`, no heap, `const`-constructible: a kernel keeps the engine in a `static`.
+//! The engine is `no_std`, heap-free and `const`-constructible, and all zero bytes when new: a
+//! kernel keeps it in a `static` in `.bss`. [`SecCtxMgr`] keeps its inactive contexts on the
+//! heap (`alloc`). The integration guide for a kernel is the crate's `README.md`.
 //!
 //! # Example
 //!
@@ -53,9 +57,14 @@
 //! }
 //! impl Host for Kernel {
 //!     fn object(&self, id: ObjID) -> Option<ObjectInfo> { self.objects.get(&id).copied() }
-//!     fn ctx_bytes(&self, ctx: ObjID) -> Option<&[u8]> { self.contexts.get(&ctx).map(|b| &b[..]) }
-//!     fn verifying_key(&self, kuid: ObjID) -> Option<&VerifyingKey> { self.keys.get(&kuid) }
-//!     fn now(&self) -> u64 { 1 }
+//!     fn with_ctx<R>(&self, ctx: ObjID, f: impl FnOnce(CtxBytes<'_>) -> R) -> Option<R> {
+//!         // Private memory here; a kernel lends shared memory with `CtxBytes::shared`.
+//!         self.contexts.get(&ctx).map(|b| f(CtxBytes::private(b)))
+//!     }
+//!     fn with_key<R>(&self, kuid: ObjID, f: impl FnOnce(&VerifyingKey) -> R) -> Option<R> {
+//!         self.keys.get(&kuid).map(f)
+//!     }
+//!     fn monotonic_ns(&self) -> u64 { 1 }
 //!     fn unmap(&self, _what: Unmap) {}
 //! }
 //!
@@ -65,14 +74,16 @@
 //! let mut editor = SecCtxEditor::new();
 //! editor.add_cap(&cap);
 //!
+//! let info = ObjectInfo { kuid: Some(key_obj), default_prots: Protections::empty() };
 //! let engine = Engine::new(Kernel {
-//!     objects: [(file, ObjectInfo { kuid: Some(key_obj), default_prots: Protections::empty() })].into(),
+//!     objects: [(file, info)].into(),
 //!     contexts: [(ctx, editor.encode().unwrap())].into(),
 //!     keys: [(key_obj, key.verifying_key())].into(),
 //! });
 //! let thread = SecCtxMgr::new(ctx);
 //!
-//! let read = Fault { target: file, offset: 0x1000, kind: AccessKind::Read };
+//! // The fault handler holds the object, so the fault carries its metadata.
+//! let read = Fault::new(file, info, 0x1000, AccessKind::Read);
 //! assert!(matches!(engine.decide(&thread, &read), Decision::Map { prots, .. } if prots == Protections::READ));
 //! // The second fault is served from the cache, without verifying the signature again.
 //! engine.decide(&thread, &read);
@@ -84,10 +95,15 @@
 
 #![no_std]
 #![warn(missing_docs)]
-#![forbid(unsafe_code)]
+// `unsafe` is denied everywhere but one constructor, `CtxBytes::shared`, which turns a
+// kernel's pointer to shared memory into atomics (its SAFETY comment says why that is sound).
+#![deny(unsafe_code)]
+
+extern crate alloc;
 
 mod authority;
 pub mod cache;
+mod ctx_bytes;
 mod engine;
 mod fault;
 mod host;
@@ -96,11 +112,12 @@ mod mgr;
 mod revocation;
 mod stats;
 
-pub use cache::VerifyCache;
+pub use cache::{ObjectPerms, VerifyCache};
+pub use ctx_bytes::CtxBytes;
 pub use engine::{Engine, INVALIDATION_LIST, Invalidation};
 pub use fault::{Decision, DenyCause, Fault, Violation};
-pub use host::{Host, ObjectInfo, Unmap};
+pub use host::{Host, ObjectInfo, Unmap, UnmapGranularity};
 pub use memo::RecordMemo;
-pub use mgr::{AttachError, DetachError, MAX_INACTIVE, SecCtxMgr, SwitchResult};
+pub use mgr::{AttachError, DetachError, KERNEL_SCTX, SecCtxMgr, SwitchResult};
 pub use revocation::{MAX_REVOKED_KEYS, MAX_REVOKED_RECORDS, RevokeError};
 pub use stats::Stats;

@@ -1,11 +1,11 @@
-//! [`RecordMemo`]: the ids of records whose signatures already verified.
+//! [`RecordMemo`]: the signature checks that already succeeded.
 //!
-//! Keyed by the hash of a record's canonical bytes ([`RecordId`]), so a record that is still
-//! present after its context was edited (or a cache entry was evicted, or a revocation swept
-//! it) skips signature verification. Expiry, binding, attenuation, revocation and key lookups
-//! are still checked on every use (see [`twizzler_security::Authority::is_verified`]); keys are
-//! immutable objects and revoked keys are refused by the key lookup itself, so the memo never
-//! needs flushing.
+//! Keyed by [`twizzler_security::signature_check_id`], a hash of the verifying key, the signed
+//! message and the signature, so a record that is still present after its context was edited
+//! (or a cache entry was evicted, or a revocation swept it) skips signature verification, and
+//! no earlier success can vouch for a check under another key (an object whose `kuid` now
+//! names a different key object, or a key object rewritten). Expiry, binding, attenuation,
+//! revocation and key lookups are still done on every use.
 
 use spin::Mutex;
 use twizzler_security::RecordId;
@@ -20,7 +20,7 @@ struct Set {
     victim: u8,
 }
 
-/// A bounded, set-associative set of verified record ids.
+/// A bounded, set-associative set of successful signature-check ids.
 pub struct RecordMemo {
     sets: [Mutex<Set>; SETS],
 }

@@ -1,22 +1,30 @@
 //! [`SecCtxMgr`]: one thread's security contexts, shaped after Twizzler's kernel.
 //!
-//! A thread has one active context and up to [`MAX_INACTIVE`] inactive ones. The fault path
-//! tries the active one first and, unless it is `UNDETACHABLE`, the inactive ones in the order
-//! they were attached, switching the thread to the first that grants
-//! ([`crate::Engine::decide`]).
+//! A thread has one active context and any number of inactive ones. The fault path tries the
+//! active one first and, unless it is `UNDETACHABLE`, the inactive ones in the order they were
+//! attached ([`crate::Engine::decide`]); the kernel then switches the thread with
+//! [`SecCtxMgr::switch_context`], and its own memory context with it.
+//!
+//! Like upstream's, it is `Clone` (a spawned thread starts with its parent's contexts: the
+//! clone is taken under the parent's lock, so it is one consistent state) and has a kernel
+//! form ([`SecCtxMgr::new_kernel`]). The inactive list lives on the heap: attaching and
+//! cloning allocate; the fault path reads it one entry at a time under the lock and never
+//! allocates.
 
+use alloc::vec::Vec;
 use core::fmt;
 
-use heapless::Vec;
 use spin::Mutex;
 use twizzler_security::{ObjID, PermsInfo};
 
+use crate::cache::ObjectPerms;
 use crate::engine::Engine;
 use crate::fault::{Fault, Violation};
-use crate::host::Host;
+use crate::host::{Host, ObjectInfo};
 
-/// Inactive contexts one thread can have attached.
-pub const MAX_INACTIVE: usize = 8;
+/// The context id of kernel threads (as upstream's `KERNEL_SCTX`): the engine grants them
+/// everything the object's bounds allow.
+pub const KERNEL_SCTX: ObjID = ObjID::new(0);
 
 /// The result of [`SecCtxMgr::switch_context`], as in Twizzler.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -34,8 +42,8 @@ pub enum SwitchResult {
 pub enum AttachError {
     /// It is already attached (active or inactive).
     AlreadyAttached(ObjID),
-    /// The thread already has [`MAX_INACTIVE`] inactive contexts.
-    TooMany,
+    /// It is the kernel's context, which user threads cannot attach.
+    Kernel,
 }
 
 /// Why a context could not be detached.
@@ -51,7 +59,7 @@ impl fmt::Display for AttachError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::AlreadyAttached(c) => write!(f, "context {c} is already attached"),
-            Self::TooMany => write!(f, "already {MAX_INACTIVE} inactive contexts attached"),
+            Self::Kernel => f.write_str("the kernel's context cannot be attached"),
         }
     }
 }
@@ -68,14 +76,33 @@ impl fmt::Display for DetachError {
 impl core::error::Error for AttachError {}
 impl core::error::Error for DetachError {}
 
+#[derive(Clone)]
 struct Inner {
     active: ObjID,
-    inactive: Vec<ObjID, MAX_INACTIVE>,
+    inactive: Vec<ObjID>,
 }
 
 /// One thread's contexts.
 pub struct SecCtxMgr {
     inner: Mutex<Inner>,
+}
+
+impl Clone for SecCtxMgr {
+    fn clone(&self) -> Self {
+        Self {
+            inner: Mutex::new(self.inner.lock().clone()),
+        }
+    }
+}
+
+impl fmt::Debug for SecCtxMgr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let inner = self.inner.lock();
+        f.debug_struct("SecCtxMgr")
+            .field("active", &inner.active)
+            .field("inactive", &inner.inactive)
+            .finish()
+    }
 }
 
 impl SecCtxMgr {
@@ -89,23 +116,48 @@ impl SecCtxMgr {
         }
     }
 
+    /// A kernel thread's manager: its context is [`KERNEL_SCTX`].
+    pub const fn new_kernel() -> Self {
+        Self::new(KERNEL_SCTX)
+    }
+
+    /// Whether the thread runs in the kernel's context.
+    pub fn is_kernel(&self) -> bool {
+        self.active_id() == KERNEL_SCTX
+    }
+
     /// The active context.
     pub fn active_id(&self) -> ObjID {
         self.inner.lock().active
     }
 
-    /// The inactive contexts, in the order they are tried.
-    pub fn inactive(&self) -> Vec<ObjID, MAX_INACTIVE> {
+    /// The inactive context at position `i` in the order they are tried, if there is one.
+    /// The fault path walks the list with this, so it never copies it.
+    pub fn inactive_at(&self, i: usize) -> Option<ObjID> {
+        self.inner.lock().inactive.get(i).copied()
+    }
+
+    /// The inactive contexts, in the order they are tried (a copy).
+    pub fn inactive(&self) -> Vec<ObjID> {
         self.inner.lock().inactive.clone()
+    }
+
+    /// Number of inactive contexts.
+    pub fn inactive_count(&self) -> usize {
+        self.inner.lock().inactive.len()
     }
 
     /// Attaches `ctx` as an inactive context.
     pub fn attach(&self, ctx: ObjID) -> Result<(), AttachError> {
+        if ctx == KERNEL_SCTX {
+            return Err(AttachError::Kernel);
+        }
         let mut inner = self.inner.lock();
         if inner.active == ctx || inner.inactive.contains(&ctx) {
             return Err(AttachError::AlreadyAttached(ctx));
         }
-        inner.inactive.push(ctx).map_err(|_| AttachError::TooMany)
+        inner.inactive.push(ctx);
+        Ok(())
     }
 
     /// Detaches inactive context `ctx`. Decisions for this thread stop consulting it at once;
@@ -126,7 +178,8 @@ impl SecCtxMgr {
     }
 
     /// Makes attached context `ctx` the active one; the previously active context takes its
-    /// place among the inactive ones.
+    /// place among the inactive ones. The kernel switches its memory context along with it
+    /// when this returns [`SwitchResult::Switched`].
     pub fn switch_context(&self, ctx: ObjID) -> SwitchResult {
         let mut inner = self.inner.lock();
         if inner.active == ctx {
@@ -141,6 +194,17 @@ impl SecCtxMgr {
             *slot = old;
         }
         SwitchResult::Switched
+    }
+
+    /// The active context's rights on object `target` as a whole (Twizzler's
+    /// `SecCtxMgr::lookup`).
+    pub fn lookup<H: Host>(
+        &self,
+        engine: &Engine<H>,
+        target: ObjID,
+        object: &ObjectInfo,
+    ) -> Result<ObjectPerms, Violation> {
+        engine.lookup(self.active_id(), target, object)
     }
 
     /// The rights the active context provides for `fault` (Twizzler's `check_active_access`).

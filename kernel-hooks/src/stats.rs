@@ -11,6 +11,7 @@ pub(crate) struct Counters {
     pub memo_hits: AtomicU64,
     pub evictions: AtomicU64,
     pub invalidated: AtomicU64,
+    pub torn_reads: AtomicU64,
 }
 
 impl Counters {
@@ -22,6 +23,7 @@ impl Counters {
             memo_hits: AtomicU64::new(0),
             evictions: AtomicU64::new(0),
             invalidated: AtomicU64::new(0),
+            torn_reads: AtomicU64::new(0),
         }
     }
 
@@ -38,6 +40,7 @@ impl Counters {
             memo_hits: get(&self.memo_hits),
             evictions: get(&self.evictions),
             invalidated: get(&self.invalidated),
+            torn_reads: get(&self.torn_reads),
         }
     }
 }
@@ -49,12 +52,15 @@ pub struct Stats {
     pub hits: u64,
     /// Lookups that had to read and verify the context.
     pub misses: u64,
-    /// Records whose signatures were verified.
+    /// Signatures verified (a capability has one, a delegation one per link plus its root's).
     pub verifies: u64,
-    /// Records whose signatures were skipped because the memo vouched for them.
+    /// Signature checks skipped because the memo remembered the same key, message and
+    /// signature verifying.
     pub memo_hits: u64,
     /// Cache entries displaced by others (their mappings were unmapped).
     pub evictions: u64,
     /// Cache entries removed by revocation, expiry or invalidation.
     pub invalidated: u64,
+    /// Reads of a context found torn by a concurrent writer and redone.
+    pub torn_reads: u64,
 }

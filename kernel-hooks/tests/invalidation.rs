@@ -36,20 +36,20 @@ fn context_edit_misses_and_unchanged_records_are_not_verified_again() {
     assert_eq!(mapped(&w.decide(&t, FILE, PAGE, Read)), Some(R));
     assert_eq!(w.engine.stats().verifies, 1);
 
-    // An edit: a new cap for OTHER, and the generation moves on.
+    // An edit the kernel noticed (its write fault called invalidate_ctx): a new cap for OTHER.
     let other = w.cap(OTHER, CTX_A, RW);
     e.add_cap(&other);
-    w.host().set_ctx(CTX_A, &e);
+    w.write_ctx(CTX_A, &e);
     assert_eq!(mapped(&w.decide(&t, FILE, PAGE, Read)), Some(R));
     let s = w.engine.stats();
-    assert_eq!(s.misses, 2, "the generation changed: the entry missed");
+    assert_eq!(s.misses, 2, "the context was invalidated: the entry missed");
     assert_eq!(s.verifies, 1, "FILE's cap is unchanged: not verified again");
     assert_eq!(s.memo_hits, 1);
     assert_eq!(mapped(&w.decide(&t, OTHER, PAGE, Write)), Some(RW));
 
     // Removing the cap takes effect at the next fault.
     e.remove_target(FILE);
-    w.host().set_ctx(CTX_A, &e);
+    w.write_ctx(CTX_A, &e);
     assert!(matches!(
         w.decide(&t, FILE, PAGE, Read),
         Decision::Violation(_)
@@ -203,8 +203,22 @@ fn detach_stops_the_context_granting_for_that_thread() {
     let other_thread = SecCtxMgr::new(CTX_A);
     other_thread.attach(CTX_B).unwrap();
 
-    // Warm the cache for B, then switch back to A.
-    assert!(grants(&w.decide(&t, FILE, PAGE, Read), Read));
+    // Warm the cache for B: the decision names B, and the kernel switches the thread to it.
+    let d = w.engine.decide(&t, &w.fault(FILE, PAGE, Read));
+    assert!(grants(&d, Read));
+    assert!(matches!(
+        d,
+        Decision::Map {
+            switch_to: Some(CTX_B),
+            ..
+        }
+    ));
+    assert_eq!(t.active_id(), CTX_A, "decide does not switch by itself");
+    assert_eq!(
+        t.switch_context(CTX_B),
+        kernel_hooks::SwitchResult::Switched
+    );
+    // Then back to A.
     assert_eq!(
         t.switch_context(CTX_A),
         kernel_hooks::SwitchResult::Switched

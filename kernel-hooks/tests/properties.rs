@@ -16,14 +16,18 @@ use twizzler_security::{
 struct Keys<'w>(&'w World);
 
 impl Authority for Keys<'_> {
-    fn key_for(&self, obj: ObjID) -> Result<&VerifyingKey, KeyLookupError> {
+    fn with_key<R>(
+        &self,
+        obj: ObjID,
+        f: impl FnOnce(&VerifyingKey) -> R,
+    ) -> Result<R, KeyLookupError> {
         use kernel_hooks::Host;
         let host = self.0.host();
         let kuid = host
             .object(obj)
             .and_then(|o| o.kuid)
             .ok_or(KeyLookupError::NoKuid(obj))?;
-        host.verifying_key(kuid)
+        host.with_key(kuid, f)
             .ok_or(KeyLookupError::UnknownKey(obj))
     }
 }

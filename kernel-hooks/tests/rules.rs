@@ -24,7 +24,7 @@ fn cause(v: Violation) -> DenyCause {
 fn read_allowed_write_denied_by_read_only_cap() {
     let w = World::new();
     let cap = w.cap(FILE, CTX_A, R);
-    w.host().set_ctx(CTX_A, &ctx_with(&[&cap]));
+    w.write_ctx(CTX_A, &ctx_with(&[&cap]));
     let t = SecCtxMgr::new(CTX_A);
 
     let d = w.decide(&t, FILE, 2 * PAGE, Read);
@@ -66,7 +66,7 @@ fn data_gate_inside_outside_and_partial_page() {
     let mut g = CapGrant::new(FILE, CTX_A, RW);
     g.gate = Gate::new(0x2000, 0x2800, 1).unwrap();
     let cap = w.cap_with(g);
-    w.host().set_ctx(CTX_A, &ctx_with(&[&cap]));
+    w.write_ctx(CTX_A, &ctx_with(&[&cap]));
     let t = SecCtxMgr::new(CTX_A);
 
     match w.decide(&t, FILE, 0x2010, Write) {
@@ -97,7 +97,7 @@ fn per_object_mask_with_override_and_global_mask() {
     e.set_global_mask(R);
     // FILE: permmask RW, ovrmask W: the global mask's loss of W is overridden.
     e.set_mask(FILE, RW, W);
-    w.host().set_ctx(CTX_A, &e);
+    w.write_ctx(CTX_A, &e);
     let t = SecCtxMgr::new(CTX_A);
 
     assert_eq!(mapped(&w.decide(&t, FILE, PAGE, Write)), Some(RW));
@@ -110,7 +110,7 @@ fn per_object_mask_with_override_and_global_mask() {
 
     // A permmask of R takes W away even with an override.
     e.set_mask(FILE, R, W);
-    w.host().set_ctx(CTX_A, &e);
+    w.write_ctx(CTX_A, &e);
     assert_eq!(
         cause(violation(w.decide(&t, FILE, PAGE, Write))),
         DenyCause::Masked { removed: W }
@@ -123,7 +123,7 @@ fn expired_cap_denied() {
     let mut g = CapGrant::new(FILE, CTX_A, R);
     g.expires = Expiry::from_raw(T0 - 1);
     let cap = w.cap_with(g);
-    w.host().set_ctx(CTX_A, &ctx_with(&[&cap]));
+    w.write_ctx(CTX_A, &ctx_with(&[&cap]));
     let t = SecCtxMgr::new(CTX_A);
     assert!(matches!(
         cause(violation(w.decide(&t, FILE, PAGE, Read))),
@@ -160,7 +160,7 @@ fn tampered_cap_denied() {
 fn cap_copied_to_another_context_denied() {
     let w = World::new();
     let for_b = w.cap(FILE, CTX_B, RW);
-    w.host().set_ctx(CTX_A, &ctx_with(&[&for_b]));
+    w.write_ctx(CTX_A, &ctx_with(&[&for_b]));
     let t = SecCtxMgr::new(CTX_A);
     assert_eq!(
         cause(violation(w.decide(&t, FILE, PAGE, Read))),
@@ -173,7 +173,7 @@ fn cap_signed_by_the_wrong_key_denied() {
     let w = World::new();
     // A cap for FILE signed with OTHER's key.
     let cap = twizzler_security::Cap::mint(CapGrant::new(FILE, CTX_A, R), w.key(OTHER)).unwrap();
-    w.host().set_ctx(CTX_A, &ctx_with(&[&cap]));
+    w.write_ctx(CTX_A, &ctx_with(&[&cap]));
     let t = SecCtxMgr::new(CTX_A);
     assert!(matches!(
         cause(violation(w.decide(&t, FILE, PAGE, Read))),
@@ -186,7 +186,7 @@ fn objects_without_kuid_or_key_denied_with_reason() {
     let w = World::new();
     let a = twizzler_security::Cap::mint(CapGrant::new(NOKUID, CTX_A, R), w.key(FILE)).unwrap();
     let b = twizzler_security::Cap::mint(CapGrant::new(NOKEY, CTX_A, R), w.key(FILE)).unwrap();
-    w.host().set_ctx(CTX_A, &ctx_with(&[&a, &b]));
+    w.write_ctx(CTX_A, &ctx_with(&[&a, &b]));
     let t = SecCtxMgr::new(CTX_A);
     assert_eq!(
         cause(violation(w.decide(&t, NOKUID, PAGE, Read))),
@@ -217,11 +217,24 @@ fn null_page_out_of_bounds_unknown_object_missing_and_malformed_context() {
             offset: 1 << 30
         }
     );
+    // The fault handler holds the object; one whose id did not verify against its metadata
+    // comes without a kuid, and no capability can then grant anything on it.
     let ghost = twizzler_security::ObjID::new(0xdead);
-    assert_eq!(
-        violation(w.decide(&t, ghost, PAGE, Read)),
-        Violation::UnknownObject(ghost)
+    w.write_ctx(CTX_A, &ctx_with(&[&w.cap(FILE, CTX_A, RW)]));
+    let unverified = kernel_hooks::Fault::new(
+        FILE,
+        kernel_hooks::ObjectInfo {
+            kuid: None,
+            default_prots: Protections::empty(),
+        },
+        PAGE,
+        Read,
     );
+    assert!(matches!(
+        violation(w.engine.decide(&t, &unverified)),
+        Violation::Denied { ctx: CTX_A, .. }
+    ));
+    assert_eq!(mapped(&w.decide(&t, FILE, PAGE, Read)), Some(RW));
     let nowhere = SecCtxMgr::new(ghost);
     assert_eq!(
         violation(w.decide(&nowhere, FILE, PAGE, Read)),
@@ -229,6 +242,7 @@ fn null_page_out_of_bounds_unknown_object_missing_and_malformed_context() {
     );
     for bytes in [vec![], vec![0u8; 48], b"TSCX\x01\x00".to_vec()] {
         w.host().set_ctx_bytes(CTX_A, bytes);
+        w.engine.invalidate_ctx(CTX_A);
         assert!(matches!(
             violation(w.decide(&t, FILE, PAGE, Read)),
             Violation::MalformedContext { ctx: CTX_A, .. }
@@ -246,7 +260,7 @@ fn delegation_grants_its_subset_only() {
     let del = Del::from_cap(&parent, g, w.key(CTX_A)).unwrap();
     let mut e = SecCtxEditor::new();
     e.add_del(&del);
-    w.host().set_ctx(CTX_B, &e);
+    w.write_ctx(CTX_B, &e);
     let t = SecCtxMgr::new(CTX_B);
 
     assert_eq!(mapped(&w.decide(&t, FILE, 0x2000, Read)), Some(R));
@@ -261,7 +275,7 @@ fn delegation_grants_its_subset_only() {
     );
 
     // The same delegation copied into C grants nothing there.
-    w.host().set_ctx(CTX_C, &e);
+    w.write_ctx(CTX_C, &e);
     let c = SecCtxMgr::new(CTX_C);
     assert_eq!(
         cause(violation(w.decide(&c, FILE, 0x2000, Read))),
@@ -273,7 +287,7 @@ fn delegation_grants_its_subset_only() {
 fn switch_to_the_first_inactive_context_that_grants() {
     let w = World::new();
     let cap = w.cap(FILE, CTX_B, RW);
-    w.host().set_ctx(CTX_B, &ctx_with(&[&cap]));
+    w.write_ctx(CTX_B, &ctx_with(&[&cap]));
     let t = SecCtxMgr::new(CTX_A);
     t.attach(CTX_C).unwrap();
     t.attach(CTX_B).unwrap();
@@ -303,10 +317,10 @@ fn switch_to_the_first_inactive_context_that_grants() {
 fn undetachable_active_context_blocks_the_switch() {
     let w = World::new();
     let cap = w.cap(FILE, CTX_B, R);
-    w.host().set_ctx(CTX_B, &ctx_with(&[&cap]));
+    w.write_ctx(CTX_B, &ctx_with(&[&cap]));
     let mut a = SecCtxEditor::new();
     a.set_flags(CtxFlags::UNDETACHABLE);
-    w.host().set_ctx(CTX_A, &a);
+    w.write_ctx(CTX_A, &a);
     let t = SecCtxMgr::new(CTX_A);
     t.attach(CTX_B).unwrap();
 
@@ -328,7 +342,7 @@ fn code_entry_gate_aligned_allowed_misaligned_denied_free_execution_inside() {
     let mut g = CapGrant::new(LIB, CTX_B, RX);
     g.gate = Gate::new(0x1000, 0x100, 0x40).unwrap();
     let cap = w.cap_with(g);
-    w.host().set_ctx(CTX_B, &ctx_with(&[&cap]));
+    w.write_ctx(CTX_B, &ctx_with(&[&cap]));
 
     let misaligned = SecCtxMgr::new(CTX_A);
     misaligned.attach(CTX_B).unwrap();
@@ -364,14 +378,10 @@ fn code_entry_gate_aligned_allowed_misaligned_denied_free_execution_inside() {
 fn check_active_and_search_access_mirror_twizzler() {
     let w = World::new();
     let cap = w.cap(FILE, CTX_B, RW);
-    w.host().set_ctx(CTX_B, &ctx_with(&[&cap]));
+    w.write_ctx(CTX_B, &ctx_with(&[&cap]));
     let t = SecCtxMgr::new(CTX_A);
     t.attach(CTX_B).unwrap();
-    let f = kernel_hooks::Fault {
-        target: FILE,
-        offset: PAGE,
-        kind: Write,
-    };
+    let f = w.fault(FILE, PAGE, Write);
     let active = t.check_active_access(&w.engine, &f).unwrap();
     assert_eq!((active.ctx, active.provide), (CTX_A, Protections::empty()));
     let found = t.search_access(&w.engine, &f).unwrap();

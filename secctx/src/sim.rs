@@ -8,7 +8,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use kernel_hooks::{Decision, Engine, Fault, Host, ObjectInfo, SecCtxMgr, Unmap};
+use kernel_hooks::{CtxBytes, Decision, Engine, Fault, Host, ObjectInfo, SecCtxMgr, Unmap};
 use twizzler_security::{
     Access, AccessKind, Authority, CtxFlags, KeyLookupError, Mask, ObjID, PermsInfo, Protections,
     Record, RecordId, RecordKind, SecCtx, Verdict, VerifyingKey, evaluate_explained,
@@ -96,13 +96,17 @@ impl Host for StoreHost {
     fn object(&self, id: ObjID) -> Option<ObjectInfo> {
         self.objects.get(&id).copied()
     }
-    fn ctx_bytes(&self, ctx: ObjID) -> Option<&[u8]> {
-        self.contexts.get(&ctx).map(Vec::as_slice)
+    fn with_ctx<R>(&self, ctx: ObjID, f: impl FnOnce(CtxBytes<'_>) -> R) -> Option<R> {
+        // Bytes loaded from the store into the simulator's own memory: no one else writes them.
+        self.contexts
+            .get(&ctx)
+            .map(|b| f(CtxBytes::private(b.as_slice())))
     }
-    fn verifying_key(&self, kuid: ObjID) -> Option<&VerifyingKey> {
-        self.keys.get(&kuid)
+    fn with_key<R>(&self, kuid: ObjID, f: impl FnOnce(&VerifyingKey) -> R) -> Option<R> {
+        self.keys.get(&kuid).map(f)
     }
-    fn now(&self) -> u64 {
+    /// The simulation's clock is the Unix time it was asked about (the offset stays 0).
+    fn monotonic_ns(&self) -> u64 {
         self.now
     }
     fn unmap(&self, _what: Unmap) {}
@@ -125,7 +129,8 @@ impl Authority for SimAuthority<'_> {
             return Err(KeyLookupError::KeyRevoked(obj));
         }
         self.host
-            .verifying_key(kuid)
+            .keys
+            .get(&kuid)
             .ok_or(KeyLookupError::UnknownKey(obj))
     }
 
@@ -243,14 +248,28 @@ impl AccessSimulator {
             // again; the report still lists it.
             let _ = thread.attach(c);
         }
+        // The simulator stands in for the fault handler, which holds the object: its metadata
+        // comes from the store (an object the store lacks has no kuid and no default rights).
+        let object = self
+            .engine
+            .host()
+            .object(access.target)
+            .unwrap_or(ObjectInfo {
+                kuid: None,
+                default_prots: Protections::empty(),
+            });
         let decision = self.engine.decide(
             &thread,
-            &Fault {
-                target: access.target,
-                offset: access.offset,
-                kind: access.kind,
-            },
+            &Fault::new(access.target, object, access.offset, access.kind),
         );
+        // As the kernel does: a decision made by an inactive context switches the thread.
+        if let Decision::Map {
+            switch_to: Some(ctx),
+            ..
+        } = decision
+        {
+            thread.switch_context(ctx);
+        }
         let reports = contexts
             .iter()
             .enumerate()
@@ -275,7 +294,7 @@ impl AccessSimulator {
             perms: None,
             records: Vec::new(),
         };
-        let Some(bytes) = host.ctx_bytes(ctx_id) else {
+        let Some(bytes) = host.contexts.get(&ctx_id) else {
             report.error = Some("no such context in the store".into());
             return report;
         };

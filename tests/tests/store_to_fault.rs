@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 
-use kernel_hooks::{Decision, Engine, Fault, Host, ObjectInfo, SecCtxMgr, Unmap};
+use kernel_hooks::{CtxBytes, Decision, Engine, Fault, Host, ObjectInfo, SecCtxMgr, Unmap};
 use rand_chacha::ChaCha20Rng;
 use rand_core::SeedableRng;
 use secctx::keypair::{self, KdfParams};
@@ -50,13 +50,15 @@ impl Host for FileKernel {
             default_prots: o.meta.default_prots,
         })
     }
-    fn ctx_bytes(&self, ctx: ObjID) -> Option<&[u8]> {
-        self.objects.get(&ctx).map(|o| o.data.as_slice())
+    fn with_ctx<R>(&self, ctx: ObjID, f: impl FnOnce(CtxBytes<'_>) -> R) -> Option<R> {
+        self.objects
+            .get(&ctx)
+            .map(|o| f(CtxBytes::private(o.data.as_slice())))
     }
-    fn verifying_key(&self, kuid: ObjID) -> Option<&VerifyingKey> {
-        self.keys.get(&kuid)
+    fn with_key<R>(&self, kuid: ObjID, f: impl FnOnce(&VerifyingKey) -> R) -> Option<R> {
+        self.keys.get(&kuid).map(f)
     }
-    fn now(&self) -> u64 {
+    fn monotonic_ns(&self) -> u64 {
         NOW
     }
     fn unmap(&self, _what: Unmap) {}
@@ -157,14 +159,8 @@ fn store_simulator_engine_and_rule_agree() {
         for &(target, offset, kind) in &accesses {
             let thread = SecCtxMgr::new(contexts[0]);
             thread.attach(contexts[1]).unwrap();
-            let engine_says = engine.decide(
-                &thread,
-                &Fault {
-                    target,
-                    offset,
-                    kind,
-                },
-            );
+            let object = Host::object(engine.host(), target).expect("every object is in the store");
+            let engine_says = engine.decide(&thread, &Fault::new(target, object, offset, kind));
             let sim_says = sim.check(
                 &contexts,
                 SimAccess {

@@ -338,16 +338,30 @@ impl Del {
         &self,
         mut key_for: impl FnMut(ObjID) -> Result<&'k crate::VerifyingKey, crate::KeyLookupError>,
     ) -> Result<(), VerifyError> {
-        self.root.verify_signature(key_for(self.root.target())?)?;
+        self.each_signature(|signer, msg, sig| key_for(signer)?.verify(msg, sig))
+    }
+
+    /// Calls `check(signer, message, signature)` for the root capability (signed for its
+    /// target) and then every link (signed for its provider), stopping at the first error.
+    /// The form of verification for keys that are lent for the duration of a call (see
+    /// [`crate::Authority::with_key`]).
+    pub fn each_signature(
+        &self,
+        mut check: impl FnMut(ObjID, &[u8], &crate::Signature) -> Result<(), VerifyError>,
+    ) -> Result<(), VerifyError> {
+        check(
+            self.root.target(),
+            &self.root.signed_message(),
+            self.root.signature(),
+        )?;
         for (i, link) in self.links().enumerate() {
-            let key = key_for(link.provider)?;
             let msg = link_message(
                 &self.root,
                 self.links().take(i),
                 &link.encode_body(),
                 link.grant.hash,
             );
-            key.verify(&msg, &link.sig)?;
+            check(link.provider, &msg, &link.sig)?;
         }
         Ok(())
     }

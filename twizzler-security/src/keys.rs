@@ -383,6 +383,52 @@ impl SigningKey {
         }
     }
 
+    /// Least entropy [`SigningKey::from_entropy`] accepts, in bytes.
+    pub const MIN_ENTROPY: usize = 32;
+
+    /// Derives a fresh key from raw entropy bytes, for a caller whose random source is not a
+    /// `rand_core` 0.10 RNG (Twizzler's kernel fills a buffer from its own entropy pool).
+    ///
+    /// `entropy` must hold at least [`SigningKey::MIN_ENTROPY`] bytes of full entropy; it is
+    /// condensed with BLAKE3's key derivation (domain-separated per scheme), so any length
+    /// above the minimum is fine. The same bytes give the same key.
+    pub fn from_entropy(scheme: SigningScheme, entropy: &[u8]) -> Result<Self, DecodeError> {
+        if entropy.len() < Self::MIN_ENTROPY {
+            return Err(DecodeError::BadLength {
+                what: "key-generation entropy",
+                len: entropy.len(),
+            });
+        }
+        let derive = |context: &str, counter: u8| {
+            let mut h = blake3::Hasher::new_derive_key(context);
+            h.update(entropy);
+            h.update(&[counter]);
+            Zeroizing::new(*h.finalize().as_bytes())
+        };
+        match scheme {
+            SigningScheme::Ed25519 => {
+                let seed = derive("twizzler-security 2026-11 keygen ed25519 v1", 0);
+                Ok(Self(SigningInner::Ed25519(
+                    ed25519_dalek::SigningKey::from_bytes(&seed),
+                )))
+            }
+            SigningScheme::EcdsaP256 => {
+                // A 256-bit string is a valid scalar (in 1..n) except with probability about
+                // 2^-32; draw again with the next counter in that case.
+                for counter in 0..=u8::MAX {
+                    let candidate = derive("twizzler-security 2026-11 keygen p256 v1", counter);
+                    if let Ok(k) = p256::ecdsa::SigningKey::from_slice(&candidate[..]) {
+                        return Ok(Self(SigningInner::P256(k)));
+                    }
+                }
+                Err(DecodeError::BadLength {
+                    what: "key-generation entropy (no valid scalar)",
+                    len: entropy.len(),
+                })
+            }
+        }
+    }
+
     /// The key's scheme.
     pub fn scheme(&self) -> SigningScheme {
         match self.0 {

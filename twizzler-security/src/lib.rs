@@ -93,7 +93,9 @@ mod time;
 pub use cap::{CAP_BODY_LEN, CAP_DOMAIN, CAP_LEN, CAP_MAGIC, CAP_VERSION, Cap, CapGrant};
 #[cfg(feature = "alloc")]
 pub use ctx::{BuildError, SecCtxEditor};
-pub use ctx::{CtxError, CtxFlags, Entry, Mask, SecCtx, Validated};
+pub use ctx::{
+    CtxError, CtxFlags, CtxHeader, CtxMem, Entry, MAX_RECORD_LEN, Mask, SecCtx, Validated, WRITING,
+};
 pub use del::{
     DEL_DOMAIN, DEL_MAGIC, DEL_VERSION, Del, DelGrant, LINK_LEN, Link, MAX_CHAIN_DEPTH,
     MAX_DEL_LEN, del_len,
@@ -116,5 +118,5 @@ pub use perms::{
     Access, AccessKind, Grant, PermsInfo, RecordReport, Verdict, allowed_by_masks, evaluate,
     evaluate_explained,
 };
-pub use record::{Authority, Record, RecordKind};
+pub use record::{Authority, Record, RecordKind, signature_check_id};
 pub use time::Expiry;

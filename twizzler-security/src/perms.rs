@@ -19,7 +19,7 @@
 //! Records are checked cheaply (binding, gate) before any signature work, and a record that
 //! could add nothing to what is already provided is not verified at all.
 
-use crate::ctx::SecCtx;
+use crate::ctx::{CtxMem, SecCtx};
 use crate::error::{DecodeError, VerifyError};
 use crate::gate::Gate;
 use crate::ids::{ObjID, PAGE_SIZE, Protections};
@@ -232,7 +232,7 @@ impl Grant {
 /// The rights context `ctx`'s masks let through for `target`:
 /// `mask(T).permmask & (C.global_mask | mask(T).ovrmask)`, or `C.global_mask` when `T` has no
 /// mask.
-pub fn allowed_by_masks(ctx: &SecCtx<'_>, target: ObjID) -> Protections {
+pub fn allowed_by_masks<M: ?Sized + CtxMem>(ctx: &SecCtx<'_, M>, target: ObjID) -> Protections {
     match ctx.mask(target) {
         Some(m) => m.permmask & (ctx.global_mask() | m.ovrmask),
         None => ctx.global_mask(),
@@ -240,9 +240,9 @@ pub fn allowed_by_masks(ctx: &SecCtx<'_>, target: ObjID) -> Protections {
 }
 
 /// Evaluates context `ctx` (whose object id is `ctx_id`) for `access` to `target`.
-pub fn evaluate(
+pub fn evaluate<M: ?Sized + CtxMem>(
     ctx_id: ObjID,
-    ctx: &SecCtx<'_>,
+    ctx: &SecCtx<'_, M>,
     target: ObjID,
     default_prots: Protections,
     auth: &impl Authority,
@@ -263,9 +263,9 @@ pub fn evaluate(
 
 /// [`evaluate`], reporting every record's verdict to `observe`.
 #[allow(clippy::too_many_arguments)]
-pub fn evaluate_explained(
+pub fn evaluate_explained<M: ?Sized + CtxMem>(
     ctx_id: ObjID,
-    ctx: &SecCtx<'_>,
+    ctx: &SecCtx<'_, M>,
     target: ObjID,
     default_prots: Protections,
     auth: &impl Authority,

@@ -7,7 +7,7 @@ use crate::error::{DecodeError, KeyLookupError, VerifyError};
 use crate::gate::Gate;
 use crate::hash::RecordId;
 use crate::ids::{ObjID, Protections};
-use crate::keys::VerifyingKey;
+use crate::keys::{Signature, VerifyingKey};
 use crate::time::Expiry;
 
 /// What the permission rule needs from its host: keys, revocation, and (optionally) a memory of
@@ -18,23 +18,74 @@ use crate::time::Expiry;
 pub trait Authority {
     /// The verifying key that signs for `obj`: the key named by `obj`'s `kuid`. An object
     /// without a `kuid`, a `kuid` naming no key, and a revoked key are errors.
-    fn key_for(&self, obj: ObjID) -> Result<&VerifyingKey, KeyLookupError>;
+    ///
+    /// Implement this when the keys outlive the authority (a map of parsed keys). An authority
+    /// that can only lend a key for the duration of a call (a kernel whose key objects sit in a
+    /// locked table) implements [`Authority::with_key`] instead and leaves this default, which
+    /// finds no key: verification only ever goes through `with_key`.
+    fn key_for(&self, obj: ObjID) -> Result<&VerifyingKey, KeyLookupError> {
+        Err(KeyLookupError::UnknownKey(obj))
+    }
+
+    /// Runs `f` with the verifying key that signs for `obj` (see [`Authority::key_for`]),
+    /// lent for the duration of the call. Every verification in this crate looks keys up
+    /// through this method; the default lends the key [`Authority::key_for`] returns.
+    fn with_key<R>(
+        &self,
+        obj: ObjID,
+        f: impl FnOnce(&VerifyingKey) -> R,
+    ) -> Result<R, KeyLookupError> {
+        self.key_for(obj).map(f)
+    }
 
     /// Whether the record with this id has been revoked.
     fn is_revoked(&self, _id: &RecordId) -> bool {
         false
     }
 
-    /// Whether the record with this id was already verified under the keys `key_for` returns
-    /// now, so its signatures need not be checked again. Expiry, binding, attenuation,
-    /// revocation and key lookups are still checked. Return `true` only for ids passed to
-    /// [`Authority::remember_verified`] since the keys involved last changed.
+    /// Whether the signature check with this id ([`signature_check_id`]: a hash of the key,
+    /// the signed message and the signature) already succeeded, so it need not be done
+    /// again. Binding the memory to the key itself means a changed key, or an object whose
+    /// `kuid` now names another key, can never be vouched for by an earlier success.
+    /// Expiry, binding, attenuation, revocation and key lookups are still checked.
     fn is_verified(&self, _id: &RecordId) -> bool {
         false
     }
 
-    /// Called after a record's signatures verified.
+    /// Called after a signature check succeeded, with its [`signature_check_id`].
     fn remember_verified(&self, _id: &RecordId) {}
+}
+
+/// The id under which an [`Authority`] remembers that `sig` over `msg` verified under `key`:
+/// BLAKE3, domain-separated, over the key's raw bytes, the message and the signature.
+pub fn signature_check_id(key: &VerifyingKey, msg: &[u8], sig: &Signature) -> RecordId {
+    let mut h = blake3::Hasher::new_derive_key("twizzler-security 2026-11 signature check v1");
+    let raw = key.to_raw();
+    h.update(&[key.scheme().tag(), raw.len() as u8]);
+    h.update(&raw);
+    h.update(&(msg.len() as u64).to_le_bytes());
+    h.update(msg);
+    h.update(&sig.encode());
+    RecordId(*h.finalize().as_bytes())
+}
+
+/// Checks `sig` over `msg` under the key that signs for `signer`, lent by `auth`, unless `auth`
+/// remembers this exact check succeeding.
+fn check_signature(
+    auth: &impl Authority,
+    signer: ObjID,
+    msg: &[u8],
+    sig: &Signature,
+) -> Result<(), VerifyError> {
+    auth.with_key(signer, |key| {
+        let id = signature_check_id(key, msg, sig);
+        if auth.is_verified(&id) {
+            return Ok(());
+        }
+        key.verify(msg, sig)?;
+        auth.remember_verified(&id);
+        Ok(())
+    })?
 }
 
 /// The kind of a record, as stored in a context's entry table.
@@ -173,36 +224,20 @@ impl Record {
     }
 
     /// Verifies the record at `now`: not revoked, not expired, a delegation chain continuous
-    /// and attenuating, and every signature valid under the keys `auth` gives (skipped when
-    /// `auth` already vouches for this exact record). Does not check what the record is bound
-    /// to (target and holder); the permission rule does that first.
+    /// and attenuating, and every signature valid under the keys `auth` lends (a signature
+    /// check `auth` remembers succeeding is not repeated). Does not check what the record is
+    /// bound to (target and holder); the permission rule does that first.
     pub fn verify(&self, auth: &impl Authority, now: u64) -> Result<(), VerifyError> {
-        let id = self.check_revocation(auth)?;
-        let known = auth.is_verified(&id);
+        self.check_revocation(auth)?;
         match self {
             Self::Cap(c) => {
                 c.check_expiry(now)?;
-                let key = auth.key_for(c.target())?;
-                if !known {
-                    c.verify_signature(key)?;
-                }
+                check_signature(auth, c.target(), &c.signed_message(), c.signature())
             }
             Self::Del(d) => {
                 d.check_chain(now)?;
-                if known {
-                    // Keys may have been revoked since: look them all up again.
-                    auth.key_for(d.target())?;
-                    for link in d.links() {
-                        auth.key_for(link.provider())?;
-                    }
-                } else {
-                    d.verify_signatures(|obj| auth.key_for(obj))?;
-                }
+                d.each_signature(|signer, msg, sig| check_signature(auth, signer, msg, sig))
             }
         }
-        if !known {
-            auth.remember_verified(&id);
-        }
-        Ok(())
     }
 }

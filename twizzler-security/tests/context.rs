@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use fixture::*;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
-use twizzler_security::ctx::{CTX_MAGIC, CTX_VERSION, ENTRY_LEN, HEADER_LEN, MASK_LEN};
+use twizzler_security::ctx::{CTX_MAGIC, CTX_VERSION, ENTRY_LEN, HEADER_LEN, MASK_LEN, WRITING};
 use twizzler_security::{
     Access, Cap, CtxError, CtxFlags, DecodeError, Del, DelGrant, Gate, Mask, ObjID, Protections,
     Record, RecordId, RecordKind, SecCtx, SecCtxEditor, Signature, SigningKey, SigningScheme,
@@ -175,10 +175,16 @@ fn header_errors() {
             CtxError::NonZeroReserved
         );
     }
-    // The generation is free-form.
-    let g =
-        patched(|b| b[OFF_GENERATION..OFF_GENERATION + 8].copy_from_slice(&u64::MAX.to_le_bytes()));
-    assert_eq!(SecCtx::parse(&g).unwrap().generation(), u64::MAX);
+    // The generation is free-form below the WRITING bit…
+    let gen_at = |g: u64| {
+        patched(|b| b[OFF_GENERATION..OFF_GENERATION + 8].copy_from_slice(&g.to_le_bytes()))
+    };
+    let top = WRITING - 1;
+    assert_eq!(SecCtx::parse(&gen_at(top)).unwrap().generation(), top);
+    // …and a header with it set is a rewrite in progress: refused, whatever else it says.
+    for g in [WRITING, WRITING | 7, u64::MAX] {
+        assert_eq!(parse_err(&gen_at(g)), CtxError::WriteInProgress);
+    }
     // Flags: the known bit is accepted.
     let f = patched(|b| put_u16(b, OFF_FLAGS, 1));
     assert_eq!(SecCtx::parse(&f).unwrap().flags(), CtxFlags::UNDETACHABLE);
@@ -301,7 +307,7 @@ fn entry_errors() {
     });
     let ctx = SecCtx::parse(&empty_item).unwrap();
     let e = ctx.entries().next().unwrap();
-    assert!(e.bytes.is_empty());
+    assert!(e.bytes().is_empty());
     assert!(matches!(e.record(), Err(DecodeError::Truncated { .. })));
 
     for kind in [2u32, 3, u32::MAX] {
@@ -599,7 +605,7 @@ fn entries_for_returns_exactly_the_records_of_a_target_in_insertion_order() {
     for (&target, want) in &expected {
         let got: Vec<Vec<u8>> = ctx
             .entries_for(t(target))
-            .map(|e| e.bytes.to_vec())
+            .map(|e| e.bytes().to_vec())
             .collect();
         assert_eq!(&got, want, "target {target}");
         for e in ctx.entries_for(t(target)) {
@@ -855,7 +861,7 @@ fn random_edits_match_a_reference_model() {
             for &probe in &probes {
                 let got: Vec<(RecordKind, &[u8])> = ctx
                     .entries_for(t(probe))
-                    .map(|e| (e.kind, e.bytes))
+                    .map(|e| (e.kind, e.bytes()))
                     .collect();
                 let want = by_target.get(&probe).cloned().unwrap_or_default();
                 prop_assert_eq!(got, want, "entries for {:#x}", probe);
@@ -865,7 +871,7 @@ fn random_edits_match_a_reference_model() {
             // Full iteration: sorted by target, stable.
             let all: Vec<(u128, RecordKind, &[u8])> = ctx
                 .entries()
-                .map(|e| (e.target.raw(), e.kind, e.bytes))
+                .map(|e| (e.target.raw(), e.kind, e.bytes()))
                 .collect();
             let want: Vec<(u128, RecordKind, &[u8])> = by_target
                 .iter()
@@ -1006,9 +1012,9 @@ fn exercise(bytes: &[u8], auth: &TestAuth) -> bool {
     assert_eq!(ctx2.global_mask(), ctx.global_mask());
     let again: Vec<_> = ctx2
         .entries()
-        .map(|e| (e.target, e.kind, e.bytes))
+        .map(|e| (e.target, e.kind, e.bytes()))
         .collect();
-    let orig: Vec<_> = all.iter().map(|e| (e.target, e.kind, e.bytes)).collect();
+    let orig: Vec<_> = all.iter().map(|e| (e.target, e.kind, e.bytes())).collect();
     assert_eq!(again, orig);
     assert_eq!(ctx2.masks().collect::<Vec<_>>(), masks);
     true

@@ -87,7 +87,7 @@ fn check_present(ctx: &SecCtx<'_>, mults: &[u8], k: usize) -> usize {
         assert!(c < want, "target {k}: more than {want} entries");
         assert_eq!(e.target, target(k), "target {k} copy {c}: filed under");
         assert_eq!(e.kind, RecordKind::Cap);
-        let cap = Cap::decode(e.bytes).unwrap_or_else(|err| panic!("target {k} copy {c}: {err}"));
+        let cap = Cap::decode(e.bytes()).unwrap_or_else(|err| panic!("target {k} copy {c}: {err}"));
         assert_eq!(cap.target(), target(k), "target {k} copy {c}");
         assert_eq!(
             cap.expires(),
@@ -208,9 +208,9 @@ fn a_million_entries() {
         let (k, c) = expected.next().expect("more entries than laid out");
         assert_eq!(e.index, i);
         assert_eq!(e.target, target(k), "entry {i}");
-        assert_eq!(e.bytes.len(), CAP_LEN, "entry {i}");
+        assert_eq!(e.bytes().len(), CAP_LEN, "entry {i}");
         let expires = u64::from_le_bytes(
-            e.bytes[CAP_EXPIRES_AT..CAP_EXPIRES_AT + 8]
+            e.bytes()[CAP_EXPIRES_AT..CAP_EXPIRES_AT + 8]
                 .try_into()
                 .unwrap(),
         );

@@ -11,6 +11,7 @@ use twizzler_security::{
     Expiry, Gate, HashAlg, KeyLookupError, ObjID, PermsInfo, Protections, SecCtx, SecCtxEditor,
     SigningKey, SigningScheme, Verdict, VerifyError, evaluate,
 };
+use twizzler_security::{Authority, Record, RecordId, Signature, signature_check_id};
 
 // Contexts.
 const C: ObjID = ObjID::new(0xC0);
@@ -1255,11 +1256,20 @@ fn memo_is_used_and_still_checks_expiry_revocation_and_keys() {
             Verdict::WrongHolder(C2)
         ]
     );
-    assert_eq!(auth.remembered(), vec![c_r.id(), c_w.id()]);
+    assert_eq!(
+        auth.remembered(),
+        checks(&auth, &[Record::Cap(c_r), Record::Cap(c_w)])
+    );
     assert_eq!(auth.memo_hits.get(), 0);
     let (_, vd) = explain(C, &bytes, B, NONE, &auth, Access::write(0x1000), NOW);
     assert_eq!(vd, vec![Verdict::Counted(R | W)]);
-    assert_eq!(auth.remembered(), vec![c_r.id(), c_w.id(), del.id()]);
+    assert_eq!(
+        auth.remembered(),
+        checks(
+            &auth,
+            &[Record::Cap(c_r), Record::Cap(c_w), Record::Del(del.clone())]
+        )
+    );
 
     // Second evaluation: same result, answered from the memo, nothing remembered again.
     auth.clear_log();
@@ -1277,7 +1287,8 @@ fn memo_is_used_and_still_checks_expiry_revocation_and_keys() {
     );
     let (_, vd) = explain(C, &bytes, B, NONE, &auth, Access::write(0x1000), NOW);
     assert_eq!(vd, vec![Verdict::Counted(R | W)]);
-    assert_eq!(auth.memo_hits.get(), 3);
+    // A delegation is two signature checks (the root's and the link's), both remembered.
+    assert_eq!(auth.memo_hits.get(), 4);
     assert!(auth.remembered().is_empty());
 
     // Memoized, but expired now.
@@ -1301,10 +1312,13 @@ fn memo_is_used_and_still_checks_expiry_revocation_and_keys() {
     assert_eq!(info.valid_until, Expiry::NEVER);
     assert_eq!(
         auth.memo_hits.get(),
-        2,
-        "c_r (then found expired) and c_w hit the memo"
+        1,
+        "c_w hits the memo; c_r is found expired before any key or memo is consulted"
     );
-    assert_eq!(auth.remembered(), vec![c_redundant.id()]);
+    assert_eq!(
+        auth.remembered(),
+        checks(&auth, &[Record::Cap(c_redundant)])
+    );
 
     // Memoized, but the record is revoked now.
     let mut revoking = w
@@ -1330,7 +1344,11 @@ fn memo_is_used_and_still_checks_expiry_revocation_and_keys() {
     key_revoked.memo = revoking.memo.take();
     {
         let memo = key_revoked.memo.as_ref().unwrap().borrow();
-        for id in [c_r.id(), c_w.id(), c_redundant.id(), del.id()] {
+        let all = [c_r, c_w, c_redundant].map(Record::Cap);
+        for id in checks(&w.auth(), &all)
+            .into_iter()
+            .chain(checks(&w.auth(), &[Record::Del(del.clone())]))
+        {
             assert!(memo.contains(&id), "{id:?} should be memoized by now");
         }
     }
@@ -1355,6 +1373,22 @@ fn memo_is_used_and_still_checks_expiry_revocation_and_keys() {
     );
     assert_eq!(info.provide, NONE);
     assert!(key_revoked.remembered().is_empty());
+}
+
+/// The signature-check ids (what a memo remembers) of `records`, in verification order.
+fn checks(auth: &impl Authority, records: &[Record]) -> Vec<RecordId> {
+    let mut ids = Vec::new();
+    for r in records {
+        let mut one = |signer: ObjID, msg: &[u8], sig: &Signature| {
+            auth.with_key(signer, |k| ids.push(signature_check_id(k, msg, sig)))
+                .map_err(VerifyError::from)
+        };
+        match r {
+            Record::Cap(c) => one(c.target(), &c.signed_message(), c.signature()).unwrap(),
+            Record::Del(d) => d.each_signature(one).unwrap(),
+        }
+    }
+    ids
 }
 
 #[test]

@@ -375,11 +375,11 @@ fn exercise_ctx(ctx: &SecCtx<'_>) -> Result<(), TestCaseError> {
     prop_assert_eq!(again.global_mask(), ctx.global_mask());
     let again_entries: Vec<_> = again
         .entries()
-        .map(|e| (e.target, e.kind, e.bytes.to_vec()))
+        .map(|e| (e.target, e.kind, e.bytes().to_vec()))
         .collect();
     let orig_entries: Vec<_> = entries
         .iter()
-        .map(|e| (e.target, e.kind, e.bytes.to_vec()))
+        .map(|e| (e.target, e.kind, e.bytes().to_vec()))
         .collect();
     prop_assert_eq!(again_entries, orig_entries);
     prop_assert_eq!(again.masks().collect::<Vec<_>>(), masks);

@@ -3,10 +3,12 @@
 #![allow(dead_code)]
 
 use std::collections::HashMap;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
-use kernel_hooks::{Decision, Engine, Fault, Host, ObjectInfo, SecCtxMgr, Unmap, Violation};
+use kernel_hooks::{
+    CtxBytes, Decision, Engine, Fault, Host, Invalidation, ObjectInfo, SecCtxMgr, Unmap, Violation,
+};
 use rand_chacha::ChaCha20Rng;
 use rand_core::SeedableRng;
 use twizzler_security::{
@@ -29,14 +31,19 @@ pub fn key(scheme: SigningScheme, seed: u64) -> SigningKey {
     SigningKey::generate(scheme, &mut ChaCha20Rng::seed_from_u64(seed))
 }
 
-/// The test kernel. Byte buffers and keys are leaked so `Host` can hand out references
-/// while tests replace them: every version stays valid, as a kernel mapping would.
+/// The test kernel. Contexts and keys are reference-counted: `with_ctx` and `with_key` take a
+/// reference out of the table's lock and run the engine's closure outside it, as a kernel
+/// that maps the object for the duration of the call would. Replacing a context here models a
+/// write the kernel did not notice; [`World::write_ctx`] is the write it noticed (it calls
+/// `invalidate_ctx`, as the write-protection fault does).
 pub struct TestHost {
     objects: Mutex<HashMap<ObjID, ObjectInfo>>,
-    contexts: Mutex<HashMap<ObjID, &'static [u8]>>,
-    keys: Mutex<HashMap<ObjID, &'static VerifyingKey>>,
+    contexts: Mutex<HashMap<ObjID, Arc<Vec<u8>>>>,
+    keys: Mutex<HashMap<ObjID, Arc<VerifyingKey>>>,
     now: AtomicU64,
     pub unmapped: Mutex<Vec<Unmap>>,
+    /// Host calls other than the clock, counted (to show that a hit makes none).
+    pub calls: AtomicU64,
 }
 
 impl Default for TestHost {
@@ -47,6 +54,7 @@ impl Default for TestHost {
             keys: Mutex::default(),
             now: AtomicU64::new(T0),
             unmapped: Mutex::default(),
+            calls: AtomicU64::new(0),
         }
     }
 }
@@ -62,14 +70,28 @@ impl TestHost {
         );
     }
 
+    /// The object's metadata as a fault handler would find it (an unknown object has none).
+    pub fn info(&self, id: ObjID) -> ObjectInfo {
+        self.objects
+            .lock()
+            .unwrap()
+            .get(&id)
+            .copied()
+            .unwrap_or(ObjectInfo {
+                kuid: None,
+                default_prots: NONE,
+            })
+    }
+
     pub fn set_key(&self, kuid: ObjID, key: &SigningKey) {
-        let vk: &'static VerifyingKey = Box::leak(Box::new(key.verifying_key()));
-        self.keys.lock().unwrap().insert(kuid, vk);
+        self.keys
+            .lock()
+            .unwrap()
+            .insert(kuid, Arc::new(key.verifying_key()));
     }
 
     pub fn set_ctx_bytes(&self, ctx: ObjID, bytes: Vec<u8>) {
-        let b: &'static [u8] = Box::leak(bytes.into_boxed_slice());
-        self.contexts.lock().unwrap().insert(ctx, b);
+        self.contexts.lock().unwrap().insert(ctx, Arc::new(bytes));
     }
 
     pub fn set_ctx(&self, ctx: ObjID, editor: &SecCtxEditor) {
@@ -83,26 +105,40 @@ impl TestHost {
     pub fn take_unmapped(&self) -> Vec<Unmap> {
         std::mem::take(&mut *self.unmapped.lock().unwrap())
     }
+
+    pub fn host_calls(&self) -> u64 {
+        self.calls.load(Ordering::SeqCst)
+    }
+
+    fn count(&self) {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+    }
 }
 
 impl Host for TestHost {
     fn object(&self, id: ObjID) -> Option<ObjectInfo> {
+        self.count();
         self.objects.lock().unwrap().get(&id).copied()
     }
 
-    fn ctx_bytes(&self, ctx: ObjID) -> Option<&[u8]> {
-        self.contexts.lock().unwrap().get(&ctx).copied()
+    fn with_ctx<R>(&self, ctx: ObjID, f: impl FnOnce(CtxBytes<'_>) -> R) -> Option<R> {
+        self.count();
+        let bytes = self.contexts.lock().unwrap().get(&ctx).cloned()?;
+        Some(f(CtxBytes::private(&bytes)))
     }
 
-    fn verifying_key(&self, kuid: ObjID) -> Option<&VerifyingKey> {
-        self.keys.lock().unwrap().get(&kuid).copied()
+    fn with_key<R>(&self, kuid: ObjID, f: impl FnOnce(&VerifyingKey) -> R) -> Option<R> {
+        self.count();
+        let key = self.keys.lock().unwrap().get(&kuid).cloned()?;
+        Some(f(&key))
     }
 
-    fn now(&self) -> u64 {
+    fn monotonic_ns(&self) -> u64 {
         self.now.load(Ordering::SeqCst)
     }
 
     fn unmap(&self, what: Unmap) {
+        self.count();
         self.unmapped.lock().unwrap().push(what);
     }
 }
@@ -180,6 +216,7 @@ impl World {
         Cap::mint(grant, self.key(grant.target)).expect("mint")
     }
 
+    /// Decides a fault as the kernel would, switching the thread when the decision says so.
     pub fn decide(
         &self,
         thread: &SecCtxMgr,
@@ -187,14 +224,34 @@ impl World {
         offset: u64,
         kind: AccessKind,
     ) -> Decision {
-        self.engine.decide(
-            thread,
-            &Fault {
-                target,
-                offset,
-                kind,
-            },
-        )
+        let d = self
+            .engine
+            .decide(thread, &self.fault(target, offset, kind));
+        // What a kernel does with a decision that names another context: switch the thread
+        // (and its memory context) to it.
+        if let Decision::Map {
+            switch_to: Some(ctx),
+            ..
+        } = d
+        {
+            assert_ne!(
+                thread.switch_context(ctx),
+                kernel_hooks::SwitchResult::NotAttached,
+                "decide named a context the thread does not have"
+            );
+        }
+        d
+    }
+
+    /// The fault a kernel would build: the object's metadata comes from its table.
+    pub fn fault(&self, target: ObjID, offset: u64, kind: AccessKind) -> Fault {
+        Fault::new(target, self.host().info(target), offset, kind)
+    }
+
+    /// Writes context `ctx` as the kernel sees a write: new bytes, then `invalidate_ctx`.
+    pub fn write_ctx(&self, ctx: ObjID, editor: &SecCtxEditor) -> Invalidation {
+        self.host().set_ctx(ctx, editor);
+        self.engine.invalidate_ctx(ctx)
     }
 }
 

@@ -141,7 +141,7 @@ fn violation_name(v: &Violation) -> &'static str {
     match v {
         Violation::NullPage { .. } => "null_page",
         Violation::OutOfBounds { .. } => "out_of_bounds",
-        Violation::UnknownObject(_) => "unknown_object",
+        Violation::ContextChanging(_) => "context_changing",
         Violation::ContextMissing(_) => "context_missing",
         Violation::MalformedContext { .. } => "malformed_context",
         Violation::Undetachable { .. } => "undetachable",

@@ -100,7 +100,7 @@ impl SecCtxEditor {
                 .map(|e| OwnedEntry {
                     target: e.target,
                     kind: e.kind,
-                    bytes: e.bytes.to_vec(),
+                    bytes: e.bytes().to_vec(),
                 })
                 .collect(),
             masks: ctx
@@ -112,7 +112,7 @@ impl SecCtxEditor {
 
     fn bump(&mut self) {
         // 2^64 edits cannot happen; wrapping keeps this total regardless.
-        self.generation = self.generation.wrapping_add(1);
+        self.generation = self.generation.wrapping_add(1) & !super::WRITING;
     }
 
     /// The generation the next [`SecCtxEditor::encode`] writes.

@@ -13,7 +13,7 @@
 //! | 0 | 4 | magic `TSCX` |
 //! | 4 | 2 | version (1) |
 //! | 6 | 2 | flags ([`CtxFlags`]) |
-//! | 8 | 8 | generation: bumped on every change |
+//! | 8 | 8 | generation: bumped on every change; its top bit ([`WRITING`]) set while a writer rewrites the context in place |
 //! | 16 | 2 | global mask |
 //! | 18 | 2 | reserved, zero |
 //! | 20 | 4 | entry count |
@@ -29,8 +29,10 @@
 //! - Mask ([`MASK_LEN`] bytes): target (16), permmask (2), ovrmask (2). Strictly sorted by target.
 //! - Heap: the encoded capabilities and delegations.
 
+mod mem;
 mod reader;
-pub use reader::{CtxError, Entry, EntryIter, Mask, SecCtx, Validated};
+pub use mem::CtxMem;
+pub use reader::{CtxError, CtxHeader, Entry, EntryIter, MAX_RECORD_LEN, Mask, SecCtx, Validated};
 
 #[cfg(feature = "alloc")]
 mod editor;
@@ -41,6 +43,12 @@ pub use editor::{BuildError, SecCtxEditor};
 pub const CTX_MAGIC: u32 = u32::from_le_bytes(*b"TSCX");
 /// Format version this build reads and writes.
 pub const CTX_VERSION: u16 = 1;
+/// The top bit of the generation: a writer that rewrites a context in place sets it (with the
+/// old generation below it) before touching anything else, and writes the new generation,
+/// without it, last. Readers refuse a header with it set ([`CtxError::WriteInProgress`]) and
+/// compare the header before and after they read, so a cooperating writer can never be seen
+/// half-way. The editor (`SecCtxEditor`) never produces a generation with this bit.
+pub const WRITING: u64 = 1 << 63;
 /// Length of the header.
 pub const HEADER_LEN: usize = 48;
 /// Length of an entry-table row.

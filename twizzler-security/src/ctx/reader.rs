@@ -1,9 +1,15 @@
-//! The zero-copy validating reader.
+//! The validating reader.
+//!
+//! It reads through [`CtxMem`], copying the header, one table row or one record at a time into
+//! buffers of its own, so it is sound over memory a writer changes concurrently; over a plain
+//! slice the copies are small `memcpy`s.
 
 use core::fmt;
 
-use super::{CTX_MAGIC, CTX_VERSION, CtxFlags, ENTRY_LEN, HEADER_LEN, MASK_LEN};
+use super::mem::CtxMem;
+use super::{CTX_MAGIC, CTX_VERSION, CtxFlags, ENTRY_LEN, HEADER_LEN, MASK_LEN, WRITING};
 use crate::codec::Reader;
+use crate::del::MAX_DEL_LEN;
 use crate::error::DecodeError;
 use crate::ids::{ObjID, Protections};
 use crate::record::{Record, RecordKind};
@@ -52,6 +58,9 @@ pub enum CtxError {
     /// [`SecCtx::reopen`]: the bytes are no longer those validated (another generation or
     /// length); parse them again.
     Changed,
+    /// The generation has the [`WRITING`] bit set: a writer is rewriting the context in
+    /// place. Read it again once the writer is done.
+    WriteInProgress,
 }
 
 impl fmt::Display for CtxError {
@@ -62,6 +71,7 @@ impl fmt::Display for CtxError {
             Self::UnknownGlobalMask(b) => write!(f, "global mask {b:#x} has unknown bits"),
             Self::NonZeroReserved => f.write_str("a reserved context header field is not zero"),
             Self::Changed => f.write_str("the context changed since it was validated"),
+            Self::WriteInProgress => f.write_str("the context is being rewritten"),
             Self::TableOutOfBounds(t) => write!(f, "the {t} lies outside the context"),
             Self::UnsortedEntries { index } => {
                 write!(
@@ -104,41 +114,216 @@ pub struct Mask {
     pub ovrmask: Protections,
 }
 
-/// One entry of a context: a record's kind and its (not yet decoded) bytes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Entry<'a> {
+/// The largest record the reader decodes: a delegation of the greatest depth. A longer item
+/// cannot decode as any record.
+pub const MAX_RECORD_LEN: usize = MAX_DEL_LEN;
+
+/// One entry of a context: a record's kind and where its (not yet decoded) bytes lie.
+pub struct Entry<'a, M: ?Sized + CtxMem = [u8]> {
     /// Index in the entry table.
     pub index: usize,
     /// The target the entry is filed under.
     pub target: ObjID,
     /// The record's kind.
     pub kind: RecordKind,
-    /// The record's encoded bytes, inside the item heap.
-    pub bytes: &'a [u8],
+    mem: &'a M,
+    at: usize,
+    len: usize,
 }
 
-impl Entry<'_> {
-    /// Decodes the record.
-    pub fn record(&self) -> Result<Record, DecodeError> {
-        Record::decode(self.kind, self.bytes)
+impl<M: ?Sized + CtxMem> Clone for Entry<'_, M> {
+    fn clone(&self) -> Self {
+        *self
     }
 }
 
-/// A validated, zero-copy view of a security context's bytes.
-///
-/// Invariant, established by [`SecCtx::parse`] and relied on by every accessor: the tables lie
-/// inside the buffer with exact lengths, every entry has a known kind and an item range inside
-/// the heap, entries are sorted by target and masks strictly sorted with known bits.
-#[derive(Clone, Copy)]
-pub struct SecCtx<'a> {
-    len: usize,
-    flags: CtxFlags,
-    generation: u64,
-    global_mask: Protections,
-    entries: &'a [u8],
-    masks: &'a [u8],
-    heap: &'a [u8],
+impl<M: ?Sized + CtxMem> Copy for Entry<'_, M> {}
+
+impl<M: ?Sized + CtxMem> fmt::Debug for Entry<'_, M> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Entry")
+            .field("index", &self.index)
+            .field("target", &self.target)
+            .field("kind", &self.kind)
+            .field("len", &self.len)
+            .finish()
+    }
 }
+
+impl<M: ?Sized + CtxMem> Entry<'_, M> {
+    /// The length of the record's bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the record's bytes are empty (such a record never decodes).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Copies the record's bytes out and decodes them.
+    pub fn record(&self) -> Result<Record, DecodeError> {
+        let mut buf = [0u8; MAX_RECORD_LEN];
+        let dst = buf.get_mut(..self.len).ok_or(DecodeError::BadLength {
+            what: "record",
+            len: self.len,
+        })?;
+        if !self.mem.read(self.at, dst) {
+            return Err(DecodeError::Truncated {
+                at: 0,
+                needed: self.len,
+                available: 0,
+            });
+        }
+        Record::decode(self.kind, dst)
+    }
+}
+
+impl PartialEq for Entry<'_, [u8]> {
+    fn eq(&self, other: &Self) -> bool {
+        (self.index, self.target, self.kind, self.bytes())
+            == (other.index, other.target, other.kind, other.bytes())
+    }
+}
+
+impl Eq for Entry<'_, [u8]> {}
+
+impl<'a> Entry<'a, [u8]> {
+    /// The record's encoded bytes, inside the item heap (for contexts read from memory no one
+    /// else writes).
+    pub fn bytes(&self) -> &'a [u8] {
+        // `at .. at + len` was checked to lie inside the heap, which lies inside `mem`.
+        self.mem.get(self.at..self.at + self.len).unwrap_or(&[])
+    }
+}
+
+/// A region of the context: `offset .. offset + len`, checked to lie inside it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Region {
+    offset: usize,
+    len: usize,
+}
+
+impl Region {
+    /// `offset .. offset + len` if it lies inside `0 .. total`.
+    fn inside(total: usize, offset: u64, len: u64) -> Option<Self> {
+        let offset = usize::try_from(offset).ok()?;
+        let len = usize::try_from(len).ok()?;
+        (offset.checked_add(len)? <= total).then_some(Self { offset, len })
+    }
+
+    /// The sub-region `offset .. offset + len` of this one, in absolute terms.
+    fn sub(&self, offset: u32, len: u32) -> Option<Self> {
+        let inner = Self::inside(self.len, u64::from(offset), u64::from(len))?;
+        Some(Self {
+            offset: self.offset.checked_add(inner.offset)?,
+            len: inner.len,
+        })
+    }
+
+    /// The absolute offset of row `index` of `row_len` bytes, if the whole row is inside.
+    fn row(&self, index: usize, row_len: usize) -> Option<usize> {
+        let start = index.checked_mul(row_len)?;
+        (start.checked_add(row_len)? <= self.len).then(|| self.offset + start)
+    }
+}
+
+/// The decoded header of a context: everything a reader needs to find its tables.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct CtxHeader {
+    /// The flags.
+    pub flags: CtxFlags,
+    /// The generation (without the [`WRITING`] bit, which a header in hand never has).
+    pub generation: u64,
+    /// The global mask.
+    pub global_mask: Protections,
+    entry_count: u32,
+    mask_count: u32,
+    entries_offset: u32,
+    masks_offset: u32,
+    heap_offset: u32,
+    heap_len: u32,
+}
+
+impl CtxHeader {
+    /// Reads and checks the header of `mem`: magic, version, known flags and mask bits, zero
+    /// reserved fields, and no write in progress.
+    pub fn read<M: ?Sized + CtxMem>(mem: &M) -> Result<Self, CtxError> {
+        let mut raw = [0u8; HEADER_LEN];
+        if !mem.read(0, &mut raw) {
+            return Err(CtxError::Header(DecodeError::Truncated {
+                at: 0,
+                needed: HEADER_LEN,
+                available: mem.len(),
+            }));
+        }
+        let mut r = Reader::new(&raw);
+        r.magic(CTX_MAGIC)?;
+        r.version(CTX_VERSION)?;
+        let raw_flags = r.u16()?;
+        let generation = r.u64()?;
+        let raw_global = r.u16()?;
+        let reserved_a = r.u16()?;
+        let entry_count = r.u32()?;
+        let mask_count = r.u32()?;
+        let entries_offset = r.u32()?;
+        let masks_offset = r.u32()?;
+        let heap_offset = r.u32()?;
+        let heap_len = r.u32()?;
+        let reserved_b = r.u32()?;
+        r.finish()?;
+        if generation & WRITING != 0 {
+            return Err(CtxError::WriteInProgress);
+        }
+        let flags = CtxFlags::from_bits(raw_flags).ok_or(CtxError::UnknownFlags(raw_flags))?;
+        let global_mask =
+            Protections::from_raw(raw_global).ok_or(CtxError::UnknownGlobalMask(raw_global))?;
+        if reserved_a != 0 || reserved_b != 0 {
+            return Err(CtxError::NonZeroReserved);
+        }
+        Ok(Self {
+            flags,
+            generation,
+            global_mask,
+            entry_count,
+            mask_count,
+            entries_offset,
+            masks_offset,
+            heap_offset,
+            heap_len,
+        })
+    }
+}
+
+/// A validated view of a security context's bytes, read through a [`CtxMem`] (a plain `[u8]`
+/// by default).
+///
+/// Invariant, established by [`SecCtx::parse`] over bytes that did not change while it ran:
+/// the tables lie inside the bytes with exact lengths, every entry has a known kind and an
+/// item range inside the heap, entries are sorted by target and masks strictly sorted with
+/// known bits. Accessors still check every row they read, so bytes changed *after*
+/// validation (a writer that keeps rewriting them) can make lookups miss rows, never read out
+/// of bounds or panic. What such a writer can achieve is what it could achieve by writing
+/// those bytes on purpose: records are still verified one by one, and only masks and flags
+/// are unsigned, which the context's writer controls anyway. Kernels that need the view to
+/// be one the writer actually wrote keep the bytes still while they read (see
+/// `kernel-hooks`' host contract) and compare [`CtxHeader`]s before and after.
+pub struct SecCtx<'a, M: ?Sized + CtxMem = [u8]> {
+    mem: &'a M,
+    len: usize,
+    header: CtxHeader,
+    entries: Region,
+    masks: Region,
+    heap: Region,
+}
+
+impl<M: ?Sized + CtxMem> Clone for SecCtx<'_, M> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<M: ?Sized + CtxMem> Copy for SecCtx<'_, M> {}
 
 /// Proof that context bytes passed the full validation of [`SecCtx::parse`] at one generation
 /// and length, so that [`SecCtx::reopen`] can skip the linear part.
@@ -155,38 +340,28 @@ impl Validated {
     }
 }
 
-/// The sub-slice `offset .. offset + len` of `bytes`, or `None` if it is not inside.
-fn region(bytes: &[u8], offset: u32, len: u64) -> Option<&[u8]> {
-    let start = usize::try_from(offset).ok()?;
-    let len = usize::try_from(len).ok()?;
-    bytes.get(start..start.checked_add(len)?)
+fn le_u32(b: &[u8], at: usize) -> u32 {
+    let mut a = [0u8; 4];
+    if let Some(s) = b.get(at..at + 4) {
+        a.copy_from_slice(s);
+    }
+    u32::from_le_bytes(a)
 }
 
-fn le_u32(b: &[u8], at: usize) -> Option<u32> {
-    Some(u32::from_le_bytes(b.get(at..at + 4)?.try_into().ok()?))
+fn le_u16(b: &[u8], at: usize) -> u16 {
+    let mut a = [0u8; 2];
+    if let Some(s) = b.get(at..at + 2) {
+        a.copy_from_slice(s);
+    }
+    u16::from_le_bytes(a)
 }
 
-fn le_u16(b: &[u8], at: usize) -> Option<u16> {
-    Some(u16::from_le_bytes(b.get(at..at + 2)?.try_into().ok()?))
-}
-
-fn le_u128(b: &[u8], at: usize) -> Option<u128> {
-    Some(u128::from_le_bytes(b.get(at..at + 16)?.try_into().ok()?))
-}
-
-/// A reader over the whole header of `bytes`, past its checked magic and version.
-fn header_reader(bytes: &[u8]) -> Result<Reader<'_>, CtxError> {
-    let header = bytes
-        .get(..HEADER_LEN)
-        .ok_or(CtxError::Header(DecodeError::Truncated {
-            at: 0,
-            needed: HEADER_LEN,
-            available: bytes.len(),
-        }))?;
-    let mut r = Reader::new(header);
-    r.magic(CTX_MAGIC)?;
-    r.version(CTX_VERSION)?;
-    Ok(r)
+fn le_u128(b: &[u8], at: usize) -> u128 {
+    let mut a = [0u8; 16];
+    if let Some(s) = b.get(at..at + 16) {
+        a.copy_from_slice(s);
+    }
+    u128::from_le_bytes(a)
 }
 
 /// A raw entry row, before it becomes an [`Entry`].
@@ -197,120 +372,125 @@ struct RawEntry {
     len: u32,
 }
 
-fn raw_entry(table: &[u8], index: usize) -> Option<RawEntry> {
-    let row = table
-        .get(index.checked_mul(ENTRY_LEN)?..)?
-        .get(..ENTRY_LEN)?;
-    Some(RawEntry {
-        target: le_u128(row, 0)?,
-        kind: le_u32(row, 16)?,
-        offset: le_u32(row, 20)?,
-        len: le_u32(row, 24)?,
-    })
-}
-
-fn entry_target(table: &[u8], index: usize) -> Option<u128> {
-    le_u128(table, index.checked_mul(ENTRY_LEN)?)
-}
-
-fn raw_mask(table: &[u8], index: usize) -> Option<(u128, u16, u16)> {
-    let row = table.get(index.checked_mul(MASK_LEN)?..)?.get(..MASK_LEN)?;
-    Some((le_u128(row, 0)?, le_u16(row, 16)?, le_u16(row, 18)?))
-}
-
-impl<'a> SecCtx<'a> {
-    /// Validates `bytes` as a context. Cost is linear in the number of entries and masks;
-    /// records themselves are decoded only when looked up.
+impl<'a> SecCtx<'a, [u8]> {
+    /// Validates `bytes` as a context (see [`SecCtx::parse_mem`]).
     pub fn parse(bytes: &'a [u8]) -> Result<Self, CtxError> {
-        let ctx = Self::parse_layout(bytes)?;
+        Self::parse_mem(bytes)
+    }
+
+    /// Re-opens `bytes` that [`SecCtx::parse`] validated (see [`SecCtx::reopen_mem`]).
+    pub fn reopen(bytes: &'a [u8], validated: Validated) -> Result<Self, CtxError> {
+        Self::reopen_mem(bytes, validated)
+    }
+
+    /// The generation in the header of `bytes` (see [`CtxHeader::read`]).
+    pub fn peek_generation(bytes: &[u8]) -> Result<u64, CtxError> {
+        Ok(CtxHeader::read(bytes)?.generation)
+    }
+}
+
+impl<'a, M: ?Sized + CtxMem> SecCtx<'a, M> {
+    /// Validates the bytes of `mem` as a context. Cost is linear in the number of entries and
+    /// masks; records themselves are decoded only when looked up.
+    pub fn parse_mem(mem: &'a M) -> Result<Self, CtxError> {
+        let ctx = Self::parse_layout(mem)?;
         ctx.validate_entries()?;
         ctx.validate_masks()?;
         Ok(ctx)
     }
 
-    /// Re-opens bytes that [`SecCtx::parse`] validated as `validated`, in constant time: the
-    /// header and the bounds of every table are checked again, and the generation and length
-    /// must be the ones validated ([`CtxError::Changed`] otherwise); the linear checks of the
-    /// rows are not repeated.
+    /// Re-opens bytes that [`SecCtx::parse_mem`] validated as `validated`, in constant time:
+    /// the header and the bounds of every table are checked again, and the generation and
+    /// length must be the ones validated ([`CtxError::Changed`] otherwise); the linear checks
+    /// of the rows are not repeated.
     ///
     /// The generation is the writer's promise that nothing else changed. A writer that edits
     /// rows without bumping it can make its own lookups miss entries, never read out of
     /// bounds: every accessor checks the row it reads, and a row that does not check out
     /// reads as absent.
-    pub fn reopen(bytes: &'a [u8], validated: Validated) -> Result<Self, CtxError> {
-        let ctx = Self::parse_layout(bytes)?;
-        if ctx.generation != validated.generation || ctx.len != validated.len {
+    pub fn reopen_mem(mem: &'a M, validated: Validated) -> Result<Self, CtxError> {
+        let ctx = Self::parse_layout(mem)?;
+        if ctx.header.generation != validated.generation || ctx.len != validated.len {
             return Err(CtxError::Changed);
         }
         Ok(ctx)
     }
 
-    /// The stamp [`SecCtx::reopen`] takes. Only a value returned by [`SecCtx::parse`] carries
+    /// The stamp [`SecCtx::reopen_mem`] takes. Only a value returned by a full parse carries
     /// one, so holding it means the full validation passed.
     pub fn validated(&self) -> Validated {
         Validated {
-            generation: self.generation,
+            generation: self.header.generation,
             len: self.len,
         }
     }
 
-    /// The generation in the header of `bytes`, checking only the magic and the version: the
-    /// cheapest way to tell whether a context changed since a decision was cached.
-    pub fn peek_generation(bytes: &[u8]) -> Result<u64, CtxError> {
-        let mut r = header_reader(bytes)?;
-        r.u16()?;
-        Ok(r.u64()?)
-    }
-
     /// The header and the bounds of the three tables: everything but the rows.
-    fn parse_layout(bytes: &'a [u8]) -> Result<Self, CtxError> {
-        let mut r = header_reader(bytes)?;
-        let raw_flags = r.u16()?;
-        let flags = CtxFlags::from_bits(raw_flags).ok_or(CtxError::UnknownFlags(raw_flags))?;
-        let generation = r.u64()?;
-        let raw_global = r.u16()?;
-        let global_mask =
-            Protections::from_raw(raw_global).ok_or(CtxError::UnknownGlobalMask(raw_global))?;
-        let reserved_a = r.u16()?;
-        let entry_count = r.u32()?;
-        let mask_count = r.u32()?;
-        let entries_offset = r.u32()?;
-        let masks_offset = r.u32()?;
-        let heap_offset = r.u32()?;
-        let heap_len = r.u32()?;
-        let reserved_b = r.u32()?;
-        r.finish()?;
-        if reserved_a != 0 || reserved_b != 0 {
-            return Err(CtxError::NonZeroReserved);
-        }
-
-        let entries = region(
-            bytes,
-            entries_offset,
-            u64::from(entry_count) * ENTRY_LEN as u64,
+    fn parse_layout(mem: &'a M) -> Result<Self, CtxError> {
+        let header = CtxHeader::read(mem)?;
+        let len = mem.len();
+        let entries = Region::inside(
+            len,
+            u64::from(header.entries_offset),
+            u64::from(header.entry_count) * ENTRY_LEN as u64,
         )
         .ok_or(CtxError::TableOutOfBounds("entry table"))?;
-        let masks = region(bytes, masks_offset, u64::from(mask_count) * MASK_LEN as u64)
-            .ok_or(CtxError::TableOutOfBounds("mask table"))?;
-        let heap = region(bytes, heap_offset, u64::from(heap_len))
-            .ok_or(CtxError::TableOutOfBounds("item heap"))?;
-
+        let masks = Region::inside(
+            len,
+            u64::from(header.masks_offset),
+            u64::from(header.mask_count) * MASK_LEN as u64,
+        )
+        .ok_or(CtxError::TableOutOfBounds("mask table"))?;
+        let heap = Region::inside(
+            len,
+            u64::from(header.heap_offset),
+            u64::from(header.heap_len),
+        )
+        .ok_or(CtxError::TableOutOfBounds("item heap"))?;
         Ok(Self {
-            len: bytes.len(),
-            flags,
-            generation,
-            global_mask,
+            mem,
+            len,
+            header,
             entries,
             masks,
             heap,
         })
     }
 
+    /// Copies row `index` of `table` (`N` bytes a row).
+    fn row<const N: usize>(&self, table: Region, index: usize) -> Option<[u8; N]> {
+        let at = table.row(index, N)?;
+        let mut row = [0u8; N];
+        self.mem.read(at, &mut row).then_some(row)
+    }
+
+    fn raw_entry(&self, index: usize) -> Option<RawEntry> {
+        let row: [u8; ENTRY_LEN] = self.row(self.entries, index)?;
+        Some(RawEntry {
+            target: le_u128(&row, 0),
+            kind: le_u32(&row, 16),
+            offset: le_u32(&row, 20),
+            len: le_u32(&row, 24),
+        })
+    }
+
+    fn entry_target(&self, index: usize) -> Option<u128> {
+        let at = self.entries.row(index, ENTRY_LEN)?;
+        let mut t = [0u8; 16];
+        self.mem.read(at, &mut t).then(|| u128::from_le_bytes(t))
+    }
+
+    fn raw_mask(&self, index: usize) -> Option<(u128, u16, u16)> {
+        let row: [u8; MASK_LEN] = self.row(self.masks, index)?;
+        Some((le_u128(&row, 0), le_u16(&row, 16), le_u16(&row, 18)))
+    }
+
     fn validate_entries(&self) -> Result<(), CtxError> {
         let mut prev = 0u128;
         for index in 0..self.entry_count() {
-            let e =
-                raw_entry(self.entries, index).ok_or(CtxError::TableOutOfBounds("entry table"))?;
+            let e = self
+                .raw_entry(index)
+                .ok_or(CtxError::TableOutOfBounds("entry table"))?;
             if e.target < prev {
                 return Err(CtxError::UnsortedEntries { index });
             }
@@ -319,7 +499,8 @@ impl<'a> SecCtx<'a> {
                 index,
                 kind: e.kind,
             })?;
-            region(self.heap, e.offset, u64::from(e.len))
+            self.heap
+                .sub(e.offset, e.len)
                 .ok_or(CtxError::ItemOutOfBounds { index })?;
         }
         Ok(())
@@ -328,8 +509,9 @@ impl<'a> SecCtx<'a> {
     fn validate_masks(&self) -> Result<(), CtxError> {
         let mut prev: Option<u128> = None;
         for index in 0..self.mask_count() {
-            let (target, perm, ovr) =
-                raw_mask(self.masks, index).ok_or(CtxError::TableOutOfBounds("mask table"))?;
+            let (target, perm, ovr) = self
+                .raw_mask(index)
+                .ok_or(CtxError::TableOutOfBounds("mask table"))?;
             if prev.is_some_and(|p| target <= p) {
                 return Err(CtxError::UnsortedMasks { index });
             }
@@ -341,38 +523,46 @@ impl<'a> SecCtx<'a> {
         Ok(())
     }
 
+    /// The header read when the view was made.
+    pub fn header(&self) -> CtxHeader {
+        self.header
+    }
+
     /// The context's flags.
     pub fn flags(&self) -> CtxFlags {
-        self.flags
+        self.header.flags
     }
 
     /// The generation: changes on every edit.
     pub fn generation(&self) -> u64 {
-        self.generation
+        self.header.generation
     }
 
     /// The global mask.
     pub fn global_mask(&self) -> Protections {
-        self.global_mask
+        self.header.global_mask
     }
 
     /// Number of entries.
     pub fn entry_count(&self) -> usize {
-        self.entries.len() / ENTRY_LEN
+        self.entries.len / ENTRY_LEN
     }
 
     /// Number of per-object masks.
     pub fn mask_count(&self) -> usize {
-        self.masks.len() / MASK_LEN
+        self.masks.len / MASK_LEN
     }
 
-    fn entry(&self, index: usize) -> Option<Entry<'a>> {
-        let e = raw_entry(self.entries, index)?;
+    fn entry(&self, index: usize) -> Option<Entry<'a, M>> {
+        let e = self.raw_entry(index)?;
+        let item = self.heap.sub(e.offset, e.len)?;
         Some(Entry {
             index,
             target: ObjID::new(e.target),
             kind: RecordKind::from_raw(e.kind).ok()?,
-            bytes: region(self.heap, e.offset, u64::from(e.len))?,
+            mem: self.mem,
+            at: item.offset,
+            len: item.len,
         })
     }
 
@@ -381,7 +571,7 @@ impl<'a> SecCtx<'a> {
         let (mut lo, mut hi) = (0, self.entry_count());
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
-            match entry_target(self.entries, mid) {
+            match self.entry_target(mid) {
                 Some(t) if t < target => lo = mid + 1,
                 _ => hi = mid,
             }
@@ -390,7 +580,7 @@ impl<'a> SecCtx<'a> {
     }
 
     /// The entries filed under `target`, by binary search.
-    pub fn entries_for(&self, target: ObjID) -> EntryIter<'a> {
+    pub fn entries_for(&self, target: ObjID) -> EntryIter<'a, M> {
         EntryIter {
             ctx: *self,
             next: self.lower_bound(target.raw()),
@@ -399,7 +589,7 @@ impl<'a> SecCtx<'a> {
     }
 
     /// Every entry, in table order.
-    pub fn entries(&self) -> EntryIter<'a> {
+    pub fn entries(&self) -> EntryIter<'a, M> {
         EntryIter {
             ctx: *self,
             next: 0,
@@ -413,7 +603,7 @@ impl<'a> SecCtx<'a> {
         let (mut lo, mut hi) = (0, self.mask_count());
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
-            let (t, perm, ovr) = raw_mask(self.masks, mid)?;
+            let (t, perm, ovr) = self.raw_mask(mid)?;
             match t.cmp(&want) {
                 core::cmp::Ordering::Less => lo = mid + 1,
                 core::cmp::Ordering::Greater => hi = mid,
@@ -431,9 +621,9 @@ impl<'a> SecCtx<'a> {
 
     /// Every mask, in table order.
     pub fn masks(&self) -> impl Iterator<Item = Mask> + 'a {
-        let table = self.masks;
+        let ctx = *self;
         (0..self.mask_count()).filter_map(move |i| {
-            let (t, perm, ovr) = raw_mask(table, i)?;
+            let (t, perm, ovr) = ctx.raw_mask(i)?;
             Some(Mask {
                 target: ObjID::new(t),
                 permmask: Protections::from_raw(perm)?,
@@ -443,12 +633,12 @@ impl<'a> SecCtx<'a> {
     }
 }
 
-impl fmt::Debug for SecCtx<'_> {
+impl<M: ?Sized + CtxMem> fmt::Debug for SecCtx<'_, M> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("SecCtx")
-            .field("flags", &self.flags)
-            .field("generation", &self.generation)
-            .field("global_mask", &self.global_mask)
+            .field("flags", &self.header.flags)
+            .field("generation", &self.header.generation)
+            .field("global_mask", &self.header.global_mask)
             .field("entries", &self.entry_count())
             .field("masks", &self.mask_count())
             .finish()
@@ -456,17 +646,26 @@ impl fmt::Debug for SecCtx<'_> {
 }
 
 /// Iterator over context entries (all of them, or those of one target).
-#[derive(Clone)]
-pub struct EntryIter<'a> {
-    ctx: SecCtx<'a>,
+pub struct EntryIter<'a, M: ?Sized + CtxMem = [u8]> {
+    ctx: SecCtx<'a, M>,
     next: usize,
     only: Option<ObjID>,
 }
 
-impl<'a> Iterator for EntryIter<'a> {
-    type Item = Entry<'a>;
+impl<M: ?Sized + CtxMem> Clone for EntryIter<'_, M> {
+    fn clone(&self) -> Self {
+        Self {
+            ctx: self.ctx,
+            next: self.next,
+            only: self.only,
+        }
+    }
+}
 
-    fn next(&mut self) -> Option<Entry<'a>> {
+impl<'a, M: ?Sized + CtxMem> Iterator for EntryIter<'a, M> {
+    type Item = Entry<'a, M>;
+
+    fn next(&mut self) -> Option<Entry<'a, M>> {
         let e = self.ctx.entry(self.next)?;
         if self.only.is_some_and(|t| t != e.target) {
             return None;

@@ -1,0 +1,172 @@
+//! Taking grants away: revocation, invalidation, expiry, and the unmaps they cause.
+//!
+//! Each operation records what changed (under the revocation lock, where there is one),
+//! bumps the epoch so no entry stamped before it can hit again, then sweeps the cache: the
+//! entries that may depend on what changed are removed, the others are re-stamped so they
+//! keep hitting. The unmaps happen after each set's lock is released, and every one is done
+//! before the operation returns. An entry verified concurrently and inserted after the sweep
+//! keeps the old epoch and never hits; the lookup that built it sees the epoch move and
+//! verifies again.
+
+use core::sync::atomic::Ordering;
+
+use heapless::Vec;
+use twizzler_security::{ObjID, RecordId};
+
+use super::{Engine, expiry_key};
+use crate::cache::{CachedPerms, Removed};
+use crate::host::{Host, Unmap, UnmapGranularity};
+use crate::revocation::RevokeError;
+use crate::stats::Counters;
+
+/// Unmaps an [`Invalidation`] lists; more are performed but only counted.
+pub const INVALIDATION_LIST: usize = 16;
+
+/// What a revocation, an invalidation or an expiry sweep unmapped (through [`Host::unmap`],
+/// before the call returned).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Invalidation {
+    unmapped: Vec<Unmap, INVALIDATION_LIST>,
+    total: usize,
+}
+
+impl Invalidation {
+    fn push(&mut self, u: Unmap) {
+        self.total += 1;
+        // Past the list's capacity the unmap is still performed, only not listed.
+        let _ = self.unmapped.push(u);
+    }
+
+    /// The first [`INVALIDATION_LIST`] unmaps performed.
+    pub fn unmapped(&self) -> &[Unmap] {
+        &self.unmapped
+    }
+
+    /// How many unmaps were performed.
+    pub fn total(&self) -> usize {
+        self.total
+    }
+
+    /// Whether nothing was unmapped.
+    pub fn is_empty(&self) -> bool {
+        self.total == 0
+    }
+}
+
+impl<H: Host> Engine<H> {
+    /// Revokes key object `kuid`: every record signed by it, or by a delegation provider
+    /// using it, stops granting. Unmaps what was granted under it.
+    pub fn revoke_key(&self, kuid: ObjID) -> Result<Invalidation, RevokeError> {
+        let old = {
+            let mut revoked = self.revoked.write();
+            if !revoked.revoke_key(kuid)? {
+                return Ok(Invalidation::default());
+            }
+            self.epoch.fetch_add(1, Ordering::AcqRel)
+        };
+        Ok(self.sweep(old, |e| e.deps.uses_kuid(kuid)))
+    }
+
+    /// Revokes the record with id `id` (and so every delegation derived from it). Unmaps what
+    /// was granted under it.
+    pub fn revoke_record(&self, id: RecordId) -> Result<Invalidation, RevokeError> {
+        let old = {
+            let mut revoked = self.revoked.write();
+            if !revoked.revoke_record(id)? {
+                return Ok(Invalidation::default());
+            }
+            self.epoch.fetch_add(1, Ordering::AcqRel)
+        };
+        Ok(self.sweep(old, |e| e.deps.uses_record(&id)))
+    }
+
+    /// Key object `kuid` changed (the host rewrote or replaced the key it holds): forgets
+    /// every signature check remembered (they may have been under the old key) and every
+    /// decision that consulted `kuid`, unmapping what they granted.
+    pub fn invalidate_key(&self, kuid: ObjID) -> Invalidation {
+        self.memo.clear();
+        let old = self.epoch.fetch_add(1, Ordering::AcqRel);
+        self.sweep(old, |e| e.deps.uses_kuid(kuid))
+    }
+
+    /// Context `ctx` was written (or destroyed): forgets every decision made under it and
+    /// unmaps everything mapped under it. The kernel calls this from the write fault that
+    /// lets a writer at the context object (see the integration guide), before it maps the
+    /// page writable.
+    pub fn invalidate_ctx(&self, ctx: ObjID) -> Invalidation {
+        self.validated.lock().forget(ctx);
+        let old = self.epoch.fetch_add(1, Ordering::AcqRel);
+        let mut inv = self.sweep(old, |e| e.ctx == ctx);
+        if H::UNMAP_GRANULARITY == UnmapGranularity::PerContext {
+            self.host.unmap(Unmap::Context(ctx));
+            inv.push(Unmap::Context(ctx));
+        }
+        inv
+    }
+
+    /// Forgets every cached decision (unmapping what they granted) and every remembered
+    /// signature check: for memory pressure, or to measure cold faults.
+    pub fn flush(&self) -> Invalidation {
+        self.memo.clear();
+        self.validated.lock().clear();
+        self.epoch.fetch_add(1, Ordering::AcqRel);
+        self.retain_where(|_| false)
+    }
+
+    /// Removes and unmaps every decision whose records have expired by the engine's current
+    /// time. The kernel calls it from its timer, armed by [`Engine::next_deadline`], and
+    /// re-arms the timer from `next_deadline` afterwards.
+    pub fn expire(&self) -> Invalidation {
+        let now = self.now();
+        // Forget the old deadline first: inserts racing with the sweep note theirs after
+        // this, and the sweep notes every entry it keeps, so none is lost.
+        self.next_expiry.store(0, Ordering::Release);
+        self.retain_where(|e| {
+            if e.valid_until.is_expired(now) {
+                return false;
+            }
+            self.next_expiry
+                .fetch_max(expiry_key(e.valid_until), Ordering::AcqRel);
+            true
+        })
+    }
+
+    /// After the epoch moved from `old`: removes (and unmaps) the entries `affected` says may
+    /// depend on what changed, and re-stamps the others with the new epoch.
+    fn sweep(&self, old: u64, affected: impl Fn(&CachedPerms) -> bool) -> Invalidation {
+        let new = old.wrapping_add(1);
+        self.retain_where(|e| {
+            if affected(e) {
+                return false;
+            }
+            if e.stamp.epoch == old {
+                e.stamp.epoch = new;
+            }
+            true
+        })
+    }
+
+    /// Keeps the entries `keep` accepts, removes the others, and unmaps what they granted (after each set's
+    /// lock is released).
+    fn retain_where(&self, keep: impl FnMut(&mut CachedPerms) -> bool) -> Invalidation {
+        let mut inv = Invalidation::default();
+        self.cache.retain(keep, |r| {
+            Counters::bump(&self.counters.invalidated);
+            self.unmap_removed(r, &mut inv);
+        });
+        inv
+    }
+
+    /// Unmaps what a removed entry granted, as precisely as the host can.
+    pub(super) fn unmap_removed(&self, r: Removed, inv: &mut Invalidation) {
+        let u = match H::UNMAP_GRANULARITY {
+            UnmapGranularity::PerContext => Unmap::Object {
+                ctx: r.ctx,
+                target: r.target,
+            },
+            UnmapGranularity::PerObject => Unmap::ObjectEverywhere(r.target),
+        };
+        self.host.unmap(u);
+        inv.push(u);
+    }
+}

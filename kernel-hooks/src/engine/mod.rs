@@ -1,0 +1,439 @@
+//! [`Engine`]: the page-fault decision, its caches and revocation.
+//!
+//! - this module: deciding a fault ([`Engine::decide`]) and the lookups upstream's
+//!   `SecCtxMgr` offers, from the cache or by reading and verifying the context;
+//! - [`read`]: reading a context inside the host's scope, and noticing it change;
+//! - [`invalidate`]: revocation, invalidation and expiry, and the unmaps they cause;
+//! - [`explain`]: why a denied fault was denied.
+//!
+//! # Locks
+//!
+//! The engine's locks are the cache sets' spinlocks, the revocation table's reader-writer
+//! lock, the validated-context table's spinlock and the memo sets' spinlocks. None is held
+//! while another is taken, none is held across a call into the host, and nothing is
+//! allocated under any of them. A thread's [`SecCtxMgr`] lock is taken only to copy one id
+//! out of it.
+
+mod explain;
+mod invalidate;
+mod read;
+
+use core::cell::RefCell;
+use core::sync::atomic::{AtomicU64, Ordering};
+
+use spin::{Mutex, RwLock};
+use twizzler_security::{
+    Access, CtxFlags, Expiry, Grant, MAX_OBJECT_SIZE, ObjID, PAGE_SIZE, PermsInfo, Protections,
+    SecCtx, evaluate,
+};
+
+pub use invalidate::{INVALIDATION_LIST, Invalidation};
+
+use crate::authority::EngineAuthority;
+use crate::cache::{CachedPerms, Deps, Evaluated, ObjectPerms, Stamp, VerifyCache};
+use crate::ctx_bytes::CtxBytes;
+use crate::fault::{Decision, Fault, Violation};
+use crate::host::{Host, ObjectInfo};
+use crate::memo::RecordMemo;
+use crate::mgr::{KERNEL_SCTX, SecCtxMgr};
+use crate::revocation::Revocations;
+use crate::stats::{Counters, Stats};
+use read::ValidatedCtxs;
+
+/// How often a lookup is redone when a revocation or invalidation races with it.
+const RACE_RETRIES: usize = 4;
+
+/// One context's answer for one access.
+struct Looked {
+    eval: Evaluated,
+    flags: CtxFlags,
+}
+
+/// The page-fault decision engine.
+///
+/// Generic over the [`Host`] kernel; `const`-constructible, heap-free and all zero bytes when
+/// new, so a kernel keeps it in a `static` in `.bss`. Safe to share between CPUs: the caches
+/// are split into spinlocked sets, revocations take a write lock, counters are atomics.
+pub struct Engine<H: Host> {
+    host: H,
+    cache: VerifyCache,
+    memo: RecordMemo,
+    revoked: RwLock<Revocations>,
+    /// Bumped by every revocation and invalidation; cache entries stamped with an older epoch
+    /// miss.
+    epoch: AtomicU64,
+    validated: Mutex<ValidatedCtxs>,
+    counters: Counters,
+    /// Added to [`Host::monotonic_ns`] to give Unix time.
+    wall_offset: AtomicU64,
+    /// The earliest expiry among cached decisions, encoded so that `0` means none and a
+    /// larger value is sooner (see [`expiry_key`]).
+    next_expiry: AtomicU64,
+}
+
+/// Encodes an expiry so that "never" is 0 and sooner is larger (for `fetch_max`).
+fn expiry_key(e: Expiry) -> u64 {
+    !e.raw().wrapping_sub(1)
+}
+
+/// The inverse of [`expiry_key`].
+fn expiry_of_key(k: u64) -> Expiry {
+    Expiry::from_raw((!k).wrapping_add(1))
+}
+
+impl<H: Host> Engine<H> {
+    /// An engine with empty caches and nothing revoked.
+    pub const fn new(host: H) -> Self {
+        Self {
+            host,
+            cache: VerifyCache::new(),
+            memo: RecordMemo::new(),
+            revoked: RwLock::new(Revocations::new()),
+            epoch: AtomicU64::new(0),
+            validated: Mutex::new(ValidatedCtxs::EMPTY),
+            counters: Counters::new(),
+            wall_offset: AtomicU64::new(0),
+            next_expiry: AtomicU64::new(0),
+        }
+    }
+
+    /// The host.
+    pub fn host(&self) -> &H {
+        &self.host
+    }
+
+    /// A snapshot of the counters.
+    pub fn stats(&self) -> Stats {
+        self.counters.snapshot()
+    }
+
+    /// Number of decisions cached.
+    pub fn cached(&self) -> usize {
+        self.cache.len()
+    }
+
+    /// Sets the offset from the host's monotonic clock to Unix time (ns): the engine's time
+    /// is `monotonic_ns() + offset`, and expiry times are Unix times.
+    ///
+    /// Moving it forward makes records expire sooner: call [`Engine::expire`] afterwards so
+    /// pages mapped under records that are now expired are unmapped. Moving it backward makes
+    /// records that had expired count again for *new* faults (the rule at the new time);
+    /// nothing already unmapped is mapped back without a fault.
+    pub fn set_wall_clock_offset(&self, offset_ns: u64) {
+        self.wall_offset.store(offset_ns, Ordering::Release);
+    }
+
+    /// The offset set by [`Engine::set_wall_clock_offset`].
+    pub fn wall_clock_offset(&self) -> u64 {
+        self.wall_offset.load(Ordering::Acquire)
+    }
+
+    /// The engine's current time: ns since the Unix epoch.
+    pub fn now(&self) -> u64 {
+        self.host
+            .monotonic_ns()
+            .saturating_add(self.wall_offset.load(Ordering::Acquire))
+    }
+
+    /// When, on the host's monotonic clock, the earliest cached grant expires: arm a timer
+    /// for then and call [`Engine::expire`]. `None` when no cached grant expires. Re-read it
+    /// after every `Map` with a `valid_until` and after every `expire`.
+    pub fn next_deadline(&self) -> Option<u64> {
+        let k = self.next_expiry.load(Ordering::Acquire);
+        expiry_of_key(k)
+            .at()
+            .map(|t| t.saturating_sub(self.wall_offset.load(Ordering::Acquire)))
+    }
+
+    fn note_expiry(&self, e: Expiry) {
+        self.next_expiry.fetch_max(expiry_key(e), Ordering::AcqRel);
+    }
+
+    /// Decides what to do about `fault` by a thread with contexts `thread`: try the active
+    /// context; if it does not grant and is not `UNDETACHABLE`, try the inactive ones (an
+    /// instruction fetch must land on an entry point of the gate to switch). The thread is not
+    /// switched: `Map::switch_to` names the context the kernel switches to.
+    pub fn decide(&self, thread: &SecCtxMgr, fault: &Fault) -> Decision {
+        match self.search(thread, fault) {
+            Ok((looked, switch_to)) => Decision::Map {
+                prots: looked.eval.perms.provide,
+                pages: looked.eval.pages,
+                switch_to,
+                valid_until: looked.eval.perms.valid_until,
+            },
+            Err(v) => Decision::Violation(v),
+        }
+    }
+
+    /// The rights the thread's active context provides for `fault`.
+    pub fn check_active_access(
+        &self,
+        thread: &SecCtxMgr,
+        fault: &Fault,
+    ) -> Result<PermsInfo, Violation> {
+        check_bounds(fault)?;
+        let now = self.now();
+        Ok(self
+            .lookup_access(thread.active_id(), fault, data_or_exec(fault), now)?
+            .eval
+            .perms)
+    }
+
+    /// The rights of the first of the thread's contexts that grants `fault` (`perms.ctx`
+    /// names it), or the violation. Does not switch.
+    pub fn search_access(&self, thread: &SecCtxMgr, fault: &Fault) -> Result<PermsInfo, Violation> {
+        self.search(thread, fault).map(|(l, _)| l.eval.perms)
+    }
+
+    /// Context `ctx`'s rights on object `target` as a whole (upstream's
+    /// `SecurityContext::lookup`): what holds on every page, and what on some.
+    pub fn lookup(
+        &self,
+        ctx: ObjID,
+        target: ObjID,
+        object: &ObjectInfo,
+    ) -> Result<ObjectPerms, Violation> {
+        if ctx == KERNEL_SCTX {
+            return Ok(ObjectPerms {
+                ctx,
+                everywhere: Protections::all(),
+                somewhere: Protections::all(),
+                restrict: Protections::empty(),
+                valid_until: Expiry::NEVER,
+            });
+        }
+        let now = self.now();
+        self.with_entry(ctx, target, object, now, |e| e.object_perms())
+    }
+
+    fn search(
+        &self,
+        thread: &SecCtxMgr,
+        fault: &Fault,
+    ) -> Result<(Looked, Option<ObjID>), Violation> {
+        check_bounds(fault)?;
+        let needed = fault.kind.required();
+        let access = data_or_exec(fault);
+        let active = thread.active_id();
+        if active == KERNEL_SCTX {
+            return Ok((kernel_grant(), None));
+        }
+        let now = self.now();
+        let looked = self.lookup_access(active, fault, access, now)?;
+        if looked.eval.perms.grants(needed) {
+            return Ok((looked, None));
+        }
+        let provided = looked.eval.perms.provide;
+        if looked.flags.contains(CtxFlags::UNDETACHABLE) {
+            return Err(Violation::Undetachable {
+                ctx: active,
+                needed,
+                provided,
+            });
+        }
+        let mut i = 0;
+        while let Some(ctx) = thread.inactive_at(i) {
+            i += 1;
+            // An inactive context that is missing or malformed grants nothing; only the
+            // active context's problems are the thread's violation.
+            if ctx != active
+                && let Ok(l) = self.lookup_access(ctx, fault, access.as_entering(), now)
+                && l.eval.perms.grants(needed)
+            {
+                return Ok((l, Some(ctx)));
+            }
+        }
+        Err(self.diagnose(active, fault, provided, now))
+    }
+
+    fn stamp(&self, object: &ObjectInfo) -> Stamp {
+        Stamp {
+            epoch: self.epoch.load(Ordering::Acquire),
+            kuid: object.kuid,
+            default_prots: object.default_prots,
+        }
+    }
+
+    fn authority(&self, target: ObjID, object: &ObjectInfo) -> EngineAuthority<'_, H> {
+        EngineAuthority {
+            host: &self.host,
+            revoked: &self.revoked,
+            memo: &self.memo,
+            counters: &self.counters,
+            target,
+            target_object: *object,
+            deps: RefCell::new(Deps::EMPTY),
+        }
+    }
+
+    /// Runs `f` on a fresh cache entry for (`ctx_id`, `target`): the cached one on a hit,
+    /// else one built by reading and verifying the context, which is cached.
+    fn with_entry<R>(
+        &self,
+        ctx_id: ObjID,
+        target: ObjID,
+        object: &ObjectInfo,
+        now: u64,
+        f: impl Fn(&CachedPerms) -> R,
+    ) -> Result<R, Violation> {
+        for _ in 0..RACE_RETRIES {
+            let stamp = self.stamp(object);
+            if let Some(r) = self.cache.with_fresh(ctx_id, target, &stamp, now, &f) {
+                Counters::bump(&self.counters.hits);
+                return Ok(r);
+            }
+            Counters::bump(&self.counters.misses);
+            let entry = self.read_ctx(ctx_id, |ctx| {
+                self.build_entry(ctx_id, ctx, target, object, stamp, now)
+            })?;
+            self.insert(entry);
+            if self.epoch.load(Ordering::Acquire) == stamp.epoch {
+                return Ok(f(&entry));
+            }
+            // A revocation or invalidation ran while the records were verified: what was
+            // verified may be gone already. The entry inserted carries the old epoch, so it
+            // will never be served; verify again.
+        }
+        // Invalidations kept racing with this lookup: decide once without caching.
+        let stamp = self.stamp(object);
+        let entry = self.read_ctx(ctx_id, |ctx| {
+            self.build_entry(ctx_id, ctx, target, object, stamp, now)
+        })?;
+        Ok(f(&entry))
+    }
+
+    /// What context `ctx_id` provides for `access` to the fault's object.
+    fn lookup_access(
+        &self,
+        ctx_id: ObjID,
+        fault: &Fault,
+        access: Access,
+        now: u64,
+    ) -> Result<Looked, Violation> {
+        let needed = access.kind.required();
+        let (eval, flags, complete) =
+            self.with_entry(ctx_id, fault.target, &fault.object, now, |e| {
+                (e.evaluate(&access), e.flags, e.complete)
+            })?;
+        if complete || eval.perms.grants(needed) {
+            return Ok(Looked { eval, flags });
+        }
+        // The entry holds fewer grants than the context has valid records: the rule in full.
+        self.read_ctx(ctx_id, |ctx| {
+            self.evaluate_uncached(ctx_id, ctx, fault, access, now)
+        })
+    }
+
+    /// Caches `entry` (noting its expiry for the timer first), and unmaps what it evicted.
+    fn insert(&self, entry: CachedPerms) {
+        self.note_expiry(entry.valid_until);
+        if let Some(r) = self.cache.insert(entry) {
+            Counters::bump(&self.counters.evictions);
+            self.unmap_removed(r, &mut Invalidation::default());
+        }
+    }
+
+    /// Verifies every record of `ctx` bound to `target` and to the context, and keeps the
+    /// grants of those that count.
+    fn build_entry(
+        &self,
+        ctx_id: ObjID,
+        ctx: &SecCtx<'_, CtxBytes<'_>>,
+        target: ObjID,
+        object: &ObjectInfo,
+        stamp: Stamp,
+        now: u64,
+    ) -> CachedPerms {
+        let mut entry = CachedPerms::new(
+            ctx_id,
+            target,
+            stamp,
+            twizzler_security::allowed_by_masks(ctx, target),
+            ctx.flags(),
+        );
+        let auth = self.authority(target, object);
+        for e in ctx.entries_for(target) {
+            let Ok(record) = e.record() else { continue };
+            if record.target() != target || record.holder() != ctx_id {
+                continue;
+            }
+            if record.verify(&auth, now).is_ok() {
+                entry.add_grant(Grant::of(&record), record.expires());
+            }
+        }
+        entry.deps = auth.deps.into_inner();
+        entry
+    }
+
+    /// The rule without the cache, for objects with more valid records than an entry holds.
+    fn evaluate_uncached(
+        &self,
+        ctx_id: ObjID,
+        ctx: &SecCtx<'_, CtxBytes<'_>>,
+        fault: &Fault,
+        access: Access,
+        now: u64,
+    ) -> Looked {
+        let auth = self.authority(fault.target, &fault.object);
+        let perms = evaluate(
+            ctx_id,
+            ctx,
+            fault.target,
+            fault.object.default_prots,
+            &auth,
+            access,
+            now,
+        );
+        let page = access.page();
+        Looked {
+            eval: Evaluated {
+                perms,
+                pages: page..page + 1,
+            },
+            flags: ctx.flags(),
+        }
+    }
+}
+
+/// The checks that need no context: the null page and the object's bounds.
+fn check_bounds(fault: &Fault) -> Result<(), Violation> {
+    if fault.offset < PAGE_SIZE {
+        return Err(Violation::NullPage {
+            target: fault.target,
+        });
+    }
+    if fault.offset >= MAX_OBJECT_SIZE {
+        return Err(Violation::OutOfBounds {
+            target: fault.target,
+            offset: fault.offset,
+        });
+    }
+    Ok(())
+}
+
+/// What a kernel thread gets: everything, on every page but the null page (as upstream).
+fn kernel_grant() -> Looked {
+    Looked {
+        eval: Evaluated {
+            perms: PermsInfo {
+                ctx: KERNEL_SCTX,
+                provide: Protections::all(),
+                restrict: Protections::empty(),
+                valid_until: Expiry::NEVER,
+            },
+            pages: 1..MAX_OBJECT_SIZE / PAGE_SIZE,
+        },
+        // The kernel's context is never left through the fault path.
+        flags: CtxFlags::UNDETACHABLE,
+    }
+}
+
+/// The access a fault makes, before any switch: fetches by a thread already in the
+/// context are not entries.
+fn data_or_exec(fault: &Fault) -> Access {
+    Access {
+        kind: fault.kind,
+        offset: fault.offset,
+        entering: false,
+    }
+}
