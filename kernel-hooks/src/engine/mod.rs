@@ -120,7 +120,12 @@ impl<H: Host> Engine<H> {
     /// records that had expired count again for *new* faults (the rule at the new time);
     /// nothing already unmapped is mapped back without a fault.
     pub fn set_wall_clock_offset(&self, offset_ns: u64) {
-        self.wall_offset.store(offset_ns, Ordering::Release);
+        let old = self.wall_offset.swap(offset_ns, Ordering::AcqRel);
+        if offset_ns < old {
+            // Decisions cached while a record was expired hold no record of it: make every
+            // entry miss, so the next faults are decided at the new time.
+            self.epoch.fetch_add(1, Ordering::AcqRel);
+        }
     }
 
     /// The offset set by [`Engine::set_wall_clock_offset`].

@@ -10,6 +10,8 @@
 //! getting a decision made from half of one version and half of another written by a writer
 //! that follows the format's rewrite protocol.
 
+use core::sync::atomic::{Ordering, fence};
+
 use twizzler_security::{CtxError, CtxHeader, ObjID, SecCtx, Validated};
 
 use super::Engine;
@@ -115,7 +117,15 @@ impl<H: Host> Engine<H> {
             Err(CtxError::WriteInProgress) => return Read::Torn,
             Err(e) => return Read::Malformed(e),
         };
-        let still = |mem: &CtxBytes<'_>| matches!(CtxHeader::read(mem), Ok(h) if h == before);
+        // Seqlock order: the body is read after the first header (acquire), and the second
+        // header after the body (the fence keeps the body's loads before it), so a writer
+        // that marks WRITING before its body stores and writes the new generation last
+        // (release) is always caught.
+        fence(Ordering::Acquire);
+        let still = |mem: &CtxBytes<'_>| {
+            fence(Ordering::Acquire);
+            matches!(CtxHeader::read(mem), Ok(h) if h == before)
+        };
         let ctx = match self.open_ctx(ctx_id, mem) {
             Ok(ctx) if ctx.header() == before => ctx,
             Ok(_) => return Read::Torn,
