@@ -224,7 +224,7 @@ fn race_reader_and_writer(cooperative: bool, faults: usize) -> (Vec<Protections>
             let mut generation = 10u64;
             while !stop.load(Ordering::Relaxed) {
                 generation += 1;
-                let v = if generation % 2 == 0 { &a } else { &b };
+                let v = if generation.is_multiple_of(2) { &a } else { &b };
                 rewrite(&bytes, v, generation, cooperative);
                 // A pause of varying length, so reads land before, inside and after rewrites.
                 for _ in 0..(generation % 7) * 300 {
