@@ -79,4 +79,11 @@ impl CtxMem for CtxBytes<'_> {
             }
         }
     }
+
+    fn direct(&self) -> Option<&[u8]> {
+        match self.0 {
+            Inner::Private(b) => Some(b),
+            Inner::Atomic(_) => None,
+        }
+    }
 }

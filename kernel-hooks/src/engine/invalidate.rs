@@ -108,7 +108,6 @@ impl<H: Host> Engine<H> {
     /// signature check: for memory pressure, or to measure cold faults.
     pub fn flush(&self) -> Invalidation {
         self.memo.clear();
-        self.validated.lock().clear();
         self.epoch.fetch_add(1, Ordering::AcqRel);
         self.retain_where(|_| false)
     }

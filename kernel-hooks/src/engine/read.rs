@@ -70,10 +70,6 @@ impl ValidatedCtxs {
             }
         }
     }
-
-    pub(super) fn clear(&mut self) {
-        self.slots = [None; VALIDATED_SLOTS];
-    }
 }
 
 /// The outcome of one read of a context.

@@ -25,6 +25,13 @@ pub trait CtxMem {
     /// Copies the bytes at `at .. at + dst.len()` into `dst`; `false` if they are not all
     /// inside.
     fn read(&self, at: usize, dst: &mut [u8]) -> bool;
+
+    /// The bytes themselves, when no one else can write them while `self` lives (a plain
+    /// slice): the reader then scans them in place instead of copying. Memory that others may
+    /// write returns `None` (the default) and is only ever copied.
+    fn direct(&self) -> Option<&[u8]> {
+        None
+    }
 }
 
 impl CtxMem for [u8] {
@@ -44,6 +51,10 @@ impl CtxMem for [u8] {
             None => false,
         }
     }
+
+    fn direct(&self) -> Option<&[u8]> {
+        Some(self)
+    }
 }
 
 impl<M: CtxMem + ?Sized> CtxMem for &M {
@@ -53,5 +64,9 @@ impl<M: CtxMem + ?Sized> CtxMem for &M {
 
     fn read(&self, at: usize, dst: &mut [u8]) -> bool {
         (**self).read(at, dst)
+    }
+
+    fn direct(&self) -> Option<&[u8]> {
+        (**self).direct()
     }
 }

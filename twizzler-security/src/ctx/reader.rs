@@ -206,6 +206,7 @@ struct Region {
 
 impl Region {
     /// `offset .. offset + len` if it lies inside `0 .. total`.
+    #[inline]
     fn inside(total: usize, offset: u64, len: u64) -> Option<Self> {
         let offset = usize::try_from(offset).ok()?;
         let len = usize::try_from(len).ok()?;
@@ -213,6 +214,7 @@ impl Region {
     }
 
     /// The sub-region `offset .. offset + len` of this one, in absolute terms.
+    #[inline]
     fn sub(&self, offset: u32, len: u32) -> Option<Self> {
         let inner = Self::inside(self.len, u64::from(offset), u64::from(len))?;
         Some(Self {
@@ -222,6 +224,7 @@ impl Region {
     }
 
     /// The absolute offset of row `index` of `row_len` bytes, if the whole row is inside.
+    #[inline]
     fn row(&self, index: usize, row_len: usize) -> Option<usize> {
         let start = index.checked_mul(row_len)?;
         (start.checked_add(row_len)? <= self.len).then(|| self.offset + start)
@@ -340,6 +343,7 @@ impl Validated {
     }
 }
 
+#[inline]
 fn le_u32(b: &[u8], at: usize) -> u32 {
     let mut a = [0u8; 4];
     if let Some(s) = b.get(at..at + 4) {
@@ -348,6 +352,7 @@ fn le_u32(b: &[u8], at: usize) -> u32 {
     u32::from_le_bytes(a)
 }
 
+#[inline]
 fn le_u16(b: &[u8], at: usize) -> u16 {
     let mut a = [0u8; 2];
     if let Some(s) = b.get(at..at + 2) {
@@ -356,6 +361,7 @@ fn le_u16(b: &[u8], at: usize) -> u16 {
     u16::from_le_bytes(a)
 }
 
+#[inline]
 fn le_u128(b: &[u8], at: usize) -> u128 {
     let mut a = [0u8; 16];
     if let Some(s) = b.get(at..at + 16) {
@@ -363,6 +369,10 @@ fn le_u128(b: &[u8], at: usize) -> u128 {
     }
     u128::from_le_bytes(a)
 }
+
+/// Bytes of table rows copied out at once when validating shared memory (a whole number of
+/// entry rows and of mask rows: 2,240 = 80 × 28 = 112 × 20).
+const CHUNK_BYTES: usize = 2240;
 
 /// A raw entry row, before it becomes an [`Entry`].
 struct RawEntry {
@@ -460,6 +470,9 @@ impl<'a, M: ?Sized + CtxMem> SecCtx<'a, M> {
     /// Copies row `index` of `table` (`N` bytes a row).
     fn row<const N: usize>(&self, table: Region, index: usize) -> Option<[u8; N]> {
         let at = table.row(index, N)?;
+        if let Some(all) = self.mem.direct() {
+            return all.get(at..at + N)?.try_into().ok();
+        }
         let mut row = [0u8; N];
         self.mem.read(at, &mut row).then_some(row)
     }
@@ -476,6 +489,9 @@ impl<'a, M: ?Sized + CtxMem> SecCtx<'a, M> {
 
     fn entry_target(&self, index: usize) -> Option<u128> {
         let at = self.entries.row(index, ENTRY_LEN)?;
+        if let Some(all) = self.mem.direct() {
+            return Some(u128::from_le_bytes(all.get(at..at + 16)?.try_into().ok()?));
+        }
         let mut t = [0u8; 16];
         self.mem.read(at, &mut t).then(|| u128::from_le_bytes(t))
     }
@@ -485,42 +501,79 @@ impl<'a, M: ?Sized + CtxMem> SecCtx<'a, M> {
         Some((le_u128(&row, 0), le_u16(&row, 16), le_u16(&row, 18)))
     }
 
-    fn validate_entries(&self) -> Result<(), CtxError> {
-        let mut prev = 0u128;
-        for index in 0..self.entry_count() {
-            let e = self
-                .raw_entry(index)
-                .ok_or(CtxError::TableOutOfBounds("entry table"))?;
-            if e.target < prev {
-                return Err(CtxError::UnsortedEntries { index });
+    /// Calls `check(index, row)` for every row of `table` (`N` bytes a row): in place when the
+    /// memory is [`CtxMem::direct`], else copying the rows out a chunk ([`CHUNK_BYTES`]) at a
+    /// time, so shared memory costs one copy per chunk rather than one per row.
+    fn each_row<const N: usize>(
+        &self,
+        table: Region,
+        what: &'static str,
+        mut check: impl FnMut(usize, &[u8]) -> Result<(), CtxError>,
+    ) -> Result<(), CtxError> {
+        let rows = table.len / N;
+        if let Some(all) = self.mem.direct() {
+            // Memory no one else writes: scan the rows in place.
+            let bytes = all
+                .get(table.offset..table.offset + rows * N)
+                .ok_or(CtxError::TableOutOfBounds(what))?;
+            for (i, row) in bytes.chunks_exact(N).enumerate() {
+                check(i, row)?;
             }
-            prev = e.target;
-            RecordKind::from_raw(e.kind).map_err(|_| CtxError::BadEntryKind {
-                index,
-                kind: e.kind,
-            })?;
-            self.heap
-                .sub(e.offset, e.len)
-                .ok_or(CtxError::ItemOutOfBounds { index })?;
+            return Ok(());
+        }
+        let mut buf = [0u8; CHUNK_BYTES];
+        let per_chunk = CHUNK_BYTES / N;
+        let mut first = 0;
+        while first < rows {
+            let n = per_chunk.min(rows - first);
+            let at = table
+                .row(first, N)
+                .ok_or(CtxError::TableOutOfBounds(what))?;
+            let chunk = buf
+                .get_mut(..n * N)
+                .ok_or(CtxError::TableOutOfBounds(what))?;
+            if !self.mem.read(at, chunk) {
+                return Err(CtxError::TableOutOfBounds(what));
+            }
+            for (i, row) in chunk.chunks_exact(N).enumerate() {
+                check(first + i, row)?;
+            }
+            first += n;
         }
         Ok(())
     }
 
+    fn validate_entries(&self) -> Result<(), CtxError> {
+        let mut prev = 0u128;
+        self.each_row::<ENTRY_LEN>(self.entries, "entry table", |index, row| {
+            let target = le_u128(row, 0);
+            let kind = le_u32(row, 16);
+            if target < prev {
+                return Err(CtxError::UnsortedEntries { index });
+            }
+            prev = target;
+            RecordKind::from_raw(kind).map_err(|_| CtxError::BadEntryKind { index, kind })?;
+            self.heap
+                .sub(le_u32(row, 20), le_u32(row, 24))
+                .ok_or(CtxError::ItemOutOfBounds { index })?;
+            Ok(())
+        })
+    }
+
     fn validate_masks(&self) -> Result<(), CtxError> {
         let mut prev: Option<u128> = None;
-        for index in 0..self.mask_count() {
-            let (target, perm, ovr) = self
-                .raw_mask(index)
-                .ok_or(CtxError::TableOutOfBounds("mask table"))?;
+        self.each_row::<MASK_LEN>(self.masks, "mask table", |index, row| {
+            let target = le_u128(row, 0);
             if prev.is_some_and(|p| target <= p) {
                 return Err(CtxError::UnsortedMasks { index });
             }
             prev = Some(target);
+            let (perm, ovr) = (le_u16(row, 16), le_u16(row, 18));
             if Protections::from_raw(perm).is_none() || Protections::from_raw(ovr).is_none() {
                 return Err(CtxError::BadMask { index });
             }
-        }
-        Ok(())
+            Ok(())
+        })
     }
 
     /// The header read when the view was made.
