@@ -41,8 +41,16 @@ struct Stack([u8; DOUBLE_FAULT_STACK_BYTES]);
 struct Tables {
     gdt: [u64; 7],
     tss: Tss,
-    df_stack: Stack,
 }
+
+/// The double-fault stack: written only by the processor, on a double fault. Kept apart from
+/// [`Tables`] (whose initialiser is not all zeros) so its 16 KiB are `.bss`, not `.data`.
+struct StackCell(UnsafeCell<Stack>);
+
+// SAFETY: Rust code never reads or writes the stack; only its address is taken.
+unsafe impl Sync for StackCell {}
+
+static DF_STACK: StackCell = StackCell(UnsafeCell::new(Stack([0; DOUBLE_FAULT_STACK_BYTES])));
 
 struct TablesCell(UnsafeCell<Tables>);
 
@@ -69,7 +77,6 @@ static TABLES: TablesCell = TablesCell(UnsafeCell::new(Tables {
         _reserved3: 0,
         iomap_base: size_of::<Tss>() as u16, // no I/O permission bitmap: ring 3 gets no ports
     },
-    df_stack: Stack([0; DOUBLE_FAULT_STACK_BYTES]),
 }));
 
 /// The IST slot (1-based, as the IDT names it) of the double-fault stack.
@@ -90,7 +97,7 @@ pub fn init() {
     // with equivalent flat segments.
     unsafe {
         let tss_addr = &raw const (*tables).tss as u64;
-        let df_top = (&raw const (*tables).df_stack as u64) + DOUBLE_FAULT_STACK_BYTES as u64;
+        let df_top = DF_STACK.0.get() as u64 + DOUBLE_FAULT_STACK_BYTES as u64;
         (&raw mut (*tables).tss.ist[usize::from(DOUBLE_FAULT_IST) - 1]).write_unaligned(df_top);
         let limit = (size_of::<Tss>() - 1) as u64;
         let low = (limit & 0xffff)

@@ -4,13 +4,18 @@
 //! and page tables, builds keys, capabilities, delegations and security contexts with
 //! `twizzler-security`, presents objects in 1 GiB virtual slots, and then runs scenarios:
 //! each is a ring-3 task that touches an object, faults, and is either given a page mapped
-//! with exactly the protections the engine decided or stopped with the violation. It prints a
-//! table (scenario, expected, got), the cycles of cache hits and misses, and exits QEMU through
-//! `isa-debug-exit`: status 33 when every row matches, anything else otherwise.
+//! with exactly the protections the engine decided or stopped with the violation. It is the
+//! reference host of `kernel-hooks`' contract: context objects are user-visible memory lent to
+//! the engine with `CtxBytes::shared` and write-protected while it reads them, the local APIC
+//! timer drives `Engine::expire` from `Engine::next_deadline`, and the kernel applies the
+//! engine's `switch_to` itself. It prints a table (scenario, expected, got), the cycles of
+//! cache hits and misses, and exits QEMU through `isa-debug-exit`: status 33 when every row
+//! matches, anything else otherwise.
 //!
 //! Hardware boundaries, each in its own module, are the only places with `unsafe`: [`port`]
 //! (port I/O), [`cpu`] (single instructions), [`boot`] (entry stub), [`gdt`], [`trap`] (IDT,
-//! trap stubs, ring-3 entry), [`paging`], [`heap`]. Everything above them is safe Rust.
+//! trap stubs, ring-3 entry), [`paging`], [`heap`], [`apic`] (local APIC, PIC, PIT), and the
+//! one `CtxBytes::shared` in [`objects`]. Everything else is safe Rust.
 
 #![no_std]
 #![no_main]
@@ -18,6 +23,7 @@
 
 extern crate alloc;
 
+mod apic;
 mod boot;
 mod clock;
 mod cpu;
@@ -31,6 +37,7 @@ mod rng;
 mod scenarios;
 mod serial;
 mod task;
+mod timer;
 mod trap;
 mod user;
 mod world;
@@ -87,6 +94,21 @@ fn run(start_info: u64) -> Result<bool, alloc::string::String> {
         "paging: own tables active, NXE on, {} frames free, slots of 1 GiB from 1 GiB",
         pt.frames_remaining()
     );
+    let cal = apic::init(&mut pt).map_err(|e| format!("{e}"))?;
+    clock::set_tsc_hz(cal.tsc_hz);
+    // The engine's time is the monotonic clock plus the Unix time the kernel booted at.
+    objects::ENGINE.set_wall_clock_offset(clock::BOOT_EPOCH_NS);
+    println!(
+        "clock: TSC {} MHz, local APIC timer {} kHz (one-shot, vector {:#x}), both measured \
+         against the PIT; PICs masked",
+        cal.tsc_hz / 1_000_000,
+        cal.lapic_timer_hz / 1_000,
+        trap::TIMER_VECTOR
+    );
+    println!(
+        "engine: size_of::<Engine<KernelHost>>() = {} bytes (a static, in .bss)",
+        core::mem::size_of::<kernel_hooks::Engine<objects::KernelHost>>()
+    );
 
     let mut rng = rng::RdRand::new().ok_or("the processor has no working rdrand")?;
     let t0 = cpu::rdtsc();
@@ -94,7 +116,8 @@ fn run(start_info: u64) -> Result<bool, alloc::string::String> {
     let t1 = cpu::rdtsc();
     println!(
         "world: 5 keys generated (4 Ed25519, 1 P-256) with rdrand, caps, a delegation and \
-         16 contexts built ({} Mcycles), heap in use {} KiB",
+         {} contexts built in their own frames and slots ({} Mcycles), heap in use {} KiB",
+        table.contexts(),
         (t1 - t0) / 1_000_000,
         heap::used() / 1024
     );
@@ -146,14 +169,24 @@ fn report(results: &scenarios::Results) -> bool {
         results.p256.miss, results.p256.hit
     );
     println!(
+        "  host calls per decision: miss {}; hit {}",
+        scenarios::show_calls(&results.p256.miss_calls),
+        scenarios::show_calls(&results.p256.hit_calls)
+    );
+    let (interrupts, expires) = timer::counts();
+    println!(
         "engine: {} hits, {} misses, {} signature verifications, {} memo hits, {} evictions, \
-         {} invalidated; host unmap calls {unmap_calls}, pages unmapped {pages_unmapped}",
+         {} invalidated, {} torn reads; host unmap calls {unmap_calls}, pages unmapped \
+         {pages_unmapped}, context pages write-protected again {}; timer interrupts \
+         {interrupts}, expire() from the timer {expires}",
         stats.hits,
         stats.misses,
         stats.verifies,
         stats.memo_hits,
         stats.evictions,
-        stats.invalidated
+        stats.invalidated,
+        stats.torn_reads,
+        objects::reprotected_pages()
     );
     println!();
     let total = results.rows.len();

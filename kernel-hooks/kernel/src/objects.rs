@@ -3,33 +3,123 @@
 //! Every object has an id, an optional `kuid` (the key object that signs for it) and default
 //! protections. Its body is one of:
 //! - data or code: backing frames, presented to user tasks in a 1 GiB slot;
-//! - a security context: the encoded bytes the engine reads (untrusted: they are whatever the
-//!   context's writer put there);
+//! - a security context: its encoded bytes in frames, presented in a slot like data, so user
+//!   tasks can read and (if allowed) write them; the engine reads the same frames through the
+//!   kernel's identity map (untrusted: they are whatever the context's writers put there);
 //! - a key: the verifying key, parsed once at boot and kept parsed.
 //!
-//! The table is built at boot and published once ([`publish`]); after that it is read-only,
-//! so the engine can borrow context bytes and keys from it for as long as it likes. The page
-//! tables are the one mutable thing the engine reaches, through [`Host::unmap`].
+//! The table is built at boot and published once ([`publish`]); after that its shape is
+//! read-only: only the frames' contents (user writes) and each context's write-protection
+//! state change. The page tables are the other mutable thing the engine reaches, through
+//! [`Host::unmap`] and, for dirty contexts, [`Host::with_ctx`].
+//!
+//! # Context objects: who may write them, and how their writes reach the engine
+//!
+//! A context object is mapped into user tasks by the fault path like any object, so **who may
+//! read or write a context is decided by the engine**, from the faulting task's own contexts:
+//! contexts have no default protections, and a task may write one only if a context of its
+//! holds a capability with `WRITE` on that context object, signed by the object's `kuid` (the
+//! self-editing scenario's context holds one for itself). The kernel then keeps the
+//! write-protection protocol of the integration guide (section 5):
+//!
+//! 1. a context page is always mapped **read-only** at first, whatever the engine grants;
+//! 2. a write fault on it that the engine allows calls [`Engine::invalidate_ctx`] (which
+//!    unmaps everything granted under that context), marks the context *dirty* and maps the
+//!    page writable ([`CtxObject::map_writable`]);
+//! 3. [`Host::with_ctx`] write-protects a dirty context again (clears the W bit of its
+//!    mappings, `invlpg`) before it lends the bytes, and holds the context's state lock while
+//!    the engine reads them, so no write fault can make the page writable meanwhile.
 
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicU64, Ordering};
 
-use kernel_hooks::{Engine, Host, ObjectInfo, Unmap};
+use kernel_hooks::{CtxBytes, Engine, Host, ObjectInfo, Unmap};
 use spin::{Mutex, Once};
 use twizzler_security::{ObjID, Protections, VerifyingKey};
 
 use crate::clock;
-use crate::paging::{Frame, PAGE, PageTables, SLOT_SIZE};
+use crate::paging::{CtxTag, Frame, PAGE, PageTables, SLOT_SIZE};
 
 /// What an object holds.
 pub enum Body {
     /// Data or code: one frame per page (index = page number; page 0 is the null page and
     /// has a frame too, which the engine never lets anyone map).
     Frames(Vec<Frame>),
-    /// A security context's bytes.
-    Context(Vec<u8>),
+    /// A security context.
+    Context(CtxObject),
     /// A key object's verifying key.
     Key(VerifyingKey),
+}
+
+/// A security context object: its bytes start at object byte [`PAGE`] (the first page past
+/// the null page, as a Twizzler object's base) and fill consecutive frames.
+pub struct CtxObject {
+    /// `frames[0]` is the null page; `frames[1..]` hold the bytes, at consecutive physical
+    /// addresses (so the identity map shows them as one range).
+    frames: Vec<Frame>,
+    /// How many bytes the context has (its size: the engine sees no more).
+    len: usize,
+    /// Write-protection state; also held while the engine reads the bytes.
+    state: Mutex<CtxState>,
+}
+
+struct CtxState {
+    /// A user mapping of the context may be writable.
+    dirty: bool,
+}
+
+impl CtxObject {
+    /// A context of `bytes` in `frames` (consecutive, the first one the null page, enough for
+    /// the bytes), which it fills. `None` if they do not fit.
+    pub fn new(mut frames: Vec<Frame>, bytes: &[u8]) -> Option<Self> {
+        let contiguous = frames
+            .windows(2)
+            .all(|w| matches!(w, [a, b] if a.addr() + PAGE == b.addr()));
+        let room = frames.len().saturating_sub(1).saturating_mul(PAGE as usize);
+        if !contiguous || bytes.len() > room {
+            return None;
+        }
+        for (frame, chunk) in frames.iter_mut().skip(1).zip(bytes.chunks(PAGE as usize)) {
+            if !frame.write_at(0, chunk) {
+                return None;
+            }
+        }
+        Some(Self {
+            frames,
+            len: bytes.len(),
+            state: Mutex::new(CtxState { dirty: false }),
+        })
+    }
+
+    /// The first byte, in the kernel's identity map (null if the context has no bytes frame).
+    fn base(&self) -> Option<*const u8> {
+        self.frames.get(1).map(|f| f.addr() as *const u8)
+    }
+
+    /// The little-endian `u32` at byte `at` of the context, read as the kernel sees it now.
+    pub fn read_u32(&self, at: usize) -> Option<u32> {
+        let mut b = [0u8; 4];
+        for (i, byte) in b.iter_mut().enumerate() {
+            let off = at.checked_add(i).filter(|&o| o < self.len)?;
+            let frame = self.frames.get(1 + off / PAGE as usize)?;
+            *byte = frame.read_byte(off as u64);
+        }
+        Some(u32::from_le_bytes(b))
+    }
+
+    /// Step 2 of the protocol, after `invalidate_ctx`: marks the context dirty and runs `map`
+    /// (which maps the faulting page writable) under the state lock, so a concurrent
+    /// `with_ctx` either sees the page read-only or sees the context dirty and protects it.
+    pub fn map_writable<R>(&self, map: impl FnOnce() -> R) -> R {
+        let mut state = self.state.lock();
+        state.dirty = true;
+        map()
+    }
+
+    /// Whether a user mapping of the context may be writable.
+    pub fn is_dirty(&self) -> bool {
+        self.state.lock().dirty
+    }
 }
 
 /// One object.
@@ -40,7 +130,7 @@ pub struct Object {
     pub kuid: Option<ObjID>,
     /// Rights every context has on it.
     pub default_prots: Protections,
-    /// The slot it is presented in (data and code objects).
+    /// The slot it is presented in (data, code and context objects).
     pub slot: Option<u64>,
     /// Its contents.
     pub body: Body,
@@ -49,18 +139,34 @@ pub struct Object {
 impl Object {
     /// The frame backing byte `offset`, if the object has one there.
     pub fn frame_at(&self, offset: u64) -> Option<&Frame> {
+        let page = usize::try_from(offset / PAGE).ok()?;
         match &self.body {
-            Body::Frames(frames) => {
-                let page = usize::try_from(offset / PAGE).ok()?;
-                frames.get(page)
-            }
-            _ => None,
+            Body::Frames(frames) => frames.get(page),
+            Body::Context(ctx) => ctx.frames.get(page),
+            Body::Key(_) => None,
         }
     }
 
     /// The first byte of its slot.
     pub fn base(&self) -> Option<u64> {
         self.slot.map(|s| s * SLOT_SIZE)
+    }
+
+    /// What the engine needs to know about it. (This kernel makes every id itself, so every
+    /// `kuid` is trusted; Twizzler's kernel passes it only if the id verifies.)
+    pub fn info(&self) -> ObjectInfo {
+        ObjectInfo {
+            kuid: self.kuid,
+            default_prots: self.default_prots,
+        }
+    }
+
+    /// The context, if this is a context object.
+    pub fn as_context(&self) -> Option<&CtxObject> {
+        match &self.body {
+            Body::Context(c) => Some(c),
+            _ => None,
+        }
     }
 }
 
@@ -76,24 +182,41 @@ impl ObjectTable {
         Self { objects }
     }
 
+    fn index(&self, id: ObjID) -> Option<usize> {
+        self.objects.binary_search_by_key(&id, |o| o.id).ok()
+    }
+
     /// The object `id`.
     pub fn get(&self, id: ObjID) -> Option<&Object> {
+        self.index(id).and_then(|i| self.objects.get(i))
+    }
+
+    /// How many context objects there are.
+    pub fn contexts(&self) -> usize {
         self.objects
-            .binary_search_by_key(&id, |o| o.id)
-            .ok()
-            .and_then(|i| self.objects.get(i))
+            .iter()
+            .filter(|o| o.as_context().is_some())
+            .count()
     }
 
     /// The object presented in slot `slot`.
     pub fn in_slot(&self, slot: u64) -> Option<&Object> {
         self.objects.iter().find(|o| o.slot == Some(slot))
     }
+
+    /// The page-table tag of pages granted under context `ctx`: its index in the table plus
+    /// one, or [`CtxTag::UNKNOWN`] for a context not in the table (or past the 127 tags).
+    pub fn tag_of(&self, ctx: ObjID) -> CtxTag {
+        self.index(ctx)
+            .map_or(CtxTag::UNKNOWN, |i| CtxTag::new(i.saturating_add(1)))
+    }
 }
 
 static OBJECTS: Once<ObjectTable> = Once::new();
 
 /// The page tables (set once paging is up). The engine's unmap callbacks lock it, so the
-/// kernel never holds it across a call into the engine.
+/// kernel never holds it across a call into the engine. Lock order: a context's state lock,
+/// then this.
 pub static PAGING: Mutex<Option<PageTables>> = Mutex::new(None);
 
 /// Publishes the object table; later calls are ignored.
@@ -109,6 +232,8 @@ pub fn table() -> Option<&'static ObjectTable> {
 /// How many times the engine asked for an unmap, and how many present pages that cleared.
 static UNMAP_CALLS: AtomicU64 = AtomicU64::new(0);
 static PAGES_UNMAPPED: AtomicU64 = AtomicU64::new(0);
+/// Pages a dirty context's re-protection took write access from.
+static PAGES_REPROTECTED: AtomicU64 = AtomicU64::new(0);
 
 /// (unmap calls, pages cleared) so far.
 pub fn unmap_counts() -> (u64, u64) {
@@ -118,6 +243,64 @@ pub fn unmap_counts() -> (u64, u64) {
     )
 }
 
+/// Pages write-protected again by `with_ctx` so far.
+pub fn reprotected_pages() -> u64 {
+    PAGES_REPROTECTED.load(Ordering::Relaxed)
+}
+
+/// How many times the engine called each host method.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HostCalls {
+    /// [`Host::object`].
+    pub object: u64,
+    /// [`Host::with_ctx`].
+    pub with_ctx: u64,
+    /// [`Host::with_key`].
+    pub with_key: u64,
+    /// [`Host::monotonic_ns`].
+    pub clock: u64,
+    /// [`Host::unmap`].
+    pub unmap: u64,
+}
+
+impl HostCalls {
+    /// The calls made between `earlier` and `self`.
+    pub fn since(&self, earlier: &HostCalls) -> HostCalls {
+        HostCalls {
+            object: self.object.wrapping_sub(earlier.object),
+            with_ctx: self.with_ctx.wrapping_sub(earlier.with_ctx),
+            with_key: self.with_key.wrapping_sub(earlier.with_key),
+            clock: self.clock.wrapping_sub(earlier.clock),
+            unmap: self.unmap.wrapping_sub(earlier.unmap),
+        }
+    }
+
+    /// Calls other than the clock.
+    pub fn besides_clock(&self) -> u64 {
+        self.object + self.with_ctx + self.with_key + self.unmap
+    }
+}
+
+static CALLS_OBJECT: AtomicU64 = AtomicU64::new(0);
+static CALLS_WITH_CTX: AtomicU64 = AtomicU64::new(0);
+static CALLS_WITH_KEY: AtomicU64 = AtomicU64::new(0);
+static CALLS_CLOCK: AtomicU64 = AtomicU64::new(0);
+
+fn bump(counter: &AtomicU64) {
+    counter.fetch_add(1, Ordering::Relaxed);
+}
+
+/// The host calls made so far.
+pub fn host_calls() -> HostCalls {
+    HostCalls {
+        object: CALLS_OBJECT.load(Ordering::Relaxed),
+        with_ctx: CALLS_WITH_CTX.load(Ordering::Relaxed),
+        with_key: CALLS_WITH_KEY.load(Ordering::Relaxed),
+        clock: CALLS_CLOCK.load(Ordering::Relaxed),
+        unmap: UNMAP_CALLS.load(Ordering::Relaxed),
+    }
+}
+
 /// The kernel as the engine's host: the object table, the clock, the page tables.
 pub struct KernelHost;
 
@@ -125,44 +308,73 @@ pub struct KernelHost;
 pub static ENGINE: Engine<KernelHost> = Engine::new(KernelHost);
 
 impl Host for KernelHost {
+    // The default, `PerContext`: every user page carries the tag of the context it was
+    // granted under (see `paging::CtxTag`).
+
     fn object(&self, id: ObjID) -> Option<ObjectInfo> {
-        table()?.get(id).map(|o| ObjectInfo {
-            kuid: o.kuid,
-            default_prots: o.default_prots,
-        })
+        bump(&CALLS_OBJECT);
+        table()?.get(id).map(Object::info)
     }
 
-    fn ctx_bytes(&self, ctx: ObjID) -> Option<&[u8]> {
-        match &table()?.get(ctx)?.body {
-            Body::Context(bytes) => Some(bytes),
-            _ => None,
+    fn with_ctx<R>(&self, ctx: ObjID, f: impl FnOnce(CtxBytes<'_>) -> R) -> Option<R> {
+        bump(&CALLS_WITH_CTX);
+        let object = table()?.get(ctx)?;
+        let c = object.as_context()?;
+        let base = c.base()?;
+        // Held until the engine is done: a write fault on this context waits here before it
+        // can map a page writable (step 2 of the protocol takes this lock). The engine calls
+        // only `with_key` and `object` inside, which do not take it.
+        let mut state = c.state.lock();
+        if state.dirty {
+            // Step 3: take write access away again before lending the bytes.
+            let reprotected = match (object.slot, PAGING.lock().as_mut()) {
+                (Some(slot), Some(pt)) => pt.write_protect_slot(slot),
+                _ => 0,
+            };
+            PAGES_REPROTECTED.fetch_add(reprotected as u64, Ordering::Relaxed);
+            state.dirty = false;
         }
+        // SAFETY: `base .. base + len` lies in the context's byte frames (checked to fit when
+        // the object was made), which are RAM in the kernel's identity map, owned by the
+        // object table (published once, never freed): mapped readable for the whole call.
+        // During it nothing accesses those bytes but the engine's byte loads: user tasks
+        // reach them only through mappings this kernel makes, which are read-only now (the
+        // dirty ones were just write-protected, with `invlpg`, and no user task runs while the
+        // kernel handles a fault, on this one processor), and no write fault can make one
+        // writable before `state` is released; the kernel itself wrote them only at boot.
+        let bytes = unsafe { CtxBytes::shared(base, c.len) };
+        let r = f(bytes);
+        drop(state);
+        Some(r)
     }
 
-    fn verifying_key(&self, kuid: ObjID) -> Option<&VerifyingKey> {
+    fn with_key<R>(&self, kuid: ObjID, f: impl FnOnce(&VerifyingKey) -> R) -> Option<R> {
+        bump(&CALLS_WITH_KEY);
         match &table()?.get(kuid)?.body {
-            Body::Key(key) => Some(key),
+            Body::Key(key) => Some(f(key)),
             _ => None,
         }
     }
 
-    fn now(&self) -> u64 {
-        clock::now()
+    fn monotonic_ns(&self) -> u64 {
+        bump(&CALLS_CLOCK);
+        clock::monotonic_ns()
     }
 
-    /// Unmaps conservatively: the kernel does not record which context each page was mapped
-    /// under, so `Object` clears the object's whole slot and `Context` every user page. Taking
-    /// away more than asked is safe: the next access simply faults and is decided again.
+    /// Unmaps exactly the pages granted under the context named (by their tags), on the one
+    /// processor (so `invlpg` is the whole shootdown).
     fn unmap(&self, what: Unmap) {
         UNMAP_CALLS.fetch_add(1, Ordering::Relaxed);
+        let Some(t) = table() else { return };
+        let slot_of = |target: ObjID| t.get(target).and_then(|o| o.slot);
         let mut paging = PAGING.lock();
         let Some(pt) = paging.as_mut() else { return };
         let cleared = match what {
-            Unmap::Object { target, .. } => table()
-                .and_then(|t| t.get(target))
-                .and_then(|o| o.slot)
-                .map_or(0, |slot| pt.unmap_slot(slot)),
-            Unmap::Context(_) => pt.unmap_all_user(),
+            Unmap::Object { ctx, target } => {
+                slot_of(target).map_or(0, |slot| pt.unmap_slot_under(slot, t.tag_of(ctx)))
+            }
+            Unmap::Context(ctx) => pt.unmap_all_under(t.tag_of(ctx)),
+            Unmap::ObjectEverywhere(target) => slot_of(target).map_or(0, |s| pt.unmap_slot(s)),
         };
         PAGES_UNMAPPED.fetch_add(cleared as u64, Ordering::Relaxed);
     }

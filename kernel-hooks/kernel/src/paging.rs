@@ -7,11 +7,14 @@
 //!   kernel image, its stacks and heap, the page tables and the frames backing objects.
 //! - slot `n` (`1 ..= MAX_SLOTS`): `n GiB .. (n+1) GiB`, one object per slot, so an object's
 //!   byte offset is `vaddr - n GiB`. Nothing is mapped there until the engine decides a fault;
-//!   then exactly one 4 KiB page is mapped with exactly the decided protections.
+//!   then exactly one 4 KiB page is mapped with exactly the decided protections, tagged with
+//!   the security context that granted it (see [`CtxTag`]).
+//! - [`KERNEL_MMIO_SLOT`] GiB: device registers (the local APIC), supervisor-only, uncached.
 //!
 //! Every page table is reached through the identity map, so frames are only handed out below
 //! 1 GiB.
 
+use alloc::vec::Vec;
 use core::fmt;
 
 use twizzler_security::Protections;
@@ -25,12 +28,51 @@ pub const MAX_SLOTS: u64 = 64;
 /// The identity map's extent.
 const IDENTITY_LIMIT: u64 = 1 << 30;
 
+/// The 1 GiB region (PDPT index, past every object slot) where device registers are mapped.
+pub const KERNEL_MMIO_SLOT: u64 = 510;
+
 const PTE_PRESENT: u64 = 1 << 0;
 const PTE_WRITABLE: u64 = 1 << 1;
 const PTE_USER: u64 = 1 << 2;
+const PTE_WRITE_THROUGH: u64 = 1 << 3;
+const PTE_CACHE_DISABLE: u64 = 1 << 4;
 const PTE_HUGE: u64 = 1 << 7;
 const PTE_NX: u64 = 1 << 63;
 const PTE_ADDR: u64 = 0x000f_ffff_ffff_f000;
+/// Bits 52..=58 of a leaf entry are ignored by the MMU (with protection keys off, which the
+/// kernel never turns on): the kernel keeps a page's [`CtxTag`] there.
+const PTE_TAG_SHIFT: u64 = 52;
+const PTE_TAG_MASK: u64 = 0x7f << PTE_TAG_SHIFT;
+
+/// Which security context a user page was granted under, kept in the page-table entry so that
+/// the engine's `Unmap::Object { ctx, .. }` and `Unmap::Context(ctx)` remove exactly the pages
+/// granted under `ctx` (the kernel's unmap granularity is per context).
+///
+/// `1..=127` name a context (its index in the object table, plus one); [`CtxTag::UNKNOWN`] (0)
+/// is a page whose context has no tag, which every per-context unmap removes: more than
+/// needed, never less.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CtxTag(u8);
+
+impl CtxTag {
+    /// A page granted under a context without a tag of its own.
+    pub const UNKNOWN: CtxTag = CtxTag(0);
+    /// The largest tag that fits the entry's ignored bits.
+    pub const MAX: u8 = 0x7f;
+
+    /// The tag `n` (`1..=`[`CtxTag::MAX`]), or [`CtxTag::UNKNOWN`] when it does not fit.
+    pub fn new(n: usize) -> Self {
+        match u8::try_from(n) {
+            Ok(t) if (1..=Self::MAX).contains(&t) => Self(t),
+            _ => Self::UNKNOWN,
+        }
+    }
+
+    /// Whether a per-context unmap for `self` removes a page tagged `page`.
+    fn covers(self, page: CtxTag) -> bool {
+        page == self || page == Self::UNKNOWN
+    }
+}
 
 /// Page-table and frame errors.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -39,6 +81,8 @@ pub enum PagingError {
     OutOfFrames,
     /// The address is not inside an object slot.
     NotInSlot(u64),
+    /// Frames that had to be consecutive were not.
+    NotContiguous,
 }
 
 impl fmt::Display for PagingError {
@@ -46,6 +90,7 @@ impl fmt::Display for PagingError {
         match self {
             Self::OutOfFrames => f.write_str("out of physical frames"),
             Self::NotInSlot(v) => write!(f, "address {v:#x} is not in an object slot"),
+            Self::NotContiguous => f.write_str("the frame pool gave non-consecutive frames"),
         }
     }
 }
@@ -87,6 +132,22 @@ impl Frame {
                 )
             };
         }
+    }
+
+    /// Copies `bytes` to byte `at` of the frame; `false` (nothing written) if they do not fit.
+    pub fn write_at(&mut self, at: usize, bytes: &[u8]) -> bool {
+        if at
+            .checked_add(bytes.len())
+            .is_none_or(|end| end > PAGE as usize)
+        {
+            return false;
+        }
+        // SAFETY: as in `fill`; the check above keeps `at .. at + len` inside the frame, and
+        // `bytes` (kernel data) cannot overlap a frame.
+        unsafe {
+            core::ptr::copy_nonoverlapping(bytes.as_ptr(), (self.0 as *mut u8).add(at), bytes.len())
+        };
+        true
     }
 
     /// The byte at `offset` (taken modulo the page size). User tasks may write the frame
@@ -152,9 +213,12 @@ fn write_entry(table: u64, index: u64, value: u64) {
 }
 
 /// The page-table entry for a user page with exactly `prots`: present and user-accessible,
-/// writable only with `WRITE`, executable only with `EXEC`.
-pub fn user_pte(phys: u64, prots: Protections) -> u64 {
-    let mut pte = (phys & PTE_ADDR) | PTE_PRESENT | PTE_USER;
+/// writable only with `WRITE`, executable only with `EXEC`, tagged `tag`.
+pub fn user_pte(phys: u64, prots: Protections, tag: CtxTag) -> u64 {
+    let mut pte = (phys & PTE_ADDR)
+        | PTE_PRESENT
+        | PTE_USER
+        | (u64::from(tag.0) << PTE_TAG_SHIFT) & PTE_TAG_MASK;
     if prots.contains(Protections::WRITE) {
         pte |= PTE_WRITABLE;
     }
@@ -162,6 +226,11 @@ pub fn user_pte(phys: u64, prots: Protections) -> u64 {
         pte |= PTE_NX;
     }
     pte
+}
+
+/// The context tag of a leaf entry.
+fn pte_tag(pte: u64) -> CtxTag {
+    CtxTag(((pte & PTE_TAG_MASK) >> PTE_TAG_SHIFT) as u8)
 }
 
 /// The protections a leaf entry grants (`READ` whenever it is present).
@@ -214,6 +283,48 @@ impl PageTables {
         self.frames.alloc().map(Frame)
     }
 
+    /// `n` zeroed frames at consecutive physical addresses, so the identity map shows them as
+    /// one range (the kernel lends a context's bytes to the engine as one pointer and length).
+    pub fn alloc_contiguous(&mut self, n: usize) -> Result<Vec<Frame>, PagingError> {
+        let mut frames: Vec<Frame> = Vec::with_capacity(n);
+        for _ in 0..n {
+            let f = self.alloc_frame()?;
+            // The bump allocator hands out consecutive frames; check rather than assume.
+            if frames
+                .last()
+                .is_some_and(|last| last.addr() + PAGE != f.addr())
+            {
+                return Err(PagingError::NotContiguous);
+            }
+            frames.push(f);
+        }
+        Ok(frames)
+    }
+
+    /// Maps the 4 KiB of device registers at physical `phys` at `vaddr` (in
+    /// [`KERNEL_MMIO_SLOT`]): supervisor-only, writable, uncached, not executable.
+    pub fn map_kernel_mmio(&mut self, vaddr: u64, phys: u64) -> Result<(), PagingError> {
+        if vaddr / SLOT_SIZE != KERNEL_MMIO_SLOT {
+            return Err(PagingError::NotInSlot(vaddr));
+        }
+        let (pdi, pti) = Self::indices(vaddr);
+        let pd = self
+            .next_table(self.pdpt, KERNEL_MMIO_SLOT, true)?
+            .ok_or(PagingError::OutOfFrames)?;
+        let pt = self
+            .next_table(pd, pdi, true)?
+            .ok_or(PagingError::OutOfFrames)?;
+        let pte = (phys & PTE_ADDR)
+            | PTE_PRESENT
+            | PTE_WRITABLE
+            | PTE_WRITE_THROUGH
+            | PTE_CACHE_DISABLE
+            | PTE_NX;
+        write_entry(pt, pti, pte);
+        crate::cpu::invlpg(vaddr);
+        Ok(())
+    }
+
     /// Frames still free.
     pub fn frames_remaining(&self) -> u64 {
         self.frames.remaining()
@@ -249,13 +360,14 @@ impl PageTables {
         Ok(Some(t))
     }
 
-    /// Maps the 4 KiB user page at `vaddr` to `frame` with exactly `prots`, replacing any
-    /// existing mapping, and flushes the old translation.
+    /// Maps the 4 KiB user page at `vaddr` to `frame` with exactly `prots`, granted under the
+    /// context tagged `tag`, replacing any existing mapping, and flushes the old translation.
     pub fn map_user(
         &mut self,
         vaddr: u64,
         frame: &Frame,
         prots: Protections,
+        tag: CtxTag,
     ) -> Result<(), PagingError> {
         let slot = Self::slot_of(vaddr).ok_or(PagingError::NotInSlot(vaddr))?;
         let (pdi, pti) = Self::indices(vaddr);
@@ -265,7 +377,7 @@ impl PageTables {
         let pt = self
             .next_table(pd, pdi, true)?
             .ok_or(PagingError::OutOfFrames)?;
-        write_entry(pt, pti, user_pte(frame.addr(), prots));
+        write_entry(pt, pti, user_pte(frame.addr(), prots, tag));
         crate::cpu::invlpg(vaddr);
         Ok(())
     }
@@ -285,28 +397,56 @@ impl PageTables {
         read_entry(pt, pti)
     }
 
-    /// Unmaps every page of slot `slot` (flushing each); returns how many were mapped.
-    pub fn unmap_slot(&mut self, slot: u64) -> usize {
+    /// Rewrites every present leaf entry of slot `slot` for which `change` returns a new value
+    /// (flushing each); returns how many it rewrote.
+    fn rewrite_slot(&mut self, slot: u64, mut change: impl FnMut(u64) -> Option<u64>) -> usize {
         if !(1..=MAX_SLOTS).contains(&slot) {
             return 0;
         }
         let Ok(Some(pd)) = self.next_table(self.pdpt, slot, false) else {
             return 0;
         };
-        let mut cleared = 0;
+        let mut rewritten = 0;
         for pdi in 0..512 {
             let Ok(Some(pt)) = self.next_table(pd, pdi, false) else {
                 continue;
             };
             for pti in 0..512 {
-                if read_entry(pt, pti) & PTE_PRESENT != 0 {
-                    write_entry(pt, pti, 0);
+                let pte = read_entry(pt, pti);
+                if pte & PTE_PRESENT == 0 {
+                    continue;
+                }
+                if let Some(new) = change(pte) {
+                    write_entry(pt, pti, new);
                     crate::cpu::invlpg(slot * SLOT_SIZE + (pdi << 21) + (pti << 12));
-                    cleared += 1;
+                    rewritten += 1;
                 }
             }
         }
-        cleared
+        rewritten
+    }
+
+    /// Unmaps every page of slot `slot` (flushing each); returns how many were mapped.
+    pub fn unmap_slot(&mut self, slot: u64) -> usize {
+        self.rewrite_slot(slot, |_| Some(0))
+    }
+
+    /// Unmaps the pages of slot `slot` granted under the context tagged `tag`.
+    pub fn unmap_slot_under(&mut self, slot: u64, tag: CtxTag) -> usize {
+        self.rewrite_slot(slot, |pte| tag.covers(pte_tag(pte)).then_some(0))
+    }
+
+    /// Unmaps every user page granted under the context tagged `tag`.
+    pub fn unmap_all_under(&mut self, tag: CtxTag) -> usize {
+        (1..=MAX_SLOTS).map(|s| self.unmap_slot_under(s, tag)).sum()
+    }
+
+    /// Takes write access away from every page of slot `slot` (keeping the pages mapped with
+    /// their other rights); returns how many were writable.
+    pub fn write_protect_slot(&mut self, slot: u64) -> usize {
+        self.rewrite_slot(slot, |pte| {
+            (pte & PTE_WRITABLE != 0).then_some(pte & !PTE_WRITABLE)
+        })
     }
 
     /// Unmaps every user page; returns how many were mapped.

@@ -4,11 +4,17 @@
 //! probe in the program object. The kernel runs it until it traps and handles the trap here,
 //! in ordinary kernel code:
 //!
-//! - `#PF`: CR2 and the error code become a [`Fault`] (target object from the slot, offset in
-//!   it, read / write / fetch from the W and I/D bits), [`Engine::decide`] is called, and either
-//!   the page is mapped with exactly the decided protections and the task resumes, or the
-//!   violation ends the task. A fault on a present page (a write to a read-only mapping, a
-//!   fetch from a no-execute one) is decided in the same way.
+//! - `#PF`: CR2 and the error code become a [`Fault`] (target object from the slot, with its
+//!   `kuid` and default protections; offset in it; read / write / fetch from the W and I/D
+//!   bits), [`Engine::decide`] is called, and either the page is mapped with exactly the
+//!   decided protections and the task resumes, or the violation ends the task. A fault on a
+//!   present page (a write to a read-only mapping, a fetch from a no-execute one) is decided
+//!   in the same way. When the decision names a context to switch to, the kernel switches the
+//!   thread ([`SecCtxMgr::switch_context`]) before it maps; a page is mapped tagged with the
+//!   context that granted it. Context objects follow the write-protection protocol (see
+//!   [`crate::objects`]): mapped read-only, made writable by a write fault that invalidates
+//!   the context first.
+//! - the timer interrupt: [`crate::timer::on_interrupt`] (expiry), then the task resumes.
 //! - `int 0x80`: exit or checkpoint.
 //! - anything else (`#GP`, `#UD`, ...): the task crashed.
 //!
@@ -17,22 +23,27 @@
 use alloc::vec::Vec;
 use core::fmt;
 
-use kernel_hooks::{Decision, Fault, SecCtxMgr, Stats, Violation};
-use twizzler_security::{AccessKind, ObjID, Protections};
+use kernel_hooks::{Decision, Fault, Invalidation, SecCtxMgr, Stats, SwitchResult, Violation};
+use twizzler_security::{AccessKind, Expiry, ObjID, Protections};
 
-use crate::cpu;
-use crate::objects::{ENGINE, PAGING, table};
-use crate::paging::{PAGE, PageTables, PagingError, SLOT_SIZE};
+use crate::objects::{self, CtxObject, ENGINE, HostCalls, PAGING, table};
+use crate::paging::{CtxTag, Frame, PAGE, PageTables, PagingError, SLOT_SIZE};
 use crate::trap::{self, UserFrame};
 use crate::user::{self, Probe};
+use crate::{clock, cpu, timer};
 
 /// Traps one task may take before the kernel gives up on it (a fault that the engine
-/// "allows" but that keeps recurring would otherwise loop forever).
+/// "allows" but that keeps recurring would otherwise loop forever). Interrupts do not count.
 const MAX_TRAPS: usize = 32;
+
+/// How long a task may run (monotonic time, kernel work included) before the kernel stops
+/// it at a timer interrupt.
+pub const TASK_TIME_LIMIT_NS: u64 = 5_000_000_000;
 
 /// Page-fault error code bits.
 const PF_PRESENT: u64 = 1 << 0;
 const PF_WRITE: u64 = 1 << 1;
+const PF_USER: u64 = 1 << 2;
 const PF_FETCH: u64 = 1 << 4;
 
 /// Why the kernel ended a task at a page fault.
@@ -101,6 +112,8 @@ pub enum Outcome {
     BadSyscall(u64),
     /// It trapped more than [`MAX_TRAPS`] times.
     Runaway,
+    /// It ran longer than [`TASK_TIME_LIMIT_NS`].
+    TimedOut,
 }
 
 impl fmt::Display for Outcome {
@@ -115,6 +128,11 @@ impl fmt::Display for Outcome {
             ),
             Self::BadSyscall(n) => write!(f, "unknown system call {n}"),
             Self::Runaway => write!(f, "more than {MAX_TRAPS} traps"),
+            Self::TimedOut => write!(
+                f,
+                "still running after {} ms",
+                TASK_TIME_LIMIT_NS / 1_000_000
+            ),
         }
     }
 }
@@ -132,10 +150,17 @@ pub struct FaultRecord {
     pub before: Stats,
     /// See `before`.
     pub after: Stats,
+    /// The host calls the engine made during the decision.
+    pub host: HostCalls,
     /// The protections mapped, if any.
     pub mapped: Option<Protections>,
     /// The context the thread switched to, if it did.
     pub switched_to: Option<ObjID>,
+    /// Until when the grant holds, for decisions that mapped.
+    pub valid_until: Option<Expiry>,
+    /// For a write the engine allowed into a context object: how many unmaps the
+    /// `invalidate_ctx` it caused performed.
+    pub invalidated: Option<usize>,
 }
 
 impl FaultRecord {
@@ -152,12 +177,25 @@ impl FaultRecord {
     }
 }
 
+/// The timer interrupts a task took.
+#[derive(Clone, Debug, Default)]
+pub struct TimerLog {
+    /// How many.
+    pub interrupts: u32,
+    /// What each `expire()` they made unmapped, in order.
+    pub expiries: Vec<Invalidation>,
+}
+
 /// Everything about one task's run.
 pub struct Report {
     /// How it ended.
     pub outcome: Outcome,
     /// Every page fault the engine decided, in order.
     pub faults: Vec<FaultRecord>,
+    /// Its registers when it ended.
+    pub regs: UserFrame,
+    /// The timer interrupts it took.
+    pub timer: TimerLog,
 }
 
 impl Report {
@@ -176,6 +214,8 @@ pub struct Start {
     pub addr: u64,
     /// The value it writes, for write probes (in `rsi`).
     pub value: u8,
+    /// A second address, for probes that use one (in `rdx`).
+    pub addr2: u64,
 }
 
 /// The address of byte `offset` of `obj`'s slot.
@@ -194,9 +234,16 @@ pub fn run(
     mut checkpoint: impl FnMut(u64),
 ) -> Report {
     let mut faults = Vec::new();
+    let mut timer_log = TimerLog::default();
     if let Some(pt) = PAGING.lock().as_mut() {
         pt.unmap_all_user();
     }
+    let mut frame = UserFrame {
+        rdi: start.addr,
+        rsi: u64::from(start.value),
+        rdx: start.addr2,
+        ..UserFrame::default()
+    };
     let Some(entry) = addr_of(program, PAGE + start.probe.offset()) else {
         return Report {
             outcome: Outcome::Denied {
@@ -206,54 +253,114 @@ pub fn run(
                 why: Denial::NoObject(0),
             },
             faults,
+            regs: frame,
+            timer: timer_log,
         };
     };
-    let mut frame = UserFrame {
-        rip: entry,
-        rdi: start.addr,
-        rsi: u64::from(start.value),
-        ..UserFrame::default()
-    };
-    for _ in 0..MAX_TRAPS {
+    frame.rip = entry;
+    let started = clock::monotonic_ns();
+    timer::rearm();
+    let mut traps = 0;
+    let outcome = loop {
         trap::enter_user(&mut frame);
-        let outcome = match u8::try_from(frame.vector) {
-            Ok(trap::PAGE_FAULT) => {
-                // Read CR2 before anything else can fault (nothing in the kernel does).
-                let addr = cpu::read_cr2();
-                match page_fault(thread, addr, frame.error, &mut faults) {
-                    Ok(()) => continue,
-                    Err(denied) => denied,
+        let vector = u8::try_from(frame.vector).unwrap_or(0);
+        if vector == trap::TIMER_VECTOR
+            || vector == trap::SPURIOUS_VECTOR
+            || trap::PIC_SPURIOUS.contains(&vector)
+        {
+            if vector == trap::TIMER_VECTOR {
+                timer_log.interrupts = timer_log.interrupts.saturating_add(1);
+                if let Some(swept) = timer::on_interrupt() {
+                    timer_log.expiries.push(swept);
                 }
             }
-            Ok(trap::SYSCALL_VECTOR) => match frame.rax {
-                user::SYS_EXIT => Outcome::Exited(frame.rsi),
+            if clock::monotonic_ns().saturating_sub(started) > TASK_TIME_LIMIT_NS {
+                break Outcome::TimedOut;
+            }
+            continue;
+        }
+        traps += 1;
+        if traps > MAX_TRAPS {
+            break Outcome::Runaway;
+        }
+        match vector {
+            trap::PAGE_FAULT => {
+                // Read CR2 before anything else can fault (nothing in the kernel does).
+                let addr = cpu::read_cr2();
+                match page_fault(thread, addr, frame.error, frame.rip, &mut faults, false) {
+                    Ok(()) => continue,
+                    Err(denied) => break denied,
+                }
+            }
+            trap::SYSCALL_VECTOR => match frame.rax {
+                user::SYS_EXIT => break Outcome::Exited(frame.rsi),
                 user::SYS_CHECKPOINT => {
                     checkpoint(frame.rsi);
                     continue;
                 }
-                n => Outcome::BadSyscall(n),
+                n => break Outcome::BadSyscall(n),
             },
-            _ => Outcome::Crashed {
-                vector: frame.vector,
-                error: frame.error,
-                rip: frame.rip,
-            },
-        };
-        return Report { outcome, faults };
-    }
+            _ => {
+                break Outcome::Crashed {
+                    vector: frame.vector,
+                    error: frame.error,
+                    rip: frame.rip,
+                };
+            }
+        }
+    };
     Report {
-        outcome: Outcome::Runaway,
+        outcome,
         faults,
+        regs: frame,
+        timer: timer_log,
     }
 }
 
-/// Handles one page fault: `Ok` when the page is now mapped, or the outcome that ends the
-/// task.
+/// Asks the engine about `fault`, measuring the call.
+fn decide(thread: &SecCtxMgr, fault: Fault, present: bool) -> (Decision, FaultRecord) {
+    let calls = objects::host_calls();
+    let before = ENGINE.stats();
+    let t0 = cpu::rdtsc();
+    let decision = ENGINE.decide(thread, &fault);
+    let t1 = cpu::rdtsc();
+    let after = ENGINE.stats();
+    let host = objects::host_calls().since(&calls);
+    let record = FaultRecord {
+        fault,
+        present,
+        cycles: t1.wrapping_sub(t0),
+        before,
+        after,
+        host,
+        mapped: None,
+        switched_to: None,
+        valid_until: None,
+        invalidated: None,
+    };
+    (decision, record)
+}
+
+/// Maps user page `page_addr` to `frame` with `prots`, granted under context `ctx`.
+fn map(page_addr: u64, frame: &Frame, prots: Protections, ctx: ObjID) -> Result<(), Denial> {
+    let tag = table().map_or(CtxTag::UNKNOWN, |t| t.tag_of(ctx));
+    match PAGING.lock().as_mut() {
+        Some(pt) => pt.map_user(page_addr, frame, prots, tag),
+        None => Err(PagingError::NotInSlot(page_addr)),
+    }
+    .map_err(Denial::Paging)
+}
+
+/// Handles one page fault: `Ok` when the page is now mapped (or the access is to be retried),
+/// or the outcome that ends the task. `rip` is the faulting instruction. `ctx_invalidated`:
+/// this is the second decision of a context write, made after `invalidate_ctx`.
 fn page_fault(
     thread: &SecCtxMgr,
     addr: u64,
     error: u64,
+    rip: u64,
     faults: &mut Vec<FaultRecord>,
+    ctx_invalidated: bool,
 ) -> Result<(), Outcome> {
     let kind = if error & PF_FETCH != 0 {
         AccessKind::Exec
@@ -273,58 +380,100 @@ fn page_fault(
         .and_then(|slot| table()?.in_slot(slot))
         .ok_or(deny(Denial::NoObject(addr)))?;
     let offset = addr % SLOT_SIZE;
-    let fault = Fault {
-        target: object.id,
-        offset,
-        kind,
-    };
+    let fault = Fault::new(object.id, object.info(), offset, kind);
 
-    let before = ENGINE.stats();
-    let t0 = cpu::rdtsc();
-    let decision = ENGINE.decide(thread, &fault);
-    let t1 = cpu::rdtsc();
-    let after = ENGINE.stats();
-    let mut record = FaultRecord {
-        fault,
-        present,
-        cycles: t1.wrapping_sub(t0),
-        before,
-        after,
-        mapped: None,
-        switched_to: None,
-    };
-
-    let result = match decision {
+    let (decision, mut record) = decide(thread, fault, present);
+    let (prots, switch_to, valid_until) = match decision {
         Decision::Map {
-            prots, switch_to, ..
-        } => {
-            record.switched_to = switch_to;
-            if !prots.contains(kind.required()) {
-                Err(deny(Denial::TooLittle { prots }))
-            } else if let Some(frame) = object.frame_at(offset) {
-                let page_addr = addr & !(PAGE - 1);
-                let mapped = match PAGING.lock().as_mut() {
-                    Some(pt) => pt.map_user(page_addr, frame, prots),
-                    None => Err(PagingError::NotInSlot(page_addr)),
-                };
-                match mapped {
-                    Ok(()) => {
-                        record.mapped = Some(prots);
-                        Ok(())
-                    }
-                    Err(e) => Err(deny(Denial::Paging(e))),
-                }
-            } else {
-                Err(deny(Denial::NoBacking {
-                    target: object.id,
-                    offset,
-                }))
-            }
+            prots,
+            switch_to,
+            valid_until,
+            ..
+        } => (prots, switch_to, valid_until),
+        Decision::Violation(v) => {
+            faults.push(record);
+            return Err(deny(Denial::Engine(v)));
         }
-        Decision::Violation(v) => Err(deny(Denial::Engine(v))),
+    };
+    record.valid_until = Some(valid_until);
+    if !prots.contains(kind.required()) {
+        faults.push(record);
+        return Err(deny(Denial::TooLittle { prots }));
+    }
+    // The engine does not switch the thread: the kernel does, and maps under that context.
+    let granted_under = match switch_to {
+        None => thread.active_id(),
+        Some(ctx) => match thread.switch_context(ctx) {
+            SwitchResult::Switched | SwitchResult::NoSwitch => {
+                record.switched_to = Some(ctx);
+                ctx
+            }
+            // Detached since the decision: map nothing, let the access fault again.
+            SwitchResult::NotAttached => {
+                faults.push(record);
+                return Ok(());
+            }
+        },
+    };
+    let Some(frame) = object.frame_at(offset) else {
+        faults.push(record);
+        return Err(deny(Denial::NoBacking {
+            target: object.id,
+            offset,
+        }));
+    };
+    let page_addr = addr & !(PAGE - 1);
+    let mapped = match object.as_context() {
+        None => map(page_addr, frame, prots, granted_under).map(|()| prots),
+        // Step 1 of the protocol: a context page is mapped read-only at first.
+        Some(_) if kind != AccessKind::Write => {
+            let ro = prots - Protections::WRITE;
+            map(page_addr, frame, ro, granted_under).map(|()| ro)
+        }
+        Some(_) if !ctx_invalidated => {
+            record.invalidated = Some(ENGINE.invalidate_ctx(object.id).total());
+            faults.push(record);
+            return write_ctx(thread, addr, error, rip, faults);
+        }
+        Some(ctx) => ctx
+            .map_writable(|| map(page_addr, frame, prots, granted_under))
+            .map(|()| prots),
+    };
+    let result = match mapped {
+        Ok(p) => {
+            record.mapped = Some(p);
+            Ok(())
+        }
+        Err(why) => Err(deny(why)),
     };
     faults.push(record);
+    // After every `Map`: the grant may expire sooner than the timer is armed for.
+    timer::rearm();
     result
+}
+
+/// Step 2 of the context-write protocol, after the engine allowed the write at `addr` into a
+/// context object and `invalidate_ctx` unmapped everything granted under it.
+///
+/// - The faulting instruction's own page may have been granted under that context (it is
+///   when a task edits its own context): it is faulted in again first, while the context is
+///   still read-only, else the refetch would re-protect the context and the write would
+///   fault and invalidate again, forever.
+/// - The write is decided again: the decision that allowed it was cached under the old
+///   epoch and swept with the rest, so without a fresh one no later revocation would know
+///   of the writable mapping. That decision maps the page writable and marks the context
+///   dirty.
+fn write_ctx(
+    thread: &SecCtxMgr,
+    addr: u64,
+    error: u64,
+    rip: u64,
+    faults: &mut Vec<FaultRecord>,
+) -> Result<(), Outcome> {
+    if !mapped_prots(rip).is_some_and(|p| p.contains(Protections::EXEC)) {
+        page_fault(thread, rip, PF_USER | PF_FETCH, rip, faults, false)?;
+    }
+    page_fault(thread, addr, error, rip, faults, true)
 }
 
 /// The present leaf entry's protections for user address `addr`, if mapped.
@@ -333,4 +482,9 @@ pub fn mapped_prots(addr: u64) -> Option<Protections> {
     let pte = paging.as_mut()?.user_entry(addr);
     let prots = crate::paging::pte_prots(pte);
     (!prots.is_empty()).then_some(prots)
+}
+
+/// Whether context `ctx` may have a writable user mapping (the protocol's dirty bit).
+pub fn ctx_dirty(ctx: ObjID) -> Option<bool> {
+    table()?.get(ctx)?.as_context().map(CtxObject::is_dirty)
 }

@@ -8,6 +8,11 @@
 //! returns from [`enter_user`] on the kernel stack. The kernel handles the trap in ordinary
 //! Rust, outside any interrupt context, and resumes the task by entering it again.
 //!
+//! Hardware interrupts (the local APIC timer, and spurious vectors) are taken only in ring 3:
+//! user tasks run with interrupts enabled, the kernel with them disabled (every gate here is
+//! an interrupt gate). They come back through the same path as traps, so the kernel handles
+//! the timer in ordinary code too, holding no lock.
+//!
 //! A trap taken in ring 0 is a kernel bug: it is reported and QEMU exits with failure. The
 //! double fault runs on its own stack (IST1) and is always fatal.
 
@@ -28,6 +33,15 @@ pub const GENERAL_PROTECTION: u8 = 13;
 pub const INVALID_OPCODE: u8 = 6;
 /// Double fault.
 pub const DOUBLE_FAULT: u8 = 8;
+/// The local APIC timer.
+pub const TIMER_VECTOR: u8 = 0x30;
+/// The local APIC's spurious-interrupt vector.
+pub const SPURIOUS_VECTOR: u8 = 0xff;
+/// Where the (masked) legacy PICs are remapped to: `PIC_BASE .. PIC_BASE + 16`. Masked lines
+/// still raise spurious IRQ 7 and 15 ([`PIC_SPURIOUS`]).
+pub const PIC_BASE: u8 = 0x20;
+/// The legacy PICs' spurious vectors (IRQ 7 and IRQ 15).
+pub const PIC_SPURIOUS: [u8; 2] = [PIC_BASE + 7, PIC_BASE + 15];
 
 /// A short name for an exception vector.
 pub fn vector_name(vector: u64) -> &'static str {
@@ -37,12 +51,13 @@ pub fn vector_name(vector: u64) -> &'static str {
         Ok(GENERAL_PROTECTION) => "#GP",
         Ok(PAGE_FAULT) => "#PF",
         Ok(SYSCALL_VECTOR) => "int 0x80",
+        Ok(TIMER_VECTOR) => "timer",
         _ => "exception",
     }
 }
 
-/// RFLAGS for a user task: reserved bit 1 only (interrupts stay off, IOPL 0).
-pub const USER_RFLAGS: u64 = 0x2;
+/// RFLAGS for a user task: reserved bit 1 and IF (the timer may interrupt it), IOPL 0.
+pub const USER_RFLAGS: u64 = 0x202;
 
 /// A ring-3 task's registers, and the trap that last stopped it.
 ///
@@ -83,7 +98,18 @@ const _: () = assert!(size_of::<UserFrame>().is_multiple_of(16));
 const _: () = assert!(size_of::<UserFrame>() == 22 * 8);
 
 /// Where each entry stub is; filled by the assembly below.
-const STUB_COUNT: usize = 33; // vectors 0..=31 and 0x80
+const STUB_COUNT: usize = 37; // vectors 0..=31, 0x80, then the interrupts of `INTERRUPTS`
+/// The interrupt vectors with a stub, in the order of the stub table's tail.
+const INTERRUPTS: [u8; 4] = [
+    TIMER_VECTOR,
+    PIC_SPURIOUS[0],
+    PIC_SPURIOUS[1],
+    SPURIOUS_VECTOR,
+];
+// The stubs below spell these vectors out as numbers.
+const _: () = assert!(
+    TIMER_VECTOR == 48 && PIC_SPURIOUS[0] == 39 && PIC_SPURIOUS[1] == 47 && SPURIOUS_VECTOR == 255
+);
 
 global_asm!(
     r#"
@@ -139,6 +165,10 @@ trap_stub_8:                         /* double fault: IST stack, always fatal */
     TRAP_ERR 30
     TRAP_NOERR 31
     TRAP_NOERR 128
+    TRAP_NOERR 48                    /* TIMER_VECTOR */
+    TRAP_NOERR 39                    /* PIC_SPURIOUS */
+    TRAP_NOERR 47
+    TRAP_NOERR 255                   /* SPURIOUS_VECTOR */
 
     /* [rsp] vector, [rsp+8] error, [rsp+16] rip, [rsp+24] cs, ... */
 trap_common:
@@ -224,6 +254,7 @@ trap_stub_table:
     .quad trap_stub_24, trap_stub_25, trap_stub_26, trap_stub_27
     .quad trap_stub_28, trap_stub_29, trap_stub_30, trap_stub_31
     .quad trap_stub_128
+    .quad trap_stub_48, trap_stub_39, trap_stub_47, trap_stub_255
 
     .section .bss.trap, "aw", @nobits
     .p2align 3
@@ -287,7 +318,8 @@ fn gate(handler: u64, ist: u8, type_attr: u8) -> Gate {
     }
 }
 
-/// Fills and loads the IDT: exceptions 0..=31 (double fault on IST1) and `int 0x80` for ring 3.
+/// Fills and loads the IDT: exceptions 0..=31 (double fault on IST1), `int 0x80` for ring 3,
+/// and the interrupt vectors (DPL 0: ring 3 cannot raise them with `int`).
 pub fn init() {
     // SAFETY: `trap_stub_table` is initialised read-only data defined above.
     let stubs = unsafe { &trap_stub_table };
@@ -304,6 +336,9 @@ pub fn init() {
             (*idt).0[vector] = gate(*handler, ist, INTERRUPT_GATE);
         }
         (*idt).0[usize::from(SYSCALL_VECTOR)] = gate(stubs[32], 0, USER_INTERRUPT_GATE);
+        for (vector, handler) in INTERRUPTS.iter().zip(&stubs[33..]) {
+            (*idt).0[usize::from(*vector)] = gate(*handler, 0, INTERRUPT_GATE);
+        }
 
         #[repr(C, packed)]
         struct Pointer {
@@ -322,19 +357,20 @@ pub fn init() {
 /// holds its registers at the trap and `frame.vector` / `frame.error` say which trap.
 ///
 /// The segment selectors and flags are forced to ring-3 values before entry, so whatever the
-/// frame held, the task runs unprivileged with interrupts disabled.
+/// frame held, the task runs unprivileged, with interrupts enabled and IOPL 0.
 pub fn enter_user(frame: &mut UserFrame) {
     frame.cs = u64::from(gdt::USER_CS);
     frame.ss = u64::from(gdt::USER_DS);
-    // Keep only the arithmetic flags and DF; IF, IOPL, TF, NT, AC, VM... are cleared.
+    // Keep only the arithmetic flags and DF; IOPL, TF, NT, AC, VM... are cleared, IF set.
     frame.rflags = (frame.rflags & 0xcd5) | USER_RFLAGS;
     let frame_ptr: *mut UserFrame = frame;
     let top = frame_ptr as u64 + size_of::<UserFrame>() as u64;
     // SAFETY: `frame` is 16-byte aligned (its type says so) and exclusively borrowed for this
     // call, so the processor and the stubs may write the whole of it; `enter_user_asm` keeps
     // the callee-saved registers of the System V ABI and returns on the kernel stack it left.
-    // The task runs in ring 3 with CS/SS forced to user selectors and IF/IOPL cleared, so it
-    // can only come back through a trap.
+    // The task runs in ring 3 with CS/SS forced to user selectors and IOPL 0, so it can only
+    // come back through a trap or an interrupt (IF is set only for it: every gate clears IF
+    // again, so the kernel never takes an interrupt itself).
     unsafe {
         gdt::set_rsp0(top);
         enter_user_asm(frame_ptr);

@@ -6,6 +6,9 @@
 //! page faults the engine decides. Every probe is position-independent, uses no stack, and
 //! ends with `int 0x80`.
 //!
+//! Registers at the start: `rdi` = the address the probe touches, `rsi` = the value it writes,
+//! `rdx` = a second address (the context edited by [`Probe::ReadEditCtxRead`]).
+//!
 //! System calls (`int 0x80`): `rax` = number, `rsi` = argument.
 //! - [`SYS_EXIT`]: the task is done; `rsi` is its result (the byte a read probe read).
 //! - [`SYS_CHECKPOINT`]: the kernel runs the scenario's checkpoint action, then resumes.
@@ -66,6 +69,33 @@ probe_read_checkpoint_read:
     int 0x80
     ud2
 
+    /* Read rdi over and over, counting the reads done in rbx, until the kernel stops it. */
+    .global probe_read_loop
+probe_read_loop:
+    xor ebx, ebx
+2:
+    movzx esi, byte ptr [rdi]
+    inc rbx
+    jmp 2b
+
+    /* Edit the context at rdx (the header's first byte) between two reads of rdi: read rdi,
+       read the context's generation, checkpoint with the byte read, then zero the context's
+       entry count (header byte 20) and bump its generation (byte 8), read rdi again, exit
+       with it. */
+    .global probe_read_edit_ctx_read
+probe_read_edit_ctx_read:
+    movzx esi, byte ptr [rdi]
+    mov rcx, qword ptr [rdx + 8]
+    mov eax, 1
+    int 0x80
+    mov dword ptr [rdx + 20], 0
+    inc rcx
+    mov qword ptr [rdx + 8], rcx
+    movzx esi, byte ptr [rdi]
+    mov eax, 0
+    int 0x80
+    ud2
+
     .global user_probes_end
 user_probes_end:
     "#
@@ -79,6 +109,8 @@ unsafe extern "C" {
     static probe_read_write: u8;
     static probe_exec: u8;
     static probe_read_checkpoint_read: u8;
+    static probe_read_loop: u8;
+    static probe_read_edit_ctx_read: u8;
 }
 
 /// The probe code's bytes, to copy into the program object.
@@ -104,6 +136,11 @@ pub enum Probe {
     Exec,
     /// Load, checkpoint, load again.
     ReadCheckpointRead,
+    /// Load in a loop until stopped; `rbx` counts the loads done.
+    ReadLoop,
+    /// Load, read the context's header, checkpoint, empty the context's entry table (in user
+    /// mode, through its mapping), load again.
+    ReadEditCtxRead,
 }
 
 impl Probe {
@@ -115,6 +152,8 @@ impl Probe {
             Self::ReadWrite => &raw const probe_read_write,
             Self::Exec => &raw const probe_exec,
             Self::ReadCheckpointRead => &raw const probe_read_checkpoint_read,
+            Self::ReadLoop => &raw const probe_read_loop,
+            Self::ReadEditCtxRead => &raw const probe_read_edit_ctx_read,
         };
         (sym as u64).saturating_sub(&raw const user_probes_start as u64)
     }

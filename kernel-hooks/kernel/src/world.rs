@@ -14,8 +14,8 @@ use twizzler_security::{
 };
 
 use crate::clock::BOOT_EPOCH_NS;
-use crate::objects::{Body, Object, ObjectTable};
-use crate::paging::{Frame, PAGE, PageTables, PagingError};
+use crate::objects::{Body, CtxObject, Object, ObjectTable};
+use crate::paging::{Frame, MAX_SLOTS, PAGE, PageTables, PagingError};
 use crate::rng::RdRand;
 use crate::user;
 
@@ -53,6 +53,10 @@ pub mod ids {
     pub const PUBLIC: ObjID = ObjID::new(0xd00c);
     /// Data that tasks write.
     pub const WRITABLE: ObjID = ObjID::new(0xd00d);
+    /// Data read by [`CTX_SELF`] before and after it edits itself.
+    pub const EDITED: ObjID = ObjID::new(0xd00e);
+    /// Data under a capability that expires while a task reads it.
+    pub const EXPIRING_LIVE: ObjID = ObjID::new(0xd00f);
 
     /// Key objects.
     pub const KEY_ED25519: ObjID = ObjID::new(0x6b01);
@@ -96,6 +100,9 @@ pub mod ids {
     /// Contexts for the cycle measurements: each holds its own capabilities for
     /// [`BENCH_ED25519`] and [`BENCH_P256`], so its first fault on each is a true miss.
     pub const CTX_BENCH: [ObjID; 3] = [ObjID::new(0x5c10), ObjID::new(0x5c11), ObjID::new(0x5c12)];
+    /// A context a task edits: it holds a capability for [`EDITED`] and one with `rw-` on
+    /// itself (signed by its `kuid`), which is what lets its tasks write it.
+    pub const CTX_SELF: ObjID = ObjID::new(0x5c13);
 }
 
 use ids::*;
@@ -108,6 +115,11 @@ pub const DATA_GATE: (u64, u64) = (0x2800, 0x2800);
 pub const CODE_GATE: (u64, u64, u64) = (0x2000, 0x100, 16);
 /// When the expiring capability expires: one hour after boot.
 pub const EXPIRY_NS: u64 = BOOT_EPOCH_NS + 3_600 * 1_000_000_000;
+/// When the capability on [`ids::EXPIRING_LIVE`] expires: three hours after boot (the scenario
+/// sets the engine's clock to shortly before it).
+pub const LIVE_EXPIRY_NS: u64 = BOOT_EPOCH_NS + 3 * 3_600 * 1_000_000_000;
+/// The first slot of the context objects (data and code use the slots below).
+pub const FIRST_CTX_SLOT: u64 = 20;
 
 /// The byte every page `page` of the object in slot `slot` is filled with.
 pub fn fill_byte(slot: u64, page: u64) -> u8 {
@@ -131,6 +143,10 @@ pub enum WorldError {
     TamperTarget,
     /// The probe code does not fit a page.
     ProbesTooLarge,
+    /// More objects than slots.
+    OutOfSlots,
+    /// A context's bytes did not fit its frames.
+    ContextFrames,
 }
 
 impl fmt::Display for WorldError {
@@ -145,6 +161,8 @@ impl fmt::Display for WorldError {
                 f.write_str("the capability to tamper with is not in its context")
             }
             Self::ProbesTooLarge => f.write_str("the user probes do not fit one page"),
+            Self::OutOfSlots => f.write_str("more objects than slots"),
+            Self::ContextFrames => f.write_str("a context does not fit its frames"),
         }
     }
 }
@@ -199,14 +217,31 @@ fn frames_object(
     })
 }
 
-fn context(id: ObjID, kuid: Option<ObjID>, bytes: Vec<u8>) -> Object {
-    Object {
+/// A context object holding `bytes`, in the next context slot (`next_slot`). Contexts have no
+/// default protections: a task reads or writes one only with a capability for it.
+fn context(
+    pt: &mut PageTables,
+    next_slot: &mut u64,
+    id: ObjID,
+    kuid: Option<ObjID>,
+    bytes: Vec<u8>,
+) -> Result<Object, WorldError> {
+    let slot = *next_slot;
+    if slot > MAX_SLOTS {
+        return Err(WorldError::OutOfSlots);
+    }
+    *next_slot += 1;
+    // The null page, then the bytes (at least one page, so the object has a base).
+    let pages = bytes.len().div_ceil(PAGE as usize).max(1);
+    let frames = pt.alloc_contiguous(1 + pages)?;
+    let ctx = CtxObject::new(frames, &bytes).ok_or(WorldError::ContextFrames)?;
+    Ok(Object {
         id,
         kuid,
         default_prots: Protections::empty(),
-        slot: None,
-        body: Body::Context(bytes),
-    }
+        slot: Some(slot),
+        body: Body::Context(ctx),
+    })
 }
 
 fn key(id: ObjID, key: &SigningKey) -> Object {
@@ -243,6 +278,8 @@ pub fn build(rng: &mut RdRand, pt: &mut PageTables) -> Result<ObjectTable, World
     let stray = SigningKey::generate(SigningScheme::Ed25519, rng);
 
     let mut objects = Vec::new();
+    let mut next_ctx_slot = FIRST_CTX_SLOT;
+    let slot = &mut next_ctx_slot;
 
     // Program: the probes on page 1, the rest zero.
     let probes = user::probe_bytes();
@@ -269,6 +306,8 @@ pub fn build(rng: &mut RdRand, pt: &mut PageTables) -> Result<ObjectTable, World
         (BENCH_P256, 13, Some(KEY_P256), none),
         (PUBLIC, 14, None, r),
         (WRITABLE, 15, Some(KEY_ED25519), none),
+        (EDITED, 16, Some(KEY_ED25519), none),
+        (EXPIRING_LIVE, 17, Some(KEY_ED25519), none),
     ];
     for (id, slot, kuid, default_prots) in data_objects {
         objects.push(frames_object(
@@ -313,7 +352,10 @@ pub fn build(rng: &mut RdRand, pt: &mut PageTables) -> Result<ObjectTable, World
     expiring.expires = Expiry::from_raw(EXPIRY_NS);
     main.add_cap(&Cap::mint(expiring, &ed)?);
     main.add_cap(&cap(WRITABLE, CTX_MAIN, rw, &ed)?);
-    objects.push(context(CTX_MAIN, None, main.encode()?));
+    let mut live = CapGrant::new(EXPIRING_LIVE, CTX_MAIN, r);
+    live.expires = Expiry::from_raw(LIVE_EXPIRY_NS);
+    main.add_cap(&Cap::mint(live, &ed)?);
+    objects.push(context(pt, slot, CTX_MAIN, None, main.encode()?)?);
 
     // Tampered: a read-only capability whose rights are then edited to rw- in the bytes.
     let honest = cap(TAMPERED, CTX_TAMPERED, r, &ed)?;
@@ -321,59 +363,84 @@ pub fn build(rng: &mut RdRand, pt: &mut PageTables) -> Result<ObjectTable, World
     ed_ctx.add_cap(&honest);
     let mut bytes = ed_ctx.encode()?;
     tamper_prots(&mut bytes, &honest.encode(), rw)?;
-    objects.push(context(CTX_TAMPERED, None, bytes));
+    objects.push(context(pt, slot, CTX_TAMPERED, None, bytes)?);
 
     // Masks: the records grant rw-, the masks take w away.
     let mut obj_mask = SecCtxEditor::new();
     obj_mask.add_cap(&cap(WRITABLE, CTX_OBJ_MASK, rw, &ed)?);
     obj_mask.set_mask(WRITABLE, r, none);
-    objects.push(context(CTX_OBJ_MASK, None, obj_mask.encode()?));
+    objects.push(context(pt, slot, CTX_OBJ_MASK, None, obj_mask.encode()?)?);
     let mut global = SecCtxEditor::new();
     global.add_cap(&cap(WRITABLE, CTX_GLOBAL_MASK, rw, &ed)?);
     global.set_global_mask(rx);
-    objects.push(context(CTX_GLOBAL_MASK, None, global.encode()?));
+    objects.push(context(pt, slot, CTX_GLOBAL_MASK, None, global.encode()?)?);
 
     // Wrong accessor: a valid capability for another context, copied in.
     let mut wrong = SecCtxEditor::new();
     wrong.add_cap(&cap(DATA, CTX_OTHER, r, &ed)?);
-    objects.push(context(CTX_WRONG, None, wrong.encode()?));
+    objects.push(context(pt, slot, CTX_WRONG, None, wrong.encode()?)?);
 
     // Delegation: the provider holds rw-, and delegates r-- to the receiver.
     let parent = cap(DELEGATED, CTX_PROVIDER, rw, &ed)?;
     let mut prov = SecCtxEditor::new();
     prov.add_cap(&parent);
-    objects.push(context(CTX_PROVIDER, Some(KEY_PROVIDER), prov.encode()?));
+    objects.push(context(
+        pt,
+        slot,
+        CTX_PROVIDER,
+        Some(KEY_PROVIDER),
+        prov.encode()?,
+    )?);
     let del = Del::from_cap(&parent, DelGrant::new(CTX_RECEIVER, r), &provider)?;
     let mut recv = SecCtxEditor::new();
     recv.add_del(&del);
-    objects.push(context(CTX_RECEIVER, None, recv.encode()?));
+    objects.push(context(pt, slot, CTX_RECEIVER, None, recv.encode()?)?);
 
-    objects.push(context(CTX_EMPTY, None, SecCtxEditor::new().encode()?));
+    objects.push(context(
+        pt,
+        slot,
+        CTX_EMPTY,
+        None,
+        SecCtxEditor::new().encode()?,
+    )?);
     let mut locked = SecCtxEditor::new();
     locked.set_flags(CtxFlags::UNDETACHABLE);
-    objects.push(context(CTX_LOCKED, None, locked.encode()?));
+    objects.push(context(pt, slot, CTX_LOCKED, None, locked.encode()?)?);
 
     // Code gate: r-x on CODE, entry points every 16 bytes of 0x2000..0x2100.
     let mut code = CapGrant::new(CODE, CTX_GATE, rx);
     code.gate = Gate::new(CODE_GATE.0, CODE_GATE.1, CODE_GATE.2)?;
     let mut gate_ctx = SecCtxEditor::new();
     gate_ctx.add_cap(&Cap::mint(code, &ed)?);
-    objects.push(context(CTX_GATE, None, gate_ctx.encode()?));
+    objects.push(context(pt, slot, CTX_GATE, None, gate_ctx.encode()?)?);
 
     for ctx in CTX_BENCH {
         let mut bench = SecCtxEditor::new();
         bench.add_cap(&cap(BENCH_ED25519, ctx, r, &ed)?);
         bench.add_cap(&cap(BENCH_P256, ctx, r, &p256)?);
-        objects.push(context(ctx, None, bench.encode()?));
+        objects.push(context(pt, slot, ctx, None, bench.encode()?)?);
     }
+
+    // Self-editing: a capability for EDITED, and rw- on the context object itself (whose kuid
+    // is the signing key), so its tasks may write it (the kernel's rule for context writers).
+    let mut self_ctx = SecCtxEditor::new();
+    self_ctx.add_cap(&cap(EDITED, CTX_SELF, r, &ed)?);
+    self_ctx.add_cap(&cap(CTX_SELF, CTX_SELF, rw, &ed)?);
+    objects.push(context(
+        pt,
+        slot,
+        CTX_SELF,
+        Some(KEY_ED25519),
+        self_ctx.encode()?,
+    )?);
 
     // Malformed: a valid context cut in half, and random bytes.
     let mut whole = main.encode()?;
     whole.truncate(whole.len() / 2);
-    objects.push(context(CTX_TRUNCATED, None, whole));
+    objects.push(context(pt, slot, CTX_TRUNCATED, None, whole)?);
     let mut junk = vec![0u8; 256];
     let Ok(()) = rand_core::TryRng::try_fill_bytes(rng, &mut junk);
-    objects.push(context(CTX_JUNK, None, junk));
+    objects.push(context(pt, slot, CTX_JUNK, None, junk)?);
 
     Ok(ObjectTable::new(objects))
 }
