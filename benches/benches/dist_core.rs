@@ -19,7 +19,7 @@ use dist_bridge::{
 };
 use rand_chacha::ChaCha20Rng;
 use rand_chacha::rand_core::SeedableRng;
-use twizzler_security::{Cap, CapGrant, ObjID, Protections, SigningKey, SigningScheme};
+use twizzler_capsec::{Cap, CapGrant, ObjID, Protections, SigningKey, SigningScheme};
 
 const NOW: u64 = 1_800_000_000_000_000_000;
 

@@ -15,7 +15,7 @@ use criterion::{BatchSize, BenchmarkId, Criterion, criterion_group, criterion_ma
 use kernel_hooks::{Decision, Engine, Fault, SecCtxMgr};
 use rand_chacha::ChaCha20Rng;
 use rand_chacha::rand_core::SeedableRng;
-use twizzler_security::{AccessKind, SigningKey, SigningScheme};
+use twizzler_capsec::{AccessKind, SigningKey, SigningScheme};
 
 const SIZES: [u128; 3] = [1, 100, 10_000];
 

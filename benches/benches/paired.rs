@@ -18,7 +18,7 @@ use benches::OneKey;
 use benches::host::{CTX, fault_engine, obj};
 use rand_chacha::ChaCha20Rng;
 use rand_chacha::rand_core::SeedableRng;
-use twizzler_security::{
+use twizzler_capsec::{
     Access, AccessKind, Cap, CapGrant, HashAlg, ObjID, Protections, SecCtx, SecCtxEditor,
     SigningKey, SigningScheme, evaluate,
 };

@@ -20,7 +20,7 @@ use criterion::{
 };
 use rand_chacha::ChaCha20Rng;
 use rand_chacha::rand_core::{Rng, SeedableRng};
-use twizzler_security::{
+use twizzler_capsec::{
     Access, AccessKind, CAP_LEN, Cap, CapGrant, HashAlg, ObjID, Protections, SecCtx, SecCtxEditor,
     SigningKey, SigningScheme, evaluate,
 };

@@ -15,7 +15,7 @@ use secctx::keypair::{self, KdfParams};
 use secctx::{
     AccessSimulator, DirStore, MemStore, ObjMeta, Object, ObjectStore, SimAccess, context,
 };
-use twizzler_security::{AccessKind, Cap, CapGrant, ObjID, Protections, SigningScheme};
+use twizzler_capsec::{AccessKind, Cap, CapGrant, ObjID, Protections, SigningScheme};
 
 const NOW: u64 = 1_800_000_000_000_000_000;
 
@@ -107,7 +107,7 @@ fn bench_contexts(c: &mut Criterion) {
     .unwrap();
     let ctx = ObjID::new(0xc7c7);
     let first = Cap::mint(CapGrant::new(ObjID::new(1), ctx, Protections::READ), &key).unwrap();
-    let mut ed = twizzler_security::SecCtxEditor::new();
+    let mut ed = twizzler_capsec::SecCtxEditor::new();
     for i in 0..10_000u128 {
         let grant = CapGrant::new(ObjID::new(0x1_0000 + i), ctx, Protections::READ);
         ed.add_cap(&Cap::from_parts(grant, *first.signature()));
@@ -132,7 +132,7 @@ fn add_cap_bench<S: ObjectStore>(
     name: &str,
     store: &S,
     ctx: ObjID,
-    key: &twizzler_security::SigningKey,
+    key: &twizzler_capsec::SigningKey,
     n: &mut u128,
 ) {
     g.bench_function(name, |b| {

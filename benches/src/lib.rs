@@ -1,6 +1,6 @@
 //! Shared fixtures for the criterion benchmarks in `benches/benches/`.
 
-use twizzler_security::{Authority, KeyLookupError, ObjID, VerifyingKey};
+use twizzler_capsec::{Authority, KeyLookupError, ObjID, VerifyingKey};
 
 /// An authority that knows one object's key, with no revocation and no verification memo
 /// (every decision verifies the signature): the uncached cost of the rule.
@@ -32,7 +32,7 @@ pub mod host {
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     use kernel_hooks::{CtxBytes, Engine, Host, ObjectInfo, Unmap};
-    use twizzler_security::{
+    use twizzler_capsec::{
         Cap, CapGrant, ObjID, Protections, SecCtxEditor, SigningKey, VerifyingKey,
     };
 

@@ -18,7 +18,7 @@ use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use dist_bridge::{ByteRange, Rights, Scope};
 use net::{Net, range};
 use tokio::runtime::Runtime;
-use twizzler_security::Expiry;
+use twizzler_capsec::Expiry;
 
 fn runtime() -> Runtime {
     tokio::runtime::Builder::new_multi_thread()

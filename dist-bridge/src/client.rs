@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use tonic::transport::{Channel, Endpoint};
 use tonic::{Code, Status};
-use twizzler_security::{Cap, ObjID};
+use twizzler_capsec::{Cap, ObjID};
 
 use crate::broadcast::{BroadcastMessage, CapName, MessageCounts};
 use crate::controller::ControllerId;

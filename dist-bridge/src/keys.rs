@@ -1,7 +1,7 @@
 //! Where [`Owner::export`](crate::Owner::export) finds the verifying key of an object's `kuid`.
 //!
 //! [`KeyLookup`] is the one question export asks; three sources answer it: any
-//! [`twizzler_security::Authority`] ([`AuthorityKeys`], e.g. the kernel's or a test's key map),
+//! [`twizzler_capsec::Authority`] ([`AuthorityKeys`], e.g. the kernel's or a test's key map),
 //! a `secctx` [`ObjectStore`] ([`StoreKeys`]: the object's `kuid`, the store's revocation list,
 //! the verifying-key object), and a plain map ([`MapKeys`]).
 
@@ -12,7 +12,7 @@ use secctx::ObjectStore;
 use secctx::keypair::{self, KeyError};
 use secctx::revocations::RevocationList;
 use secctx::store::StoreError;
-use twizzler_security::{Authority, KeyLookupError, ObjID, RecordId, VerifyingKey};
+use twizzler_capsec::{Authority, KeyLookupError, ObjID, RecordId, VerifyingKey};
 
 /// Why no verifying key could be found for an object.
 #[derive(Debug)]

@@ -47,7 +47,7 @@
 //!
 //! ```
 //! use dist_bridge::*;
-//! use twizzler_security::{Cap, CapGrant, ObjID, Protections, SigningKey, SigningScheme};
+//! use twizzler_capsec::{Cap, CapGrant, ObjID, Protections, SigningKey, SigningScheme};
 //! # use rand_core::SeedableRng;
 //! # let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(1); // use the OS RNG in real code
 //!

@@ -12,7 +12,7 @@
 //! ```
 //! use dist_bridge::*;
 //! use secctx::{DirStore, ObjMeta, Object, ObjectStore, keypair};
-//! use twizzler_security::{Cap, CapGrant, Expiry, ObjID, Protections, SigningKey, SigningScheme};
+//! use twizzler_capsec::{Cap, CapGrant, Expiry, ObjID, Protections, SigningKey, SigningScheme};
 //! # use rand_core::SeedableRng;
 //! # let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(1); // use the OS RNG in real code
 //! # let dir = std::env::temp_dir().join(format!("dist-bridge-doc-{}", std::process::id()));
@@ -115,7 +115,7 @@ use tonic::transport::Server;
 use tonic::transport::server::TcpIncoming;
 use tonic::{Code, Request, Response, Status};
 use tracing::{debug, info, warn};
-use twizzler_security::{Cap, MAX_OBJECT_SIZE, ObjID, RecordId};
+use twizzler_capsec::{Cap, MAX_OBJECT_SIZE, ObjID, RecordId};
 
 use crate::broadcast::{BroadcastMessage, BroadcastNode};
 use crate::client::NodeClient;

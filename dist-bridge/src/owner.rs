@@ -34,7 +34,7 @@
 use std::fmt;
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-use twizzler_security::{Cap, Expiry, ObjID, RecordId, VerifyError};
+use twizzler_capsec::{Cap, Expiry, ObjID, RecordId, VerifyError};
 use zeroize::Zeroizing;
 
 use crate::controller::ControllerId;
@@ -237,14 +237,14 @@ pub enum ExportError {
         /// The requested rights.
         requested: Rights,
         /// What the capability allows.
-        allowed: twizzler_security::Protections,
+        allowed: twizzler_capsec::Protections,
     },
     /// The requested range is not inside the capability's gate.
     OutOfRange {
         /// The requested range.
         requested: ByteRange,
         /// The capability's gate.
-        gate: twizzler_security::Gate,
+        gate: twizzler_capsec::Gate,
     },
     /// The requested expiry has already passed.
     Expired {

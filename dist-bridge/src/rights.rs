@@ -3,7 +3,7 @@
 
 use core::fmt;
 
-use twizzler_security::{MAX_OBJECT_SIZE, Protections};
+use twizzler_capsec::{MAX_OBJECT_SIZE, Protections};
 
 bitflags::bitflags! {
     /// The rights a guard or a guarded token carries.

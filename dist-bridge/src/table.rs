@@ -50,7 +50,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
 
-use twizzler_security::{ObjID, RecordId};
+use twizzler_capsec::{ObjID, RecordId};
 
 use crate::token::{GuardRef, Scope};
 
@@ -577,7 +577,7 @@ pub enum InsertError {
 
 #[cfg(test)]
 mod tests {
-    use twizzler_security::Expiry;
+    use twizzler_capsec::Expiry;
 
     use super::*;
     use crate::rights::{ByteRange, Rights};

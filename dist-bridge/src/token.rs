@@ -30,7 +30,7 @@
 
 use core::fmt;
 
-use twizzler_security::{Expiry, ObjID};
+use twizzler_capsec::{Expiry, ObjID};
 
 use crate::controller::ControllerId;
 use crate::crypto::{self, KEY_LEN};

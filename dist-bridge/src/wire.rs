@@ -27,7 +27,7 @@ use std::str::FromStr;
 
 use secctx::StoreError;
 use tonic::{Code, Status};
-use twizzler_security::{Expiry, KeyLookupError, ObjID};
+use twizzler_capsec::{Expiry, KeyLookupError, ObjID};
 
 use crate::broadcast::{BroadcastError, CapName};
 use crate::keys::KeySourceError;

@@ -84,7 +84,7 @@ async fn starts_from_a_config_file_serves_and_stops_on_sigterm() {
                 Scope::new(
                     Rights::READ,
                     ByteRange::WHOLE,
-                    twizzler_security::Expiry::NEVER,
+                    twizzler_capsec::Expiry::NEVER,
                 ),
             )
             .await

@@ -7,7 +7,7 @@ use dist_bridge::*;
 use secctx::keypair::{self, KdfParams};
 use secctx::revocations::RevocationList;
 use secctx::{MemStore, ObjMeta, Object, ObjectStore};
-use twizzler_security::{
+use twizzler_capsec::{
     Cap, CapGrant, Expiry, Gate, KeyLookupError, ObjID, Protections, SigningKey, SigningScheme,
     VerifyError,
 };

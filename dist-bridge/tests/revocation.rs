@@ -8,7 +8,7 @@ use std::thread;
 
 use common::*;
 use dist_bridge::*;
-use twizzler_security::Expiry;
+use twizzler_capsec::Expiry;
 
 #[test]
 fn revoke_rejects_every_outstanding_derived_token() {

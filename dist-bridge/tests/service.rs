@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use dist_bridge::*;
 use net::*;
 use tonic::Code;
-use twizzler_security::{Cap, CapGrant, Expiry, ObjID, Protections};
+use twizzler_capsec::{Cap, CapGrant, Expiry, ObjID, Protections};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn remote_read_and_write_through_a_token() {

@@ -7,7 +7,7 @@ use common::*;
 use dist_bridge::token::{BODY_LEN, HEADER_LEN, MIN_TOKEN_LEN, SCOPE_LEN};
 use dist_bridge::*;
 use proptest::prelude::*;
-use twizzler_security::Expiry;
+use twizzler_capsec::Expiry;
 
 #[test]
 fn attenuated_token_works_inside_its_rights_and_fails_outside() {

@@ -4,17 +4,17 @@
 //! under another corpus root). Re-running rewrites the same files (names are content hashes),
 //! so it is idempotent and never removes what the fuzzer added.
 //!
-//! Every record is signed with the fixture keys of `twizzler_security_fuzz` (fixed raw bytes,
+//! Every record is signed with the fixture keys of `twizzler_capsec_fuzz` (fixed raw bytes,
 //! no RNG), for the fixture object ids, so that the fuzz targets' authority verifies them.
 
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use twizzler_security::{
+use twizzler_capsec::{
     Cap, CapGrant, CtxFlags, Del, DelGrant, Expiry, Gate, HashAlg, ObjID, Protections,
     SecCtxEditor, Signature, SigningScheme,
 };
-use twizzler_security_fuzz::{
+use twizzler_capsec_fuzz::{
     CTX, CTX_P256, OBJ, OBJ_CODE, OBJ_NOKEY, OBJ_P256, ed25519_signing, p256_signing,
     signing_key_for,
 };
@@ -28,7 +28,7 @@ const X: Protections = Protections::EXEC;
 const LATER: Expiry = Expiry::from_raw(1 << 61);
 const SOONER: Expiry = Expiry::from_raw(1 << 60);
 
-fn key(obj: ObjID) -> twizzler_security::SigningKey {
+fn key(obj: ObjID) -> twizzler_capsec::SigningKey {
     // Objects without a fixture key (OBJ_NOKEY) are signed with the Ed25519 key anyway: the
     // records are well-formed but their keys cannot be found.
     signing_key_for(obj).unwrap_or_else(ed25519_signing)
@@ -245,7 +245,7 @@ fn write_all(root: &Path, target: &str, inputs: impl IntoIterator<Item = Vec<u8>
     fs::create_dir_all(&dir).expect("creating the corpus directory");
     let mut n = 0;
     for input in inputs {
-        let name = format!("seed-{}", twizzler_security::RecordId::of(&input));
+        let name = format!("seed-{}", twizzler_capsec::RecordId::of(&input));
         fs::write(dir.join(&name[..21]), &input).expect("writing a seed");
         n += 1;
     }
@@ -271,19 +271,19 @@ fn main() {
         assert_eq!(Del::decode(&d.encode()).as_ref(), Ok(d));
     }
     for c in &ctxs {
-        twizzler_security::SecCtx::parse(c).expect("seed context parses");
+        twizzler_capsec::SecCtx::parse(c).expect("seed context parses");
     }
     // Report how many records verify under the targets' authority (most should: the rest are
     // the deliberately broken variants).
-    let auth = twizzler_security_fuzz::FuzzAuthority::plain();
-    let verified = |r: twizzler_security::Record| r.verify(&auth, 1).is_ok();
+    let auth = twizzler_capsec_fuzz::FuzzAuthority::plain();
+    let verified = |r: twizzler_capsec::Record| r.verify(&auth, 1).is_ok();
     let ok_caps = caps
         .iter()
-        .filter(|c| verified(twizzler_security::Record::Cap(**c)))
+        .filter(|c| verified(twizzler_capsec::Record::Cap(**c)))
         .count();
     let ok_dels = dels
         .iter()
-        .filter(|d| verified(twizzler_security::Record::Del((*d).clone())))
+        .filter(|d| verified(twizzler_capsec::Record::Del((*d).clone())))
         .count();
     println!(
         "verify at now=1: {ok_caps}/{} caps, {ok_dels}/{} delegations",

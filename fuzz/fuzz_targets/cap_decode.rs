@@ -2,8 +2,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use twizzler_security::{CAP_LEN, Cap, Record, RecordId, RecordKind};
-use twizzler_security_fuzz::{keys, le_u64_at};
+use twizzler_capsec::{CAP_LEN, Cap, Record, RecordId, RecordKind};
+use twizzler_capsec_fuzz::{keys, le_u64_at};
 
 fuzz_target!(|data: &[u8]| {
     let decoded = Cap::decode(data);

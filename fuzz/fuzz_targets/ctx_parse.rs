@@ -3,11 +3,11 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use twizzler_security::{
+use twizzler_capsec::{
     Access, Expiry, ObjID, PermsInfo, Protections, SecCtx, SecCtxEditor, Verdict, evaluate,
     evaluate_explained,
 };
-use twizzler_security_fuzz::{ALL_IDS, CTX, FuzzAuthority, OBJ_NOKEY, le_u64_at};
+use twizzler_capsec_fuzz::{ALL_IDS, CTX, FuzzAuthority, OBJ_NOKEY, le_u64_at};
 
 /// Bounds on the work per input, so that large contexts full of valid signatures do not
 /// collapse the execution rate.
@@ -77,8 +77,8 @@ fuzz_target!(|data: &[u8]| {
     assert!(re.masks().eq(ctx.masks()));
     assert!(
         re.entries()
-            .map(|e| (e.target, e.kind, e.bytes))
-            .eq(entries.iter().map(|e| (e.target, e.kind, e.bytes))),
+            .map(|e| (e.target, e.kind, e.bytes()))
+            .eq(entries.iter().map(|e| (e.target, e.kind, e.bytes()))),
         "the editor changed the entries"
     );
     let enc2 = SecCtxEditor::from_ctx(&re).encode().unwrap();
@@ -175,7 +175,7 @@ fn check(
     default_prots: Protections,
     now: u64,
     info: &PermsInfo,
-    reports: &[(usize, Verdict, Option<twizzler_security::Record>)],
+    reports: &[(usize, Verdict, Option<twizzler_capsec::Record>)],
     auth: &FuzzAuthority,
 ) {
     let allowed = match ctx.mask(target) {

@@ -2,8 +2,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use twizzler_security::{Del, MAX_CHAIN_DEPTH, Record, RecordId, RecordKind, VerifyError, del_len};
-use twizzler_security_fuzz::{keys, le_u64_at};
+use twizzler_capsec::{Del, MAX_CHAIN_DEPTH, Record, RecordId, RecordKind, VerifyError, del_len};
+use twizzler_capsec_fuzz::{keys, le_u64_at};
 
 fuzz_target!(|data: &[u8]| {
     let decoded = Del::decode(data);
@@ -109,11 +109,11 @@ fuzz_target!(|data: &[u8]| {
 });
 
 trait LastExpiry {
-    fn last_expiry_for_test(&self) -> twizzler_security::Expiry;
+    fn last_expiry_for_test(&self) -> twizzler_capsec::Expiry;
 }
 
 impl LastExpiry for Del {
-    fn last_expiry_for_test(&self) -> twizzler_security::Expiry {
+    fn last_expiry_for_test(&self) -> twizzler_capsec::Expiry {
         self.links().last().map(|l| l.grant().expires).unwrap()
     }
 }

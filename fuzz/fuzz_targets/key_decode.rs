@@ -2,10 +2,10 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use twizzler_security::{
+use twizzler_capsec::{
     KEY_ENCODED_LEN, SIG_ENCODED_LEN, Signature, SigningKey, VerifyError, VerifyingKey,
 };
-use twizzler_security_fuzz::keys;
+use twizzler_capsec_fuzz::keys;
 
 const MSG: &[u8] = b"twizzler-security fuzz message";
 
@@ -64,7 +64,7 @@ fn verifying_key(bytes: &[u8]) {
     let _ = format!("{key:?}");
     // A signature by a fixed key verifies only under that key.
     let k = keys();
-    let ed_sig = twizzler_security_fuzz::ed25519_signing().sign(MSG).unwrap();
+    let ed_sig = twizzler_capsec_fuzz::ed25519_signing().sign(MSG).unwrap();
     let r = key.verify(MSG, &ed_sig);
     if key == k.ed25519 {
         assert_eq!(r, Ok(()));

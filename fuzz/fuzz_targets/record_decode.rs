@@ -2,8 +2,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use twizzler_security::{Cap, Del, Record, RecordId, RecordKind, VerifyError};
-use twizzler_security_fuzz::{FuzzAuthority, le_u64_at};
+use twizzler_capsec::{Cap, Del, Record, RecordId, RecordKind, VerifyError};
+use twizzler_capsec_fuzz::{FuzzAuthority, le_u64_at};
 
 fuzz_target!(|data: &[u8]| {
     let as_cap = Record::decode(RecordKind::Cap, data);

@@ -6,7 +6,7 @@
 
 use std::cell::RefCell;
 
-use twizzler_security::{
+use twizzler_capsec::{
     Authority, KeyLookupError, ObjID, RecordId, SigningKey, SigningScheme, VerifyingKey,
 };
 

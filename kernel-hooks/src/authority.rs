@@ -4,7 +4,7 @@
 use core::cell::RefCell;
 
 use spin::RwLock;
-use twizzler_security::{Authority, KeyLookupError, ObjID, RecordId, VerifyingKey};
+use twizzler_capsec::{Authority, KeyLookupError, ObjID, RecordId, VerifyingKey};
 
 use crate::cache::Deps;
 use crate::host::{Host, ObjectInfo};

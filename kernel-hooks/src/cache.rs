@@ -21,7 +21,7 @@
 use core::ops::Range;
 
 use spin::Mutex;
-use twizzler_security::{
+use twizzler_capsec::{
     Access, CtxFlags, Expiry, Gate, Grant, MAX_OBJECT_SIZE, ObjID, PAGE_SIZE, PermsInfo,
     Protections, RecordId,
 };

@@ -15,7 +15,7 @@
 
 use core::sync::atomic::{AtomicU8, Ordering};
 
-use twizzler_security::CtxMem;
+use twizzler_capsec::CtxMem;
 
 /// The bytes of a context, readable only by copying.
 #[derive(Clone, Copy, Debug)]

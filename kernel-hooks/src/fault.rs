@@ -3,7 +3,7 @@
 use core::fmt;
 use core::ops::Range;
 
-use twizzler_security::{AccessKind, CtxError, Expiry, ObjID, PAGE_SIZE, Protections, Verdict};
+use twizzler_capsec::{AccessKind, CtxError, Expiry, ObjID, PAGE_SIZE, Protections, Verdict};
 
 use crate::host::ObjectInfo;
 

@@ -15,7 +15,7 @@
 //!   [`Host::monotonic_ns`] and nothing else of the host: the object's `kuid` and default
 //!   protections travel in the [`crate::Fault`].
 
-use twizzler_security::{ObjID, Protections, VerifyingKey};
+use twizzler_capsec::{ObjID, Protections, VerifyingKey};
 
 use crate::ctx_bytes::CtxBytes;
 

@@ -33,7 +33,7 @@
 //! ```
 //! use std::collections::HashMap;
 //! use kernel_hooks::*;
-//! use twizzler_security::*;
+//! use twizzler_capsec::*;
 //! # struct Rng(u64);
 //! # impl rand_core::TryRng for Rng {
 //! #     type Error = core::convert::Infallible;

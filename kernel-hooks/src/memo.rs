@@ -1,6 +1,6 @@
 //! [`RecordMemo`]: the signature checks that already succeeded.
 //!
-//! Keyed by [`twizzler_security::signature_check_id`], a hash of the verifying key, the signed
+//! Keyed by [`twizzler_capsec::signature_check_id`], a hash of the verifying key, the signed
 //! message and the signature, so a record that is still present after its context was edited
 //! (or a cache entry was evicted, or a revocation swept it) skips signature verification, and
 //! no earlier success can vouch for a check under another key (an object whose `kuid` now
@@ -8,7 +8,7 @@
 //! revocation and key lookups are still done on every use.
 
 use spin::Mutex;
-use twizzler_security::RecordId;
+use twizzler_capsec::RecordId;
 
 /// Number of sets.
 const SETS: usize = 256;

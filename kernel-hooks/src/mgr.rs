@@ -15,7 +15,7 @@ use alloc::vec::Vec;
 use core::fmt;
 
 use spin::Mutex;
-use twizzler_security::{ObjID, PermsInfo};
+use twizzler_capsec::{ObjID, PermsInfo};
 
 use crate::cache::ObjectPerms;
 use crate::engine::Engine;

@@ -3,7 +3,7 @@
 use core::fmt;
 
 use heapless::Vec;
-use twizzler_security::{ObjID, RecordId};
+use twizzler_capsec::{ObjID, RecordId};
 
 /// Key objects that can be revoked at once.
 pub const MAX_REVOKED_KEYS: usize = 64;

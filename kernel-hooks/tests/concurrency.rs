@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use common::*;
 use kernel_hooks::{Decision, SecCtxMgr};
-use twizzler_security::{AccessKind, Cap, CapGrant, ObjID, SecCtxEditor};
+use twizzler_capsec::{AccessKind, Cap, CapGrant, ObjID, SecCtxEditor};
 
 const PAGE: u64 = 4096;
 const OBJECTS: u128 = 48;

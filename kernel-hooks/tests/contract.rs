@@ -14,8 +14,8 @@ use kernel_hooks::{
     CtxBytes, Decision, Engine, Fault, Host, KERNEL_SCTX, ObjectInfo, SecCtxMgr, SwitchResult,
     Unmap, UnmapGranularity, Violation,
 };
-use twizzler_security::ctx::HEADER_LEN;
-use twizzler_security::{
+use twizzler_capsec::ctx::HEADER_LEN;
+use twizzler_capsec::{
     AccessKind::{Exec, Read, Write},
     CapGrant, Expiry, Gate, ObjID, PAGE_SIZE, Protections, SecCtxEditor, SigningKey, VerifyingKey,
     WRITING,
@@ -301,7 +301,7 @@ fn a_key_object_rewritten_under_the_engine_stops_its_old_signatures() {
     assert_eq!(mapped(&w.decide(&t, FILE, PAGE, Read)), Some(R));
     // The host's key object K_FILE now holds another key; it tells the engine.
     w.host()
-        .set_key(K_FILE, &key(twizzler_security::SigningScheme::Ed25519, 77));
+        .set_key(K_FILE, &key(twizzler_capsec::SigningScheme::Ed25519, 77));
     let inv = w.engine.invalidate_key(K_FILE);
     assert_eq!(
         inv.unmapped(),
@@ -315,8 +315,8 @@ fn a_key_object_rewritten_under_the_engine_stops_its_old_signatures() {
         Violation::Denied { .. }
     ));
     // A capability signed by the new key counts.
-    let new_key = key(twizzler_security::SigningScheme::Ed25519, 77);
-    let fresh = twizzler_security::Cap::mint(CapGrant::new(FILE, CTX_A, RW), &new_key).unwrap();
+    let new_key = key(twizzler_capsec::SigningScheme::Ed25519, 77);
+    let fresh = twizzler_capsec::Cap::mint(CapGrant::new(FILE, CTX_A, RW), &new_key).unwrap();
     w.write_ctx(CTX_A, &ctx_with(&[&fresh]));
     assert_eq!(mapped(&w.decide(&t, FILE, PAGE, Write)), Some(RW));
 }
@@ -627,14 +627,14 @@ fn decisions_made_by_concurrent_threads_with_shared_managers_are_consistent() {
 
 #[test]
 fn keys_from_raw_entropy_are_deterministic_valid_and_refuse_too_little() {
-    use twizzler_security::SigningScheme::{EcdsaP256, Ed25519};
+    use twizzler_capsec::SigningScheme::{EcdsaP256, Ed25519};
     for scheme in [Ed25519, EcdsaP256] {
         let a = SigningKey::from_entropy(scheme, &[7u8; 32]).unwrap();
         let b = SigningKey::from_entropy(scheme, &[7u8; 32]).unwrap();
         let c = SigningKey::from_entropy(scheme, &[8u8; 48]).unwrap();
         assert_eq!(a.verifying_key(), b.verifying_key());
         assert_ne!(a.verifying_key(), c.verifying_key());
-        let cap = twizzler_security::Cap::mint(CapGrant::new(FILE, CTX_A, R), &a).unwrap();
+        let cap = twizzler_capsec::Cap::mint(CapGrant::new(FILE, CTX_A, R), &a).unwrap();
         assert!(cap.verify(&a.verifying_key(), 0).is_ok());
         assert!(cap.verify(&c.verifying_key(), 0).is_err());
         assert!(SigningKey::from_entropy(scheme, &[7u8; 31]).is_err());

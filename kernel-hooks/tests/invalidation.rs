@@ -6,7 +6,7 @@ mod common;
 
 use common::*;
 use kernel_hooks::{Decision, SecCtxMgr, Unmap};
-use twizzler_security::{
+use twizzler_capsec::{
     AccessKind::{Read, Write},
     CapGrant, Del, DelGrant, Expiry, ObjID, SecCtxEditor,
 };
@@ -293,7 +293,7 @@ fn eviction_unmaps_the_displaced_decision_and_decisions_stay_right() {
         let obj = ObjID::new(0x10_0000 + i);
         w.host().set_object(obj, Some(K_FILE), NONE);
         let prots = if i % 2 == 0 { R } else { RW };
-        e.add_cap(&twizzler_security::Cap::mint(CapGrant::new(obj, CTX_A, prots), &key).unwrap());
+        e.add_cap(&twizzler_capsec::Cap::mint(CapGrant::new(obj, CTX_A, prots), &key).unwrap());
     }
     w.host().set_ctx(CTX_A, &e);
     let t = SecCtxMgr::new(CTX_A);
@@ -335,12 +335,12 @@ fn full_revocation_tables_are_an_error_not_a_panic() {
         let mut id = [0u8; 32];
         id[..8].copy_from_slice(&(i as u64).to_le_bytes());
         w.engine
-            .revoke_record(twizzler_security::RecordId(id))
+            .revoke_record(twizzler_capsec::RecordId(id))
             .unwrap();
     }
     assert_eq!(
         w.engine
-            .revoke_record(twizzler_security::RecordId([0xff; 32])),
+            .revoke_record(twizzler_capsec::RecordId([0xff; 32])),
         Err(kernel_hooks::RevokeError::TooManyRecords)
     );
 }
@@ -369,7 +369,7 @@ fn sequential_object_ids_spread_over_the_cache() {
     for i in 0..64u128 {
         let obj = ObjID::new(0x1_0000_0000 + i);
         w.host().set_object(obj, Some(K_FILE), NONE);
-        e.add_cap(&twizzler_security::Cap::mint(CapGrant::new(obj, CTX_A, R), &key).unwrap());
+        e.add_cap(&twizzler_capsec::Cap::mint(CapGrant::new(obj, CTX_A, R), &key).unwrap());
     }
     w.host().set_ctx(CTX_A, &e);
     let t = SecCtxMgr::new(CTX_A);

@@ -1,5 +1,5 @@
 //! Property tests: the engine, cached or not, decides exactly what the rule
-//! (`twizzler_security::evaluate`) says, never maps a page with more than the rule grants for
+//! (`twizzler_capsec::evaluate`) says, never maps a page with more than the rule grants for
 //! it, and never panics on arbitrary context bytes.
 
 mod common;
@@ -7,7 +7,7 @@ mod common;
 use common::*;
 use kernel_hooks::{Decision, SecCtxMgr, Violation};
 use proptest::prelude::*;
-use twizzler_security::{
+use twizzler_capsec::{
     Access, AccessKind, Authority, CapGrant, Expiry, Gate, KeyLookupError, ObjID, PAGE_SIZE,
     Protections, SecCtx, SecCtxEditor, VerifyingKey, evaluate,
 };
@@ -99,11 +99,11 @@ fn build(
         };
         // NOKUID has no key: sign with FILE's, it can never verify anyway.
         let signer = if s.target == NOKUID { FILE } else { s.target };
-        let cap = twizzler_security::Cap::mint(g, w.key(signer)).unwrap();
+        let cap = twizzler_capsec::Cap::mint(g, w.key(signer)).unwrap();
         let cap = if s.tamper {
             let mut g2 = g;
             g2.prots = Protections::all();
-            twizzler_security::Cap::from_parts(g2, *cap.signature())
+            twizzler_capsec::Cap::from_parts(g2, *cap.signature())
         } else {
             cap
         };

@@ -5,7 +5,7 @@ mod common;
 
 use common::*;
 use kernel_hooks::{Decision, DenyCause, SecCtxMgr, Violation};
-use twizzler_security::{
+use twizzler_capsec::{
     AccessKind::{Exec, Read, Write},
     CapGrant, CtxFlags, Del, DelGrant, Expiry, Gate, KeyLookupError, Protections, SecCtxEditor,
     Verdict, VerifyError,
@@ -172,7 +172,7 @@ fn cap_copied_to_another_context_denied() {
 fn cap_signed_by_the_wrong_key_denied() {
     let w = World::new();
     // A cap for FILE signed with OTHER's key.
-    let cap = twizzler_security::Cap::mint(CapGrant::new(FILE, CTX_A, R), w.key(OTHER)).unwrap();
+    let cap = twizzler_capsec::Cap::mint(CapGrant::new(FILE, CTX_A, R), w.key(OTHER)).unwrap();
     w.write_ctx(CTX_A, &ctx_with(&[&cap]));
     let t = SecCtxMgr::new(CTX_A);
     assert!(matches!(
@@ -184,8 +184,8 @@ fn cap_signed_by_the_wrong_key_denied() {
 #[test]
 fn objects_without_kuid_or_key_denied_with_reason() {
     let w = World::new();
-    let a = twizzler_security::Cap::mint(CapGrant::new(NOKUID, CTX_A, R), w.key(FILE)).unwrap();
-    let b = twizzler_security::Cap::mint(CapGrant::new(NOKEY, CTX_A, R), w.key(FILE)).unwrap();
+    let a = twizzler_capsec::Cap::mint(CapGrant::new(NOKUID, CTX_A, R), w.key(FILE)).unwrap();
+    let b = twizzler_capsec::Cap::mint(CapGrant::new(NOKEY, CTX_A, R), w.key(FILE)).unwrap();
     w.write_ctx(CTX_A, &ctx_with(&[&a, &b]));
     let t = SecCtxMgr::new(CTX_A);
     assert_eq!(
@@ -219,7 +219,7 @@ fn null_page_out_of_bounds_unknown_object_missing_and_malformed_context() {
     );
     // The fault handler holds the object; one whose id did not verify against its metadata
     // comes without a kuid, and no capability can then grant anything on it.
-    let ghost = twizzler_security::ObjID::new(0xdead);
+    let ghost = twizzler_capsec::ObjID::new(0xdead);
     w.write_ctx(CTX_A, &ctx_with(&[&w.cap(FILE, CTX_A, RW)]));
     let unverified = kernel_hooks::Fault::new(
         FILE,

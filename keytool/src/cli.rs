@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
-use twizzler_security::{Expiry, Gate, ObjID, Protections};
+use twizzler_capsec::{Expiry, Gate, ObjID, Protections};
 
 use crate::parse::{self, RecordRef};
 

@@ -7,7 +7,7 @@ use getrandom::SysRng;
 use rand_core::{TryRng, UnwrapErr};
 use secctx::keypair::{self, KdfParams, KeyError};
 use secctx::{DirStore, ObjectStore, StoreError};
-use twizzler_security::{ObjID, SigningKey};
+use twizzler_capsec::{ObjID, SigningKey};
 use zeroize::Zeroizing;
 
 use crate::cli::{KdfArgs, PassArgs};

@@ -48,7 +48,7 @@ from_display!(
     secctx::StoreError,
     secctx::keypair::KeyError,
     secctx::context::ContextError,
-    twizzler_security::PemError,
+    twizzler_capsec::PemError,
 );
 
 /// An I/O error about `path`, as one line.

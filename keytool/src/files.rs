@@ -10,7 +10,7 @@ use std::io::{ErrorKind, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use twizzler_security::{Cap, Del, Record};
+use twizzler_capsec::{Cap, Del, Record};
 
 use crate::error::{Result, io};
 use crate::fail;
@@ -121,7 +121,7 @@ pub fn read(path: &Path) -> Result<Vec<u8>> {
 /// Decodes a record file: a capability (`TCAP`) or a delegation (`TDEL`) in its canonical
 /// encoding.
 pub fn decode_record(path: &Path, bytes: &[u8]) -> Result<Record> {
-    let what = |e: twizzler_security::DecodeError| fail!("{}: {e}", path.display());
+    let what = |e: twizzler_capsec::DecodeError| fail!("{}: {e}", path.display());
     match bytes.get(..4) {
         Some(b"TCAP") => Cap::decode(bytes).map(Record::Cap).map_err(what),
         Some(b"TDEL") => Del::decode(bytes).map(Record::Del).map_err(what),

@@ -4,7 +4,7 @@ use std::fmt::Write as _;
 use std::io::Write as _;
 
 use serde_json::{Value, json};
-use twizzler_security::{
+use twizzler_capsec::{
     Cap, CtxFlags, Del, Expiry, Gate, HashAlg, Link, ObjID, Record, RecordId, RecordKind, Verdict,
 };
 

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use twizzler_security::{DIGEST_LEN, Expiry, Gate, ObjID, Protections, RecordId};
+use twizzler_capsec::{DIGEST_LEN, Expiry, Gate, ObjID, Protections, RecordId};
 
 /// An object id: up to 32 hex digits, with or without `0x`.
 pub fn obj_id(s: &str) -> Result<ObjID, String> {

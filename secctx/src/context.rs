@@ -7,7 +7,7 @@
 
 use std::fmt;
 
-use twizzler_security::{
+use twizzler_capsec::{
     BuildError, Cap, CtxError, CtxFlags, Del, ObjID, Protections, Record, RecordId, SecCtx,
     SecCtxEditor,
 };

@@ -60,7 +60,7 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use twizzler_security::{ObjID, Protections};
+use twizzler_capsec::{ObjID, Protections};
 
 use crate::store::{ObjMeta, Object, ObjectStore, StoreError};
 

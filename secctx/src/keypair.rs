@@ -19,7 +19,7 @@ use argon2::{Algorithm, Argon2, Params, Version};
 use chacha20poly1305::aead::{Aead, KeyInit, Payload};
 use chacha20poly1305::{XChaCha20Poly1305, XNonce};
 use rand_core::CryptoRng;
-use twizzler_security::{KEY_ENCODED_LEN, ObjID, SigningKey, SigningScheme, VerifyingKey};
+use twizzler_capsec::{KEY_ENCODED_LEN, ObjID, SigningKey, SigningScheme, VerifyingKey};
 use zeroize::Zeroizing;
 
 use crate::store::{ObjMeta, Object, ObjectStore, StoreError};

@@ -16,7 +16,7 @@
 //!
 //! ```
 //! use secctx::*;
-//! use twizzler_security::SigningScheme;
+//! use twizzler_capsec::SigningScheme;
 //! # use rand_core::SeedableRng;
 //! # let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(1); // use the OS RNG in real code
 //! let store = MemStore::new();

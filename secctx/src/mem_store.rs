@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
-use twizzler_security::ObjID;
+use twizzler_capsec::ObjID;
 
 use crate::store::{Object, ObjectStore, StoreError};
 

@@ -7,7 +7,7 @@
 
 use std::collections::BTreeSet;
 
-use twizzler_security::{ObjID, RecordId};
+use twizzler_capsec::{ObjID, RecordId};
 
 use crate::store::{ObjMeta, Object, ObjectStore, StoreError};
 

@@ -3,13 +3,13 @@
 //! It loads the contexts of a thread (active first), every object their records name, those
 //! objects' key objects and the store's revocation list, then runs `kernel_hooks::Engine` —
 //! the same code the kernel runs on a page fault — and explains the outcome with
-//! `twizzler_security::evaluate_explained`: which records counted, which masks applied, why
+//! `twizzler_capsec::evaluate_explained`: which records counted, which masks applied, why
 //! the rest did not count.
 
 use std::collections::{BTreeSet, HashMap};
 
 use kernel_hooks::{CtxBytes, Decision, Engine, Fault, Host, ObjectInfo, SecCtxMgr, Unmap};
-use twizzler_security::{
+use twizzler_capsec::{
     Access, AccessKind, Authority, CtxFlags, KeyLookupError, Mask, ObjID, PermsInfo, Protections,
     Record, RecordId, RecordKind, SecCtx, Verdict, VerifyingKey, evaluate_explained,
 };

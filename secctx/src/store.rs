@@ -4,7 +4,7 @@ use std::fmt;
 use std::io;
 use std::path::PathBuf;
 
-use twizzler_security::{ObjID, Protections};
+use twizzler_capsec::{ObjID, Protections};
 
 /// What every object carries besides its bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

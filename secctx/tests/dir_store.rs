@@ -16,7 +16,7 @@ use proptest::prelude::*;
 use secctx::DirStore;
 use secctx::dir_store::{CHECKSUM_LEN, HEADER_LEN, MIN_FILE_LEN, decode_object, encode_object};
 use secctx::store::{ObjMeta, Object, ObjectStore, StoreError};
-use twizzler_security::{ObjID, Protections};
+use twizzler_capsec::{ObjID, Protections};
 
 /// Set in child processes: the store directory to append in.
 const CHILD_DIR_ENV: &str = "SECCTX_DIR_STORE_TEST_CHILD_DIR";

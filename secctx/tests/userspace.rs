@@ -8,7 +8,7 @@ use secctx::context::{self, ContextError, Removal};
 use secctx::keypair::{self, KdfParams, KeyError};
 use secctx::revocations::{REVOCATIONS_ID, RevocationList};
 use secctx::{AccessSimulator, MemStore, ObjMeta, Object, ObjectStore, SimAccess, StoreError};
-use twizzler_security::{
+use twizzler_capsec::{
     AccessKind, Cap, CapGrant, CtxFlags, Del, DelGrant, Expiry, ObjID, Protections, SecCtx,
     SigningKey, SigningScheme, Verdict,
 };
@@ -219,7 +219,7 @@ fn simulator_grants_explains_switches_and_honours_revocation() {
     assert!(!s.granted());
     assert!(matches!(
         s.contexts[0].records[0].verdict,
-        Verdict::Invalid(twizzler_security::VerifyError::Revoked)
+        Verdict::Invalid(twizzler_capsec::VerifyError::Revoked)
     ));
 }
 
@@ -281,7 +281,7 @@ proptest! {
                                    recs in proptest::collection::btree_set(any::<[u8; 32]>(), 0..8)) {
         let list = RevocationList {
             keys: keys.into_iter().map(ObjID::new).collect(),
-            records: recs.into_iter().map(twizzler_security::RecordId).collect(),
+            records: recs.into_iter().map(twizzler_capsec::RecordId).collect(),
         };
         prop_assert_eq!(RevocationList::decode(&list.encode()).unwrap(), list);
     }

@@ -10,7 +10,7 @@ use rand_chacha::ChaCha20Rng;
 use rand_core::SeedableRng;
 use secctx::keypair::{self, KdfParams};
 use secctx::{AccessSimulator, DirStore, ObjMeta, Object, ObjectStore, SimAccess, context};
-use twizzler_security::{
+use twizzler_capsec::{
     Access, AccessKind, Authority, Cap, CapGrant, CtxFlags, Del, DelGrant, Expiry, Gate,
     KeyLookupError, ObjID, Protections, SecCtx, SigningScheme, VerifyingKey, evaluate,
 };

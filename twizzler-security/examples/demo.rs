@@ -1,7 +1,7 @@
 //! The twizzler-security demo: signed capabilities, gates, masks and delegations, evaluated for
 //! real.
 //!
-//! Run it with `cargo xtask demo` (or `cargo run --release -p twizzler-security --example
+//! Run it with `cargo xtask demo` (or `cargo run --release -p twizzler-capsec --example
 //! demo`). Until the QEMU kernel exists, this is what the kernel would do at each page fault,
 //! done in userspace: it
 //!
@@ -25,7 +25,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use getrandom::SysRng;
 use rand_core::{TryRng, UnwrapErr};
-use twizzler_security::{
+use twizzler_capsec::{
     Access, AccessKind, Authority, CAP_LEN, Cap, CapGrant, Del, DelGrant, Expiry, Gate, HashAlg,
     KeyLookupError, ObjID, PAGE_SIZE, PermsInfo, Protections, Record, RecordId, RecordReport,
     SecCtx, SecCtxEditor, SigningKey, SigningScheme, Verdict, VerifyingKey, evaluate_explained,

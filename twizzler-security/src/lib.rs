@@ -22,7 +22,7 @@
 //! # Example
 //!
 //! ```
-//! use twizzler_security::*;
+//! use twizzler_capsec::*;
 //! # struct Keys(std::collections::HashMap<ObjID, VerifyingKey>);
 //! # impl Authority for Keys {
 //! #     fn key_for(&self, obj: ObjID) -> Result<&VerifyingKey, KeyLookupError> {

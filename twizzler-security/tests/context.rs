@@ -9,8 +9,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use fixture::*;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
-use twizzler_security::ctx::{CTX_MAGIC, CTX_VERSION, ENTRY_LEN, HEADER_LEN, MASK_LEN, WRITING};
-use twizzler_security::{
+use twizzler_capsec::ctx::{CTX_MAGIC, CTX_VERSION, ENTRY_LEN, HEADER_LEN, MASK_LEN, WRITING};
+use twizzler_capsec::{
     Access, Cap, CtxError, CtxFlags, DecodeError, Del, DelGrant, Gate, Mask, ObjID, Protections,
     Record, RecordId, RecordKind, SecCtx, SecCtxEditor, Signature, SigningKey, SigningScheme,
     evaluate,
@@ -20,7 +20,7 @@ const C: ObjID = ObjID::new(0xC0);
 const P: ObjID = ObjID::new(0xB0);
 const NOW: u64 = 1_000;
 
-// Header field offsets (see the layout table in `twizzler_security::ctx`).
+// Header field offsets (see the layout table in `twizzler_capsec::ctx`).
 const OFF_MAGIC: usize = 0;
 const OFF_VERSION: usize = 4;
 const OFF_FLAGS: usize = 6;

@@ -11,8 +11,8 @@ use std::time::Instant;
 
 use rand_chacha::ChaCha20Rng;
 use rand_core::{Rng, SeedableRng};
-use twizzler_security::ctx::{ENTRY_LEN, HEADER_LEN, MASK_LEN};
-use twizzler_security::{
+use twizzler_capsec::ctx::{ENTRY_LEN, HEADER_LEN, MASK_LEN};
+use twizzler_capsec::{
     Access, Authority, CAP_LEN, Cap, CapGrant, Expiry, KeyLookupError, ObjID, Protections,
     RecordKind, SecCtx, SecCtxEditor, SigningKey, SigningScheme, Verdict, VerifyError,
     VerifyingKey, evaluate_explained,

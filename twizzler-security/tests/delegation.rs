@@ -5,7 +5,7 @@
 mod common_keys;
 
 use common_keys::*;
-use twizzler_security::{
+use twizzler_capsec::{
     Amplification, Cap, CapGrant, DEL_MAGIC, DecodeError, Del, DelGrant, DelegateError, Expiry,
     Gate, HashAlg, KeyLookupError, MAX_CHAIN_DEPTH, MAX_DEL_LEN, ObjID, Protections, Record,
     RecordKind, SigningKey, SigningScheme, VerifyError, del_len,
@@ -306,12 +306,12 @@ fn depth_8_verifies_and_depth_9_is_too_deep() {
 
 /// `MapAuth` as a `key_for` closure for `Del::verify_signatures`.
 trait KeyFor {
-    fn key_for_obj(&self, obj: ObjID) -> Result<&twizzler_security::VerifyingKey, KeyLookupError>;
+    fn key_for_obj(&self, obj: ObjID) -> Result<&twizzler_capsec::VerifyingKey, KeyLookupError>;
 }
 
 impl KeyFor for MapAuth {
-    fn key_for_obj(&self, obj: ObjID) -> Result<&twizzler_security::VerifyingKey, KeyLookupError> {
-        twizzler_security::Authority::key_for(self, obj)
+    fn key_for_obj(&self, obj: ObjID) -> Result<&twizzler_capsec::VerifyingKey, KeyLookupError> {
+        twizzler_capsec::Authority::key_for(self, obj)
     }
 }
 

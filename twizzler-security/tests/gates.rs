@@ -1,7 +1,7 @@
 //! Gates, table-driven: construction with checked arithmetic, page coverage, entry points,
 //! containment, and gates inside encoded capabilities.
 
-use twizzler_security::{
+use twizzler_capsec::{
     CAP_BODY_LEN, Cap, CapGrant, DecodeError, Gate, GateError, MAX_OBJECT_SIZE, ObjID, PAGE_SIZE,
     Protections, SigningKey, SigningScheme,
 };

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use common_keys::{SCHEMES, hex, key};
-use twizzler_security::{
+use twizzler_capsec::{
     Cap, CapGrant, DecodeError, HashAlg, KEY_ENCODED_LEN, MAX_KEY_LEN, MAX_SIG_LEN, ObjID,
     PemError, Protections, SIG_ENCODED_LEN, Signature, SigningKey, SigningScheme, VerifyError,
     VerifyingKey,

@@ -5,13 +5,13 @@
 mod fixture;
 
 use fixture::*;
-use twizzler_security::ctx::HEADER_LEN;
-use twizzler_security::{
+use twizzler_capsec::ctx::HEADER_LEN;
+use twizzler_capsec::{
     Access, AccessKind, CAP_MAGIC, CapGrant, CtxFlags, DEL_MAGIC, DecodeError, Del, DelGrant,
     Expiry, Gate, HashAlg, KeyLookupError, ObjID, PermsInfo, Protections, SecCtx, SecCtxEditor,
     SigningKey, SigningScheme, Verdict, VerifyError, evaluate,
 };
-use twizzler_security::{Authority, Record, RecordId, Signature, signature_check_id};
+use twizzler_capsec::{Authority, Record, RecordId, Signature, signature_check_id};
 
 // Contexts.
 const C: ObjID = ObjID::new(0xC0);
@@ -42,9 +42,9 @@ struct World {
     kp256: SigningKey,
     kp256_other: SigningKey,
     /// A capability for A whose record id the authority revokes.
-    revoked_cap: twizzler_security::Cap,
+    revoked_cap: twizzler_capsec::Cap,
     /// A capability for A held by P whose record id the authority revokes (a delegation root).
-    revoked_root: twizzler_security::Cap,
+    revoked_root: twizzler_capsec::Cap,
 }
 
 impl World {
@@ -1039,32 +1039,14 @@ fn report_indices_and_records_match_the_context() {
     ]);
     let ctx = SecCtx::parse(&bytes).unwrap();
     let mut seen = Vec::new();
-    twizzler_security::evaluate_explained(
-        C,
-        &ctx,
-        B,
-        NONE,
-        &auth,
-        Access::read(0x1000),
-        NOW,
-        |r| {
-            seen.push((r.index, r.record.map(|x| x.target()), r.verdict.clone()));
-        },
-    );
+    twizzler_capsec::evaluate_explained(C, &ctx, B, NONE, &auth, Access::read(0x1000), NOW, |r| {
+        seen.push((r.index, r.record.map(|x| x.target()), r.verdict.clone()));
+    });
     assert_eq!(seen, vec![(2, Some(B), Verdict::Counted(R))]);
     let mut seen = Vec::new();
-    twizzler_security::evaluate_explained(
-        C,
-        &ctx,
-        A,
-        NONE,
-        &auth,
-        Access::write(0x1000),
-        NOW,
-        |r| {
-            seen.push((r.index, r.record.map(|x| x.prots()), r.verdict.clone()));
-        },
-    );
+    twizzler_capsec::evaluate_explained(C, &ctx, A, NONE, &auth, Access::write(0x1000), NOW, |r| {
+        seen.push((r.index, r.record.map(|x| x.prots()), r.verdict.clone()));
+    });
     assert_eq!(
         seen,
         vec![
@@ -1078,18 +1060,9 @@ fn report_indices_and_records_match_the_context() {
     bad[h] ^= 0xff;
     let ctx = SecCtx::parse(&bad).unwrap();
     let mut seen = Vec::new();
-    twizzler_security::evaluate_explained(
-        C,
-        &ctx,
-        A,
-        NONE,
-        &auth,
-        Access::read(0x1000),
-        NOW,
-        |r| {
-            seen.push((r.index, r.record.map(|x| x.prots()), r.verdict.clone()));
-        },
-    );
+    twizzler_capsec::evaluate_explained(C, &ctx, A, NONE, &auth, Access::read(0x1000), NOW, |r| {
+        seen.push((r.index, r.record.map(|x| x.prots()), r.verdict.clone()));
+    });
     assert_eq!(seen.len(), 2);
     assert_eq!(seen[0].0, 0);
     assert_eq!(seen[0].1, None);

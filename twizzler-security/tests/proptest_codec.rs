@@ -9,7 +9,7 @@ use std::sync::LazyLock;
 use common_keys::{MapAuth, key};
 use proptest::prelude::*;
 use proptest::test_runner::Config;
-use twizzler_security::{
+use twizzler_capsec::{
     CAP_BODY_LEN, CAP_DOMAIN, CAP_MAGIC, CAP_VERSION, Cap, CapGrant, CtxFlags, DEL_MAGIC,
     DEL_VERSION, Del, DelGrant, Expiry, Gate, HashAlg, MAX_CHAIN_DEPTH, MAX_OBJECT_SIZE, ObjID,
     Protections, Record, RecordKind, SecCtx, SecCtxEditor, Signature, SigningKey, SigningScheme,
@@ -292,7 +292,7 @@ proptest! {
             Err(e) => {
                 // Only P-256 scalars outside 1..n are refused.
                 prop_assert_eq!(s, SigningScheme::EcdsaP256);
-                prop_assert_eq!(e, twizzler_security::DecodeError::InvalidKey);
+                prop_assert_eq!(e, twizzler_capsec::DecodeError::InvalidKey);
                 return Ok(());
             }
         };

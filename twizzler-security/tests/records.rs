@@ -5,7 +5,7 @@
 mod common_keys;
 
 use common_keys::*;
-use twizzler_security::{
+use twizzler_capsec::{
     CAP_BODY_LEN, CAP_DOMAIN, CAP_LEN, CAP_MAGIC, Cap, CapGrant, DEL_DOMAIN, DEL_MAGIC,
     DecodeError, Del, DelGrant, Expiry, Gate, HashAlg, KeyLookupError, ObjID, Protections, Record,
     RecordId, RecordKind, SigningKey, SigningScheme, VerifyError, del_len,

@@ -5,15 +5,14 @@ mod fixture;
 
 use fixture::*;
 use proptest::prelude::*;
-use twizzler_security::{CapGrant, CtxError, ObjID, SecCtx, SecCtxEditor, SigningScheme};
+use twizzler_capsec::{CapGrant, CtxError, ObjID, SecCtx, SecCtxEditor, SigningScheme};
 
 fn two_caps() -> Vec<u8> {
     let k = key(SigningScheme::Ed25519, 1);
     let mut e = SecCtxEditor::new();
     for t in [0x10u128, 0x20] {
-        let cap =
-            twizzler_security::Cap::mint(CapGrant::new(ObjID::new(t), ObjID::new(0x99), R), &k)
-                .unwrap();
+        let cap = twizzler_capsec::Cap::mint(CapGrant::new(ObjID::new(t), ObjID::new(0x99), R), &k)
+            .unwrap();
         e.add_cap(&cap);
     }
     e.encode().unwrap()

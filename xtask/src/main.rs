@@ -137,12 +137,12 @@ fn test_steps() -> Vec<Step> {
         },
         Step {
             name: "bare-metal build (core only)",
-            about: "cargo build -p twizzler-security --no-default-features \
+            about: "cargo build -p twizzler-capsec --no-default-features \
                     --target x86_64-unknown-none",
             action: Action::Cargo(&[
                 "build",
                 "-p",
-                "twizzler-security",
+                "twizzler-capsec",
                 "--no-default-features",
                 "--target",
                 BARE_METAL_TARGET,
@@ -154,7 +154,7 @@ fn test_steps() -> Vec<Step> {
             action: Action::Cargo(&[
                 "build",
                 "-p",
-                "twizzler-security",
+                "twizzler-capsec",
                 "--no-default-features",
                 "--features",
                 "alloc",
@@ -480,7 +480,7 @@ fn cmd_demo(ws: &Workspace) -> ExitCode {
             "run",
             "--release",
             "-p",
-            "twizzler-security",
+            "twizzler-capsec",
             "--example",
             "demo",
         ],
@@ -704,7 +704,7 @@ USAGE:
 COMMANDS:
     demo
         Builds and runs the demo in release mode:
-          cargo run --release -p twizzler-security --example demo
+          cargo run --release -p twizzler-capsec --example demo
         It mints Ed25519 and P-256 keys from the OS RNG, signs capabilities and a
         delegation, builds two security contexts, parses them back and prints every
         access decision with its reason.

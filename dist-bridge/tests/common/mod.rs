@@ -4,7 +4,7 @@
 
 use dist_bridge::*;
 use rand_core::SeedableRng;
-use twizzler_security::{Cap, CapGrant, ObjID, Protections, SigningKey, SigningScheme};
+use twizzler_capsec::{Cap, CapGrant, ObjID, Protections, SigningKey, SigningScheme};
 
 pub const NOW: u64 = 1_000_000_000;
 pub const NODE: u64 = 7;

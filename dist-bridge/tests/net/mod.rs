@@ -13,7 +13,7 @@ use dist_bridge::*;
 use rand_core::SeedableRng;
 use secctx::keypair;
 use secctx::{DirStore, ObjMeta, Object, ObjectStore};
-use twizzler_security::{Cap, CapGrant, ObjID, Protections, SigningKey, SigningScheme};
+use twizzler_capsec::{Cap, CapGrant, ObjID, Protections, SigningKey, SigningScheme};
 
 /// Every test body runs under this limit.
 pub const TEST_LIMIT: Duration = Duration::from_secs(60);
@@ -211,7 +211,7 @@ impl Net {
             .export(
                 &s.cap,
                 CTX,
-                Scope::new(rights, range, twizzler_security::Expiry::NEVER),
+                Scope::new(rights, range, twizzler_capsec::Expiry::NEVER),
             )
             .await
             .unwrap()

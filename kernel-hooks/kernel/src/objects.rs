@@ -35,7 +35,7 @@ use core::sync::atomic::{AtomicU64, Ordering};
 
 use kernel_hooks::{CtxBytes, Engine, Host, ObjectInfo, Unmap};
 use spin::{Mutex, Once};
-use twizzler_security::{ObjID, Protections, VerifyingKey};
+use twizzler_capsec::{ObjID, Protections, VerifyingKey};
 
 use crate::clock;
 use crate::paging::{CtxTag, Frame, PAGE, PageTables, SLOT_SIZE};

@@ -17,7 +17,7 @@
 use alloc::vec::Vec;
 use core::fmt;
 
-use twizzler_security::Protections;
+use twizzler_capsec::Protections;
 
 /// Bytes per page.
 pub const PAGE: u64 = 4096;

@@ -7,7 +7,7 @@ use alloc::string::String;
 use alloc::vec::Vec;
 
 use kernel_hooks::{DenyCause, SecCtxMgr, Unmap, Violation};
-use twizzler_security::{
+use twizzler_capsec::{
     AccessKind, Expiry, KeyLookupError, ObjID, Protections, Verdict, VerifyError,
 };
 

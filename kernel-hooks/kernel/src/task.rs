@@ -24,7 +24,7 @@ use alloc::vec::Vec;
 use core::fmt;
 
 use kernel_hooks::{Decision, Fault, Invalidation, SecCtxMgr, Stats, SwitchResult, Violation};
-use twizzler_security::{AccessKind, Expiry, ObjID, Protections};
+use twizzler_capsec::{AccessKind, Expiry, ObjID, Protections};
 
 use crate::objects::{self, CtxObject, ENGINE, HostCalls, PAGING, table};
 use crate::paging::{CtxTag, Frame, PAGE, PageTables, PagingError, SLOT_SIZE};

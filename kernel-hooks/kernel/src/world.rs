@@ -8,7 +8,7 @@ use alloc::vec;
 use alloc::vec::Vec;
 use core::fmt;
 
-use twizzler_security::{
+use twizzler_capsec::{
     BuildError, Cap, CapGrant, CtxFlags, Del, DelGrant, DelegateError, Expiry, Gate, GateError,
     ObjID, Protections, SecCtxEditor, SignError, SigningKey, SigningScheme,
 };
@@ -21,7 +21,7 @@ use crate::user;
 
 /// Well-known object ids (small numbers, so reasons that print ids stay readable).
 pub mod ids {
-    use twizzler_security::ObjID;
+    use twizzler_capsec::ObjID;
 
     /// The program object: the user probes' code (default protections `r-x`, no `kuid`).
     pub const PROGRAM: ObjID = ObjID::new(0x7001);

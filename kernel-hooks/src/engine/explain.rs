@@ -1,6 +1,6 @@
 //! Why a denied fault was denied: the active context evaluated once more, explained.
 
-use twizzler_security::{Grant, ObjID, Protections, Verdict, evaluate_explained};
+use twizzler_capsec::{Grant, ObjID, Protections, Verdict, evaluate_explained};
 
 use super::{Engine, data_or_exec};
 use crate::fault::{DenyCause, Fault, Violation};

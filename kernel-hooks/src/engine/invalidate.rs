@@ -11,7 +11,7 @@
 use core::sync::atomic::Ordering;
 
 use heapless::Vec;
-use twizzler_security::{ObjID, RecordId};
+use twizzler_capsec::{ObjID, RecordId};
 
 use super::{Engine, expiry_key};
 use crate::cache::{CachedPerms, Removed};

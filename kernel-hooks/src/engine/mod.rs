@@ -22,7 +22,7 @@ use core::cell::RefCell;
 use core::sync::atomic::{AtomicU64, Ordering};
 
 use spin::{Mutex, RwLock};
-use twizzler_security::{
+use twizzler_capsec::{
     Access, CtxFlags, Expiry, Grant, MAX_OBJECT_SIZE, ObjID, PAGE_SIZE, PermsInfo, Protections,
     SecCtx, evaluate,
 };
@@ -353,7 +353,7 @@ impl<H: Host> Engine<H> {
             ctx_id,
             target,
             stamp,
-            twizzler_security::allowed_by_masks(ctx, target),
+            twizzler_capsec::allowed_by_masks(ctx, target),
             ctx.flags(),
         );
         let auth = self.authority(target, object);

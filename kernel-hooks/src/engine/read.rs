@@ -3,7 +3,7 @@
 //! The host lends the context's bytes for the duration of [`Host::with_ctx`]. The engine
 //! reads the header, works on copies of the rows and records it needs, and reads the header
 //! again before it trusts anything: if the two headers differ, or a writer flagged a rewrite
-//! in progress (the generation's [`twizzler_security::WRITING`] bit), the read was torn and is
+//! in progress (the generation's [`twizzler_capsec::WRITING`] bit), the read was torn and is
 //! redone, up to [`TORN_RETRIES`] times, after which the fault is denied with
 //! [`Violation::ContextChanging`]. Under the host contract (bytes kept still while lent) the
 //! first read always succeeds; the check is what keeps a host that breaks it from ever
@@ -12,7 +12,7 @@
 
 use core::sync::atomic::{Ordering, fence};
 
-use twizzler_security::{CtxError, CtxHeader, ObjID, SecCtx, Validated};
+use twizzler_capsec::{CtxError, CtxHeader, ObjID, SecCtx, Validated};
 
 use super::Engine;
 use crate::ctx_bytes::CtxBytes;

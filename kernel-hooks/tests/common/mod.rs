@@ -11,7 +11,7 @@ use kernel_hooks::{
 };
 use rand_chacha::ChaCha20Rng;
 use rand_core::SeedableRng;
-use twizzler_security::{
+use twizzler_capsec::{
     AccessKind, Cap, CapGrant, ObjID, Protections, SecCtxEditor, SigningKey, SigningScheme,
     VerifyingKey,
 };

@@ -6,7 +6,7 @@ use kernel_hooks::{Decision, Violation};
 use secctx::sim::ContextReport;
 use secctx::{AccessSimulator, DirStore, ObjectStore, SimAccess, StoreError};
 use serde_json::{Value, json};
-use twizzler_security::{AccessKind, ObjID, PAGE_SIZE};
+use twizzler_capsec::{AccessKind, ObjID, PAGE_SIZE};
 
 use crate::cli::AccessArg;
 use crate::cmd::warn;

@@ -6,7 +6,7 @@ use std::path::Path;
 use secctx::context::{self, ContextError, Removal};
 use secctx::{DirStore, StoreError, keypair};
 use serde_json::json;
-use twizzler_security::{CtxFlags, ObjID, Protections, RecordId};
+use twizzler_capsec::{CtxFlags, ObjID, Protections, RecordId};
 
 use crate::cmd::obj;
 use crate::env;

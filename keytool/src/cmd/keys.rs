@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use secctx::keypair::{self, KeyPairIds};
 use secctx::{DirStore, ObjectStore, StoreError};
 use serde_json::json;
-use twizzler_security::{ObjID, SigningKey, SigningScheme, VerifyingKey};
+use twizzler_capsec::{ObjID, SigningKey, SigningScheme, VerifyingKey};
 use zeroize::Zeroizing;
 
 use crate::cli::{KdfArgs, PassArgs, Scheme};

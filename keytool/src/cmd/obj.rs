@@ -6,7 +6,7 @@ use secctx::keypair;
 use secctx::revocations::{REVOCATIONS_ID, RevocationList};
 use secctx::{DirStore, ObjMeta, Object, ObjectStore, StoreError};
 use serde_json::{Value, json};
-use twizzler_security::{ObjID, Protections, SecCtx};
+use twizzler_capsec::{ObjID, Protections, SecCtx};
 
 use crate::env;
 use crate::error::{Result, Status};

@@ -7,7 +7,7 @@ use secctx::keypair;
 use secctx::revocations::RevocationList;
 use secctx::{DirStore, ObjectStore, StoreError};
 use serde_json::{Value, json};
-use twizzler_security::{
+use twizzler_capsec::{
     Authority, Cap, CapGrant, Del, DelGrant, Expiry, Gate, HashAlg, KeyLookupError, ObjID, Record,
     RecordId, VerifyError, VerifyingKey,
 };

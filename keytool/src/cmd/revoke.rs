@@ -3,7 +3,7 @@
 use secctx::revocations::RevocationList;
 use secctx::{DirStore, ObjectStore, keypair};
 use serde_json::json;
-use twizzler_security::ObjID;
+use twizzler_capsec::ObjID;
 
 use crate::cmd::obj;
 use crate::error::{Result, Status};

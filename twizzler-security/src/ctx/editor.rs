@@ -48,7 +48,7 @@ struct OwnedEntry {
 /// generation they were derived from, miss after any edit.
 ///
 /// ```
-/// use twizzler_security::{CtxFlags, ObjID, Protections, SecCtx, SecCtxEditor};
+/// use twizzler_capsec::{CtxFlags, ObjID, Protections, SecCtx, SecCtxEditor};
 ///
 /// let mut ed = SecCtxEditor::new();
 /// ed.set_global_mask(Protections::READ | Protections::WRITE);

@@ -9,7 +9,7 @@ use std::collections::{HashMap, HashSet};
 
 use rand_chacha::ChaCha20Rng;
 use rand_core::SeedableRng;
-use twizzler_security::{
+use twizzler_capsec::{
     Authority, CAP_LEN, DEL_DOMAIN, HashAlg, KeyLookupError, LINK_LEN, ObjID, RecordId,
     SIG_ENCODED_LEN, SigningKey, SigningScheme, VerifyingKey, del_len,
 };
@@ -109,7 +109,7 @@ pub fn link_message_by_hand(bytes: &[u8], index: usize, hash: HashAlg) -> [u8; 3
 }
 
 /// Overwrites the signature of link `index` in an encoded delegation.
-pub fn write_link_sig(bytes: &mut [u8], index: usize, sig: &twizzler_security::Signature) {
+pub fn write_link_sig(bytes: &mut [u8], index: usize, sig: &twizzler_capsec::Signature) {
     let at = link_at(index) + LINK_BODY;
     bytes[at..at + SIG_ENCODED_LEN].copy_from_slice(&sig.encode());
 }
