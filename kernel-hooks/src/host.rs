@@ -84,8 +84,14 @@ pub trait Host {
     /// maximum). The bytes must stay unchanged while `f` runs: a kernel maps context objects
     /// read-only to their writers and, if a writer had write access since the last read,
     /// takes it away (and shoots down the TLBs) before calling `f` (see the integration
-    /// guide). The engine does not rely on it for soundness: it reads through
+    /// guide, section 5). The engine does not rely on it for soundness: it reads through
     /// [`CtxBytes`], never through a reference, and compares the header before and after.
+    ///
+    /// The write fault that lets a writer at a context calls
+    /// [`crate::Engine::invalidate_ctx`], which unmaps everything granted under the context,
+    /// possibly the writing instruction's own page: the kernel faults that page in again
+    /// (while the context is still read-only) and decides the write again before it maps the
+    /// page writable, or a thread editing its own context never makes progress.
     fn with_ctx<R>(&self, ctx: ObjID, f: impl FnOnce(CtxBytes<'_>) -> R) -> Option<R>;
 
     /// Runs `f` with the verifying key stored in key object `kuid`, or returns `None` if

@@ -8,8 +8,8 @@
 //! Like upstream's, it is `Clone` (a spawned thread starts with its parent's contexts: the
 //! clone is taken under the parent's lock, so it is one consistent state) and has a kernel
 //! form ([`SecCtxMgr::new_kernel`]). The inactive list lives on the heap: attaching and
-//! cloning allocate; the fault path reads it one entry at a time under the lock and never
-//! allocates.
+//! cloning allocate, always with the lock released; the fault path reads it one entry at a
+//! time under the lock and never allocates.
 
 use alloc::vec::Vec;
 use core::fmt;
@@ -76,7 +76,6 @@ impl fmt::Display for DetachError {
 impl core::error::Error for AttachError {}
 impl core::error::Error for DetachError {}
 
-#[derive(Clone)]
 struct Inner {
     active: ObjID,
     inactive: Vec<ObjID>,
@@ -88,16 +87,18 @@ pub struct SecCtxMgr {
 }
 
 impl Clone for SecCtxMgr {
+    /// A copy of one consistent state of the lists (see [`SecCtxMgr::snapshot`]).
     fn clone(&self) -> Self {
         Self {
-            inner: Mutex::new(self.inner.lock().clone()),
+            inner: Mutex::new(self.snapshot()),
         }
     }
 }
 
 impl fmt::Debug for SecCtxMgr {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let inner = self.inner.lock();
+        // Formatting writes to the caller's sink: do it on a copy, not under the lock.
+        let inner = self.snapshot();
         f.debug_struct("SecCtxMgr")
             .field("active", &inner.active)
             .field("inactive", &inner.inactive)
@@ -139,7 +140,23 @@ impl SecCtxMgr {
 
     /// The inactive contexts, in the order they are tried (a copy).
     pub fn inactive(&self) -> Vec<ObjID> {
-        self.inner.lock().inactive.clone()
+        self.snapshot().inactive
+    }
+
+    /// A copy of the lists as they were at one instant. The copy's memory is allocated with
+    /// the lock released; if the list grew meanwhile, the copy is made again.
+    fn snapshot(&self) -> Inner {
+        loop {
+            let len = self.inner.lock().inactive.len();
+            let mut inactive = Vec::with_capacity(len);
+            let inner = self.inner.lock();
+            if inner.inactive.len() <= inactive.capacity() {
+                inactive.extend_from_slice(&inner.inactive);
+                let active = inner.active;
+                drop(inner);
+                return Inner { active, inactive };
+            }
+        }
     }
 
     /// Number of inactive contexts.
@@ -147,17 +164,35 @@ impl SecCtxMgr {
         self.inner.lock().inactive.len()
     }
 
-    /// Attaches `ctx` as an inactive context.
+    /// Attaches `ctx` as an inactive context. Memory for a longer list is allocated with the
+    /// lock released (and the old list freed after it), so the lock never waits on the
+    /// allocator.
     pub fn attach(&self, ctx: ObjID) -> Result<(), AttachError> {
         if ctx == KERNEL_SCTX {
             return Err(AttachError::Kernel);
         }
-        let mut inner = self.inner.lock();
-        if inner.active == ctx || inner.inactive.contains(&ctx) {
-            return Err(AttachError::AlreadyAttached(ctx));
+        let mut spare: Option<Vec<ObjID>> = None;
+        loop {
+            let mut inner = self.inner.lock();
+            if inner.active == ctx || inner.inactive.contains(&ctx) {
+                return Err(AttachError::AlreadyAttached(ctx));
+            }
+            if inner.inactive.len() < inner.inactive.capacity() {
+                inner.inactive.push(ctx);
+                return Ok(());
+            }
+            let needed = inner.inactive.len() + 1;
+            if let Some(mut bigger) = spare.take().filter(|v| v.capacity() >= needed) {
+                bigger.extend_from_slice(&inner.inactive);
+                bigger.push(ctx);
+                let old = core::mem::replace(&mut inner.inactive, bigger);
+                drop(inner);
+                drop(old);
+                return Ok(());
+            }
+            drop(inner);
+            spare = Some(Vec::with_capacity(needed.max(4).saturating_mul(2)));
         }
-        inner.inactive.push(ctx);
-        Ok(())
     }
 
     /// Detaches inactive context `ctx`. Decisions for this thread stop consulting it at once;
