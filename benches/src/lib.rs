@@ -7,15 +7,6 @@ use twizzler_capsec::{Authority, KeyLookupError, ObjID, VerifyingKey};
 pub struct OneKey(pub ObjID, pub VerifyingKey);
 
 impl Authority for OneKey {
-    /// Lends the key for the call, as the kernel's authority does.
-    fn with_key<R>(
-        &self,
-        obj: ObjID,
-        f: impl FnOnce(&VerifyingKey) -> R,
-    ) -> Result<R, KeyLookupError> {
-        self.key_for(obj).map(f)
-    }
-
     fn key_for(&self, obj: ObjID) -> Result<&VerifyingKey, KeyLookupError> {
         if obj == self.0 {
             Ok(&self.1)
