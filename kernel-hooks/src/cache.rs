@@ -20,11 +20,15 @@
 
 use core::ops::Range;
 
+use core::sync::atomic::{AtomicU64, Ordering};
+
 use spin::Mutex;
 use twizzler_capsec::{
     Access, CtxFlags, Expiry, Gate, Grant, MAX_OBJECT_SIZE, ObjID, PAGE_SIZE, PermsInfo,
     Protections, RecordId,
 };
+
+use crate::ticket::{MapTicket, Ticket};
 
 /// Number of sets.
 pub const SETS: usize = 64;
@@ -344,6 +348,9 @@ impl Set {
 /// A bounded, set-associative cache of verified decisions.
 pub struct VerifyCache {
     sets: [Mutex<Set>; SETS],
+    /// Per set, how many entries have left it: bumped under the set's lock by every removal
+    /// and eviction, before anything is unmapped (see [`crate::MapTicket`]).
+    removals: [AtomicU64; SETS],
 }
 
 impl Default for VerifyCache {
@@ -366,18 +373,45 @@ impl VerifyCache {
     pub const fn new() -> Self {
         Self {
             sets: [const { Mutex::new(Set::EMPTY) }; SETS],
+            removals: [const { AtomicU64::new(0) }; SETS],
         }
     }
 
-    fn set(&self, ctx: ObjID, target: ObjID) -> &Mutex<Set> {
+    fn set(&self, ctx: ObjID, target: ObjID) -> (usize, &Mutex<Set>) {
         // Object ids are often sequential: fold every bit of both ids into one word, then
         // take the *top* bits of a multiplicative hash, which depend on all of the input.
         let fold = |id: ObjID| (id.raw() as u64) ^ ((id.raw() >> 64) as u64).rotate_left(32);
         let x = fold(target) ^ fold(ctx).wrapping_mul(0xC2B2_AE3D_27D4_EB4F);
         let h = x.wrapping_mul(0x9E37_79B9_7F4A_7C15);
         // SETS is a power of two: the top log2(SETS) bits index it.
-        let i = (h >> (u64::BITS - SETS.trailing_zeros())) as usize;
-        &self.sets[i % SETS]
+        let i = (h >> (u64::BITS - SETS.trailing_zeros())) as usize % SETS;
+        (i, &self.sets[i])
+    }
+
+    /// The ticket of a decision served from set `i` now (call with the set locked).
+    fn ticket(&self, i: usize) -> MapTicket {
+        MapTicket(Ticket::Entry {
+            // SETS fits a u16.
+            set: i as u16,
+            removals: self.removals[i].load(Ordering::Acquire),
+        })
+    }
+
+    /// Notes that an entry left set `i` (call with the set locked).
+    fn removed_from(&self, i: usize) {
+        self.removals[i].fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Whether no entry has left the set `ticket` names since it was taken.
+    pub fn is_current(&self, ticket: &MapTicket) -> Option<bool> {
+        match ticket.0 {
+            Ticket::Entry { set, removals } => Some(
+                self.removals
+                    .get(usize::from(set))
+                    .is_some_and(|r| r.load(Ordering::Acquire) == removals),
+            ),
+            _ => None,
+        }
     }
 
     /// Runs `f` on the fresh entry for (`ctx`, `target`), if there is one. `f` runs under the
@@ -389,17 +423,20 @@ impl VerifyCache {
         stamp: &Stamp,
         now: u64,
         f: impl FnOnce(&CachedPerms) -> R,
-    ) -> Option<R> {
-        let set = self.set(ctx, target).lock();
+    ) -> Option<(R, MapTicket)> {
+        let (si, set) = self.set(ctx, target);
+        let set = set.lock();
         let i = set.find(ctx, target)?;
         let e = &set.ways[i];
-        e.is_fresh(stamp, now).then(|| f(e))
+        e.is_fresh(stamp, now).then(|| (f(e), self.ticket(si)))
     }
 
     /// Inserts `entry`, replacing the entry for the same key if there is one. Returns the
-    /// key of another entry it evicted, whose mappings must go.
-    pub fn insert(&self, entry: CachedPerms) -> Option<Removed> {
-        let mut set = self.set(entry.ctx, entry.target).lock();
+    /// key of another entry it evicted, whose mappings must go, and the ticket of decisions
+    /// served from the inserted entry.
+    pub fn insert(&self, entry: CachedPerms) -> (Option<Removed>, MapTicket) {
+        let (si, set) = self.set(entry.ctx, entry.target);
+        let mut set = set.lock();
         let slot = set
             .find(entry.ctx, entry.target)
             .or_else(|| set.live.iter().position(|l| !l));
@@ -418,9 +455,12 @@ impl VerifyCache {
                 )
             }
         };
+        if evicted.is_some() {
+            self.removed_from(si);
+        }
         set.ways[slot] = entry;
         set.live[slot] = true;
-        evicted
+        (evicted, self.ticket(si))
     }
 
     /// Visits every entry, one set at a time; those for which `keep` returns false are
@@ -431,7 +471,7 @@ impl VerifyCache {
         mut keep: impl FnMut(&mut CachedPerms) -> bool,
         mut removed: impl FnMut(Removed),
     ) {
-        for set in &self.sets {
+        for (si, set) in self.sets.iter().enumerate() {
             let mut gone: [Option<Removed>; WAYS] = [None; WAYS];
             {
                 let mut set = set.lock();
@@ -444,6 +484,9 @@ impl VerifyCache {
                             target: way.target,
                         });
                     }
+                }
+                if gone.iter().any(Option::is_some) {
+                    self.removed_from(si);
                 }
             }
             for r in gone.into_iter().flatten() {

@@ -6,6 +6,7 @@ use core::ops::Range;
 use twizzler_capsec::{AccessKind, CtxError, Expiry, ObjID, PAGE_SIZE, Protections, Verdict};
 
 use crate::host::ObjectInfo;
+use crate::ticket::MapTicket;
 
 /// A page fault into an object, as the kernel's fault handler fills it in.
 ///
@@ -87,6 +88,10 @@ pub enum Decision {
         /// The grant stops holding at this time (ns since the Unix epoch): the kernel arms its
         /// timer by [`crate::Engine::next_deadline`] and calls [`crate::Engine::expire`].
         valid_until: Expiry,
+        /// What the decision was made from: the kernel installs the mapping only under the
+        /// lock its `unmap` takes, and only if [`crate::Engine::is_current`] says this is
+        /// still current (see [`MapTicket`]).
+        ticket: MapTicket,
     },
     /// The access is a security violation: deliver it to the thread.
     Violation(Violation),

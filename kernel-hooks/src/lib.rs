@@ -111,6 +111,7 @@ pub mod memo;
 mod mgr;
 mod revocation;
 mod stats;
+mod ticket;
 
 pub use cache::{ObjectPerms, VerifyCache};
 pub use ctx_bytes::CtxBytes;
@@ -121,3 +122,4 @@ pub use memo::RecordMemo;
 pub use mgr::{AttachError, DetachError, KERNEL_SCTX, SecCtxMgr, SwitchResult};
 pub use revocation::{MAX_REVOKED_KEYS, MAX_REVOKED_RECORDS, RevokeError};
 pub use stats::Stats;
+pub use ticket::MapTicket;

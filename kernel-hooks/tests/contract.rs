@@ -659,3 +659,68 @@ fn an_empty_context_object_is_malformed_not_out_of_bounds() {
     }
     let _ = SecCtxEditor::new();
 }
+
+/// The ticket of a `Map` decision.
+fn ticket_of(d: &Decision) -> kernel_hooks::MapTicket {
+    match d {
+        Decision::Map { ticket, .. } => *ticket,
+        other => panic!("expected a mapping, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_ticket_goes_stale_when_its_grant_may_have_been_taken_away_and_only_then() {
+    let w = World::new();
+    let mut g = CapGrant::new(FILE, CTX_A, R);
+    g.expires = Expiry::from_raw(T0 + 1_000);
+    w.write_ctx(
+        CTX_A,
+        &ctx_with(&[&w.cap_with(g), &w.cap(OTHER, CTX_A, RW)]),
+    );
+    let t = SecCtxMgr::new(CTX_A);
+
+    // A hit's ticket is as current as the miss's.
+    let miss = ticket_of(&w.decide(&t, FILE, PAGE, Read));
+    let hit = ticket_of(&w.decide(&t, FILE, 2 * PAGE, Read));
+    assert!(w.engine.is_current(&miss) && w.engine.is_current(&hit));
+    // A revocation that takes nothing from FILE's entry leaves it current.
+    w.engine
+        .revoke_record(twizzler_capsec::RecordId([0xab; 32]))
+        .unwrap();
+    assert!(
+        w.engine.is_current(&hit),
+        "an unrelated revocation made it stale"
+    );
+    // Expiry removes the entry: stale.
+    w.host().advance(1_000);
+    w.engine.expire();
+    assert!(!w.engine.is_current(&hit));
+
+    // Key revocation, context invalidation, flush: each makes the tickets of what it took
+    // away stale.
+    let other = ticket_of(&w.decide(&t, OTHER, PAGE, Write));
+    w.engine.revoke_key(K_OTHER).unwrap();
+    assert!(!w.engine.is_current(&other));
+    w.write_ctx(CTX_A, &ctx_with(&[&w.cap(FILE, CTX_A, R)]));
+    let f = ticket_of(&w.decide(&t, FILE, PAGE, Read));
+    w.engine.invalidate_ctx(CTX_A);
+    assert!(!w.engine.is_current(&f));
+    let f = ticket_of(&w.decide(&t, FILE, PAGE, Read));
+    w.engine.flush();
+    assert!(!w.engine.is_current(&f));
+
+    // Eviction: more pairs than a set holds make the first one's ticket stale.
+    let f = ticket_of(&w.decide(&t, FILE, PAGE, Read));
+    for i in 0..2_000u128 {
+        let obj = ObjID::new(0x7100_0000 + i);
+        w.host().set_object(obj, None, R);
+        w.decide(&t, obj, PAGE, Read);
+    }
+    assert!(w.engine.stats().evictions > 0);
+    assert!(!w.engine.is_current(&f));
+
+    // A kernel thread's ticket never goes stale.
+    let k = ticket_of(&w.decide(&SecCtxMgr::new_kernel(), FILE, PAGE, Read));
+    w.engine.flush();
+    assert!(w.engine.is_current(&k));
+}

@@ -38,6 +38,7 @@ use crate::memo::RecordMemo;
 use crate::mgr::{KERNEL_SCTX, SecCtxMgr};
 use crate::revocation::Revocations;
 use crate::stats::{Counters, Stats};
+use crate::ticket::{MapTicket, Ticket};
 use read::ValidatedCtxs;
 
 /// How often a lookup is redone when a revocation or invalidation races with it.
@@ -47,6 +48,7 @@ const RACE_RETRIES: usize = 4;
 struct Looked {
     eval: Evaluated,
     flags: CtxFlags,
+    ticket: MapTicket,
 }
 
 /// The page-fault decision engine.
@@ -165,8 +167,20 @@ impl<H: Host> Engine<H> {
                 pages: looked.eval.pages,
                 switch_to,
                 valid_until: looked.eval.perms.valid_until,
+                ticket: looked.ticket,
             },
             Err(v) => Decision::Violation(v),
+        }
+    }
+
+    /// Whether a `Map` decision's ticket is still current: call it holding the lock that
+    /// [`Host::unmap`] takes, and install the mapping only if it returns `true` (else decide
+    /// again). See [`MapTicket`].
+    pub fn is_current(&self, ticket: &MapTicket) -> bool {
+        match ticket.0 {
+            Ticket::Kernel => true,
+            Ticket::Epoch(e) => self.epoch.load(Ordering::Acquire) == e,
+            Ticket::Entry { .. } => self.cache.is_current(ticket).unwrap_or(false),
         }
     }
 
@@ -209,6 +223,7 @@ impl<H: Host> Engine<H> {
         }
         let now = self.now();
         self.with_entry(ctx, target, object, now, |e| e.object_perms())
+            .map(|(p, _)| p)
     }
 
     fn search(
@@ -272,7 +287,8 @@ impl<H: Host> Engine<H> {
     }
 
     /// Runs `f` on a fresh cache entry for (`ctx_id`, `target`): the cached one on a hit,
-    /// else one built by reading and verifying the context, which is cached.
+    /// else one built by reading and verifying the context, which is cached. Returns `f`'s
+    /// result and the ticket of a decision made from it.
     fn with_entry<R>(
         &self,
         ctx_id: ObjID,
@@ -280,20 +296,20 @@ impl<H: Host> Engine<H> {
         object: &ObjectInfo,
         now: u64,
         f: impl Fn(&CachedPerms) -> R,
-    ) -> Result<R, Violation> {
+    ) -> Result<(R, MapTicket), Violation> {
         for _ in 0..RACE_RETRIES {
             let stamp = self.stamp(object);
-            if let Some(r) = self.cache.with_fresh(ctx_id, target, &stamp, now, &f) {
+            if let Some(hit) = self.cache.with_fresh(ctx_id, target, &stamp, now, &f) {
                 Counters::bump(&self.counters.hits);
-                return Ok(r);
+                return Ok(hit);
             }
             Counters::bump(&self.counters.misses);
             let entry = self.read_ctx(ctx_id, |ctx| {
                 self.build_entry(ctx_id, ctx, target, object, stamp, now)
             })?;
-            self.insert(entry);
+            let ticket = self.insert(entry);
             if self.epoch.load(Ordering::Acquire) == stamp.epoch {
-                return Ok(f(&entry));
+                return Ok((f(&entry), ticket));
             }
             // A revocation or invalidation ran while the records were verified: what was
             // verified may be gone already. The entry inserted carries the old epoch, so it
@@ -304,7 +320,7 @@ impl<H: Host> Engine<H> {
         let entry = self.read_ctx(ctx_id, |ctx| {
             self.build_entry(ctx_id, ctx, target, object, stamp, now)
         })?;
-        Ok(f(&entry))
+        Ok((f(&entry), MapTicket(Ticket::Epoch(stamp.epoch))))
     }
 
     /// What context `ctx_id` provides for `access` to the fault's object.
@@ -316,26 +332,34 @@ impl<H: Host> Engine<H> {
         now: u64,
     ) -> Result<Looked, Violation> {
         let needed = access.kind.required();
-        let (eval, flags, complete) =
+        let epoch = self.epoch.load(Ordering::Acquire);
+        let ((eval, flags, complete), ticket) =
             self.with_entry(ctx_id, fault.target, &fault.object, now, |e| {
                 (e.evaluate(&access), e.flags, e.complete)
             })?;
         if complete || eval.perms.grants(needed) {
-            return Ok(Looked { eval, flags });
+            return Ok(Looked {
+                eval,
+                flags,
+                ticket,
+            });
         }
         // The entry holds fewer grants than the context has valid records: the rule in full.
         self.read_ctx(ctx_id, |ctx| {
-            self.evaluate_uncached(ctx_id, ctx, fault, access, now)
+            self.evaluate_uncached(ctx_id, ctx, fault, access, now, epoch)
         })
     }
 
-    /// Caches `entry` (noting its expiry for the timer first), and unmaps what it evicted.
-    fn insert(&self, entry: CachedPerms) {
+    /// Caches `entry` (noting its expiry for the timer first), unmaps what it evicted, and
+    /// returns the ticket of decisions made from it.
+    fn insert(&self, entry: CachedPerms) -> MapTicket {
         self.note_expiry(entry.valid_until);
-        if let Some(r) = self.cache.insert(entry) {
+        let (evicted, ticket) = self.cache.insert(entry);
+        if let Some(r) = evicted {
             Counters::bump(&self.counters.evictions);
             self.unmap_removed(r, &mut Invalidation::default());
         }
+        ticket
     }
 
     /// Verifies every record of `ctx` bound to `target` and to the context, and keeps the
@@ -378,6 +402,7 @@ impl<H: Host> Engine<H> {
         fault: &Fault,
         access: Access,
         now: u64,
+        epoch: u64,
     ) -> Looked {
         let auth = self.authority(fault.target, &fault.object);
         let perms = evaluate(
@@ -396,6 +421,7 @@ impl<H: Host> Engine<H> {
                 pages: page..page + 1,
             },
             flags: ctx.flags(),
+            ticket: MapTicket(Ticket::Epoch(epoch)),
         }
     }
 }
@@ -430,6 +456,7 @@ fn kernel_grant() -> Looked {
         },
         // The kernel's context is never left through the fault path.
         flags: CtxFlags::UNDETACHABLE,
+        ticket: MapTicket(Ticket::Kernel),
     }
 }
 
