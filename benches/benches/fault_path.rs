@@ -162,5 +162,56 @@ fn bench_invalidation_stream(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench_decide, bench_invalidation_stream);
+/// Hits from several threads sharing one engine (the machine has two cores): every thread on
+/// the same object (one cache set, its spinlock contended) or each on its own object (its own
+/// set). Time per decision, as seen by one thread.
+fn bench_contention(c: &mut Criterion) {
+    let mut g = c.benchmark_group("decide_hit_contended");
+    g.measurement_time(Duration::from_secs(3));
+    // Two objects, each with its own signed capability, both warm.
+    let e = engine(2, SigningScheme::Ed25519, true, 1);
+    for (target, name) in [(0u128, "same_object"), (1, "own_object")] {
+        for threads in [1usize, 2] {
+            let id = BenchmarkId::new(name, format!("{threads}_threads"));
+            g.bench_function(id, |b| {
+                b.iter_custom(|iters| {
+                    std::thread::scope(|s| {
+                        let workers: Vec<_> = (0..threads)
+                            .map(|k| {
+                                let e = &e;
+                                // Thread 0 always faults on object 0; the others on `target`
+                                // (object 0 again, or object 1).
+                                let obj_i = if k == 0 { 0 } else { target };
+                                s.spawn(move || {
+                                    let t = SecCtxMgr::new(CTX);
+                                    let f = Fault::new(obj(obj_i), INFO, 4096, AccessKind::Read);
+                                    check(e.decide(&t, &f));
+                                    let start = Instant::now();
+                                    for _ in 0..iters {
+                                        black_box(e.decide(&t, black_box(&f)));
+                                    }
+                                    start.elapsed()
+                                })
+                            })
+                            .collect();
+                        // Thread 0's time: what one CPU sees while the others run.
+                        let times: Vec<Duration> = workers
+                            .into_iter()
+                            .map(|w| w.join().unwrap_or_default())
+                            .collect();
+                        times.first().copied().unwrap_or_default()
+                    })
+                })
+            });
+        }
+    }
+    g.finish();
+}
+
+criterion_group!(
+    benches,
+    bench_decide,
+    bench_invalidation_stream,
+    bench_contention
+);
 criterion_main!(benches);

@@ -325,11 +325,14 @@ impl CachedPerms {
     }
 }
 
-/// One set: its ways, which of them are in use, and the next victim.
+/// One set: its ways, which of them are in use, the next victim, and how many hits it served
+/// (counted here, under the lock the hit holds anyway, rather than in an atomic every CPU's
+/// hits would share).
 struct Set {
     ways: [CachedPerms; WAYS],
     live: [bool; WAYS],
     victim: u8,
+    hits: u64,
 }
 
 impl Set {
@@ -337,6 +340,7 @@ impl Set {
         ways: [CachedPerms::UNUSED; WAYS],
         live: [false; WAYS],
         victim: 0,
+        hits: 0,
     };
 
     fn find(&self, ctx: ObjID, target: ObjID) -> Option<usize> {
@@ -425,10 +429,20 @@ impl VerifyCache {
         f: impl FnOnce(&CachedPerms) -> R,
     ) -> Option<(R, MapTicket)> {
         let (si, set) = self.set(ctx, target);
-        let set = set.lock();
+        let mut set = set.lock();
         let i = set.find(ctx, target)?;
         let e = &set.ways[i];
-        e.is_fresh(stamp, now).then(|| (f(e), self.ticket(si)))
+        if !e.is_fresh(stamp, now) {
+            return None;
+        }
+        let r = f(e);
+        set.hits = set.hits.wrapping_add(1);
+        Some((r, self.ticket(si)))
+    }
+
+    /// Hits served so far.
+    pub fn hits(&self) -> u64 {
+        self.sets.iter().map(|s| s.lock().hits).sum()
     }
 
     /// Inserts `entry`, replacing the entry for the same key if there is one. Returns the

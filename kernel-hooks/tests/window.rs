@@ -72,8 +72,9 @@ fn race(cycles: usize, check_ticket: bool) -> u64 {
     let violations = Arc::new(AtomicU64::new(0));
     let installs = Arc::new(AtomicU64::new(0));
     // Faulter 0 holds each decision it gets until the writer has taken the grant away (the
-    // worst case of the window, forced); the others run free.
-    let holding = Arc::new(AtomicBool::new(false));
+    // worst case of the window, forced); the others run free. `holding` is 1 + the phase in
+    // which faulter 0 holds a decision, 0 when it holds none.
+    let holding = Arc::new(AtomicU64::new(0));
     let faulters: Vec<_> = (0..3)
         .map(|n| {
             let (engine, phase, stop) = (engine.clone(), phase.clone(), stop.clone());
@@ -90,11 +91,11 @@ fn race(cycles: usize, check_ticket: bool) -> u64 {
                         continue;
                     };
                     if n == 0 && seen % 2 == 0 {
-                        holding.store(true, Ordering::SeqCst);
+                        holding.store(seen + 1, Ordering::SeqCst);
                         wait_until(|| {
                             phase.load(Ordering::SeqCst) != seen || stop.load(Ordering::Relaxed)
                         });
-                        holding.store(false, Ordering::SeqCst);
+                        holding.store(0, Ordering::SeqCst);
                     }
                     // The kernel's work between deciding and installing.
                     for _ in 0..200 {
@@ -114,8 +115,10 @@ fn race(cycles: usize, check_ticket: bool) -> u64 {
         })
         .collect();
     for _ in 0..cycles {
-        // Wait (a bounded time) for faulter 0 to hold a decision made with the grant present.
-        wait_until(|| holding.load(Ordering::SeqCst));
+        // Wait (a bounded time) for faulter 0 to hold a decision made in this phase, with the
+        // grant present.
+        let now = phase.load(Ordering::SeqCst);
+        wait_until(|| holding.load(Ordering::SeqCst) == now + 1);
         // Take the grant away: the context loses the capability and the kernel invalidates.
         engine.host().inner.set_ctx(CTX_A, &without);
         engine.invalidate_ctx(CTX_A);

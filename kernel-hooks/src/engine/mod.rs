@@ -106,7 +106,10 @@ impl<H: Host> Engine<H> {
 
     /// A snapshot of the counters.
     pub fn stats(&self) -> Stats {
-        self.counters.snapshot()
+        Stats {
+            hits: self.cache.hits(),
+            ..self.counters.snapshot()
+        }
     }
 
     /// Number of decisions cached.
@@ -300,7 +303,6 @@ impl<H: Host> Engine<H> {
         for _ in 0..RACE_RETRIES {
             let stamp = self.stamp(object);
             if let Some(hit) = self.cache.with_fresh(ctx_id, target, &stamp, now, &f) {
-                Counters::bump(&self.counters.hits);
                 return Ok(hit);
             }
             Counters::bump(&self.counters.misses);
