@@ -77,6 +77,7 @@ pub fn check(
             pages,
             switch_to,
             valid_until,
+            ..
         } => json!({
             "granted": true,
             "prots": prots.to_string(),
@@ -111,6 +112,7 @@ pub fn check(
                     pages,
                     switch_to,
                     valid_until,
+                    ..
                 } => {
                     let _ = writeln!(s, "GRANTED {what}");
                     let _ = writeln!(
