@@ -271,6 +271,18 @@ impl CachedPerms {
 
     /// The rule, from the verified grants: what `access` is provided.
     pub fn evaluate(&self, access: &Access) -> Evaluated {
+        if access.page() == 0 {
+            // The engine refuses the null page before it gets here; the rule refuses it too.
+            return Evaluated {
+                perms: PermsInfo {
+                    ctx: self.ctx,
+                    provide: Protections::empty(),
+                    restrict: Protections::all(),
+                    valid_until: self.valid_until,
+                },
+                pages: 0..0,
+            };
+        }
         let mut unmasked = self.stamp.default_prots;
         let mut pages = OBJECT_PAGES;
         let data = Protections::READ | Protections::WRITE;

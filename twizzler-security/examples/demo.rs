@@ -56,7 +56,7 @@ const ARCHIVE: ObjID = ObjID::new(0x13);
 const RETIRED: ObjID = ObjID::new(0x14);
 /// An object whose capability was minted for context B; A holds a copy.
 const SECRET: ObjID = ObjID::new(0x15);
-/// A code library with entry points every 0x40 bytes in 0x40..0x140.
+/// A code library with entry points every 0x40 bytes in 0x1040..0x1140.
 const LIB: ObjID = ObjID::new(0x20);
 /// A code plugin: the capability grants `r-x`, but A's global mask removes `x`.
 const PLUGIN: ObjID = ObjID::new(0x21);
@@ -150,22 +150,23 @@ fn cases() -> Vec<Case> {
         case("write, last whole page",  A,        TABLE,   Access::write(0x3ff8), Granted),
         case("write outside gate",      A,        TABLE,   Access::write(0x1ff8), Denied),
         case("write, partial page",     A,        TABLE,   Access::write(0x4100), Denied),
-        case("read, masked object",     A,        LOG,     Access::read(0x0),     Granted),
-        case("write, masked object",    A,        LOG,     Access::write(0x0),    Denied),
-        case("read, expired cap",       A,        ARCHIVE, Access::read(0x0),     Denied),
-        case("read, revoked cap",       A,        RETIRED, Access::read(0x0),     Denied),
-        case("read, cap for ctx B",     A,        SECRET,  Access::read(0x0),     Denied),
-        case("read, cap for ctx B",     B,        SECRET,  Access::read(0x0),     Granted),
-        case("enter, aligned entry",    A,        LIB,     Access::enter(0x80),   Granted),
-        case("enter, misaligned",       A,        LIB,     Access::enter(0x84),   Denied),
+        case("read, masked object",     A,        LOG,     Access::read(0x1000),  Granted),
+        case("write, masked object",    A,        LOG,     Access::write(0x1000), Denied),
+        case("read, expired cap",       A,        ARCHIVE, Access::read(0x1000),  Denied),
+        case("read, revoked cap",       A,        RETIRED, Access::read(0x1000),  Denied),
+        case("read, cap for ctx B",     A,        SECRET,  Access::read(0x1000),  Denied),
+        case("read, cap for ctx B",     B,        SECRET,  Access::read(0x1000),  Granted),
+        case("enter, aligned entry",    A,        LIB,     Access::enter(0x1080), Granted),
+        case("enter, misaligned",       A,        LIB,     Access::enter(0x1084), Denied),
         case("enter, outside gate",     A,        LIB,     Access::enter(0x2000), Denied),
-        case("exec, already in ctx",    A,        LIB,     Access::exec(0x84),    Granted),
-        case("enter, global mask",      A,        PLUGIN,  Access::enter(0x0),    Denied),
+        case("exec, already in ctx",    A,        LIB,     Access::exec(0x1084),  Granted),
+        case("enter, global mask",      A,        PLUGIN,  Access::enter(0x1000), Denied),
         case("read via delegation",     B,        TABLE,   Access::read(0x2000),  Granted),
         case("write via delegation",    B,        TABLE,   Access::write(0x2000), Denied),
         case("read, outside del gate",  B,        TABLE,   Access::read(0x3000),  Denied),
         case("tampered: write",         Tampered, NOTES,   Access::write(0x1000), Denied),
         case("tampered: read",          Tampered, NOTES,   Access::read(0x1000),  Denied),
+        case("read, the null page",     A,        NOTES,   Access::read(0x0),     Denied),
     ]
 }
 
@@ -234,7 +235,7 @@ fn run() -> Result<bool, Box<dyn Error>> {
     let secret_for_b = Cap::mint(CapGrant::new(SECRET, CTX_B, rw), &data_key)?;
     let lib = Cap::mint(
         CapGrant {
-            gate: Gate::new(0x40, 0x100, 0x40)?,
+            gate: Gate::new(PAGE_SIZE + 0x40, 0x100, 0x40)?,
             hash: HashAlg::Sha256,
             ..CapGrant::new(LIB, CTX_A, R | X)
         },
@@ -242,7 +243,7 @@ fn run() -> Result<bool, Box<dyn Error>> {
     )?;
     let plugin = Cap::mint(
         CapGrant {
-            gate: Gate::new(0, PAGE_SIZE, 0x10)?,
+            gate: Gate::new(PAGE_SIZE, PAGE_SIZE, 0x10)?,
             ..CapGrant::new(PLUGIN, CTX_A, R | X)
         },
         &code_key,
@@ -406,7 +407,14 @@ fn run() -> Result<bool, Box<dyn Error>> {
                 verdict,
             ])
         );
-        for line in summary(&info, required, granted, &reasons, ctx, c.object) {
+        let lines = if c.access.page() == 0 {
+            vec![format!(
+                "bytes 0..{PAGE_SIZE:#x} are the null page: never granted, no record consulted"
+            )]
+        } else {
+            summary(&info, required, granted, &reasons, ctx, c.object)
+        };
+        for line in lines {
             println!("{REASON_INDENT}-> {line}");
         }
     }

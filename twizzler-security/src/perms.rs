@@ -7,6 +7,9 @@
 //! granted iff A & !restrict & provide == A
 //! ```
 //!
+//! The null page (bytes `0..4096`) is never granted: for an access there the result provides
+//! nothing and restricts everything, whatever the context holds.
+//!
 //! A record counts if it decodes, its target is `T` and its holder (accessor or receiver) is
 //! `C`, it is not revoked or expired, its signature chain verifies, and its gate admits the
 //! access:
@@ -273,6 +276,16 @@ pub fn evaluate_explained<M: ?Sized + CtxMem>(
     now: u64,
     mut observe: impl FnMut(&RecordReport<'_>),
 ) -> PermsInfo {
+    if access.page() == 0 {
+        // The null page (bytes 0..4096 of every object) is never granted: not by default
+        // protections, records or masks. No record is consulted.
+        return PermsInfo {
+            ctx: ctx_id,
+            provide: Protections::empty(),
+            restrict: Protections::all(),
+            valid_until: Expiry::NEVER,
+        };
+    }
     let allowed = allowed_by_masks(ctx, target);
     let mut provide = default_prots;
     let mut valid_until = Expiry::NEVER;

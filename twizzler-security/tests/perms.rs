@@ -491,7 +491,6 @@ fn rows(w: &World) -> Vec<Row> {
             true,
         ),
         ("write on page 1 inside", Access::write(0x1000), true),
-        ("page 0 outside", Access::read(0x0fff), false),
         ("page 3 outside", Access::read(0x3000), false),
         ("page 5 outside", Access::write(0x5000), false),
     ] {
@@ -507,6 +506,16 @@ fn rows(w: &World) -> Vec<Row> {
             .verdicts(vec![verdict]),
         );
     }
+    // The null page: never granted, and no record is consulted for it.
+    v.push(
+        row(
+            "data gate 0x1000+0x2000: the null page",
+            ctx_with_caps(&[g2]),
+            Access::read(0x0fff),
+        )
+        .gives(NONE, false)
+        .verdicts(vec![]),
+    );
     let half = mint(grant(A, C, R, gate(0x1800, 0x1000, 1), 0), &w.ka);
     for (name, access) in [
         ("page 1 only partly covered", Access::read(0x1800)),
@@ -564,8 +573,8 @@ fn rows(w: &World) -> Vec<Row> {
             NotAnEntry,
         ),
         (
-            "enter before the gate",
-            Access::enter(0x0ff0),
+            "enter far past the gate",
+            Access::enter(0x1000 + 0x2000),
             NONE,
             false,
             NotAnEntry,
@@ -626,6 +635,16 @@ fn rows(w: &World) -> Vec<Row> {
                 .verdicts(vec![verdict]),
         );
     }
+    // Before the gate lies the null page, which no record is even consulted for.
+    v.push(
+        row(
+            "code gate: enter in the null page",
+            code_ctx.clone(),
+            Access::enter(0x0ff0),
+        )
+        .gives(NONE, false)
+        .verdicts(vec![]),
+    );
     let x_only = mint(grant(A, C, X, gate(0x1000, 0x100, 0x10), 0), &w.ka);
     v.push(
         row(
@@ -1167,7 +1186,15 @@ fn ed25519_and_p256_caps_both_grant() {
     // Delegation links signed with P-256 work too.
     let auth = w.auth().with_key(P, &w.kp256);
     let del = Del::from_cap(&cap(A, P, R, &w.ka), DelGrant::new(C, R), &w.kp256).unwrap();
-    let (info, verdicts) = explain(C, &ctx_dels(&[&del]), A, NONE, &auth, Access::read(0), NOW);
+    let (info, verdicts) = explain(
+        C,
+        &ctx_dels(&[&del]),
+        A,
+        NONE,
+        &auth,
+        Access::read(0x1000),
+        NOW,
+    );
     assert_eq!(verdicts, vec![Verdict::Counted(R)]);
     assert!(info.grants(R));
 
@@ -1179,7 +1206,7 @@ fn ed25519_and_p256_caps_both_grant() {
         A,
         NONE,
         &auth,
-        Access::read(0),
+        Access::read(0x1000),
         NOW,
     );
     assert_eq!(
@@ -1194,7 +1221,7 @@ fn ed25519_and_p256_caps_both_grant() {
         E,
         NONE,
         &auth,
-        Access::read(0),
+        Access::read(0x1000),
         NOW,
     );
     assert_eq!(verdicts, vec![Verdict::Invalid(VerifyError::BadSignature)]);
@@ -1378,7 +1405,7 @@ fn vouched_for_records_skip_signature_checks_only() {
         A,
         NONE,
         &auth,
-        Access::read(0),
+        Access::read(0x1000),
         NOW,
     );
     assert_eq!(v, vec![Verdict::Counted(R)]);
@@ -1433,7 +1460,7 @@ fn vouched_for_records_skip_signature_checks_only() {
         ),
     ];
     for (name, bytes, target, want) in cases {
-        let (info, v) = explain(C, &bytes, target, NONE, &auth, Access::read(0), NOW);
+        let (info, v) = explain(C, &bytes, target, NONE, &auth, Access::read(0x1000), NOW);
         assert_eq!(v, vec![want], "{name}");
         assert!(!info.grants(R), "{name}");
     }
@@ -1447,7 +1474,35 @@ fn undetachable_flag_does_not_change_evaluation() {
         ed.add_cap(&cap(A, C, R, &w.ka));
         ed.set_flags(CtxFlags::UNDETACHABLE);
     });
-    let (info, v) = explain(C, &bytes, A, NONE, &auth, Access::read(0), NOW);
+    let (info, v) = explain(C, &bytes, A, NONE, &auth, Access::read(0x1000), NOW);
     assert_eq!(v, vec![Verdict::Counted(R)]);
     assert!(info.grants(R));
+}
+
+#[test]
+fn the_null_page_is_never_granted_by_the_rule_itself() {
+    // Every way the rule could grant (default protections, a whole-object capability for
+    // every right, an entry gate starting at byte 0) and no mask: still nothing on bytes
+    // 0..4096, for every kind of access, entering or not.
+    let w = World::new();
+    let mut code = CapGrant::new(A, C, R | X);
+    code.gate = Gate::new(0, 0x2000, 0x10).unwrap();
+    let bytes = ctx_with_caps(&[cap(A, C, R | W | X, &w.ka), mint(code, &w.ka)]);
+    let auth = w.auth();
+    let all = Protections::all();
+    for offset in [0, 0x10, 0x800, 0xfff] {
+        for access in [
+            Access::read(offset),
+            Access::write(offset),
+            Access::exec(offset),
+            Access::enter(offset),
+        ] {
+            let (info, _) = explain(C, &bytes, A, all, &auth, access, NOW);
+            assert_eq!(info.provide, NONE, "{access:?}");
+            assert!(!info.grants(access.kind.required()), "{access:?}");
+        }
+    }
+    // The first byte past it is granted as usual.
+    let (info, _) = explain(C, &bytes, A, NONE, &auth, Access::write(0x1000), NOW);
+    assert_eq!(info.provide, R | W);
 }
