@@ -242,7 +242,13 @@ impl CachedPerms {
     }
 
     /// Adds the grant of a record that counted and expires at `expires`.
+    ///
+    /// A grant that does not fit makes the entry incomplete (faults it cannot grant are then
+    /// decided by the rule in full), but the entry still expires with it and depends on it:
+    /// the entry is what every later expiry, revocation and eviction finds, and unmaps, for
+    /// every page mapped under (context, object), whichever record granted it.
     pub fn add_grant(&mut self, grant: Grant, expires: Expiry) {
+        self.valid_until = self.valid_until.min(expires);
         let same = self
             .grants
             .iter_mut()
@@ -254,9 +260,7 @@ impl CachedPerms {
             *slot = Some(grant);
         } else {
             self.complete = false;
-            return;
         }
-        self.valid_until = self.valid_until.min(expires);
     }
 
     /// The grants held.

@@ -389,3 +389,44 @@ fn sequential_object_ids_spread_over_the_cache() {
         s.evictions
     );
 }
+
+#[test]
+fn a_mapping_made_from_a_fifth_record_is_unmapped_at_its_expiry() {
+    // Five valid records for one object with five different gates: more than one cache
+    // entry's grants. The fifth, which expires first, is the only one covering page 9.
+    let w = World::new();
+    let mut caps = Vec::new();
+    for i in 0..5u64 {
+        let mut g = twizzler_capsec::CapGrant::new(FILE, CTX_A, R);
+        g.gate = twizzler_capsec::Gate::new((1 + 2 * i) * PAGE, PAGE, 1).unwrap();
+        if i == 4 {
+            g.expires = twizzler_capsec::Expiry::from_raw(T0 + 500);
+        }
+        caps.push(w.cap_with(g));
+    }
+    let refs: Vec<&twizzler_capsec::Cap> = caps.iter().collect();
+    w.write_ctx(CTX_A, &ctx_with(&refs));
+    let t = SecCtxMgr::new(CTX_A);
+    assert_eq!(mapped(&w.decide(&t, FILE, 9 * PAGE, Read)), Some(R));
+    assert_eq!(
+        w.engine.next_deadline(),
+        Some(T0 + 500),
+        "the timer must be armed for the record that granted"
+    );
+    w.host().take_unmapped();
+    w.host().advance(500);
+    let inv = w.engine.expire();
+    assert!(
+        inv.unmapped().contains(&Unmap::Object {
+            ctx: CTX_A,
+            target: FILE
+        }),
+        "the page mapped from the fifth record outlived it: {inv:?}"
+    );
+    assert!(matches!(
+        w.decide(&t, FILE, 9 * PAGE, Read),
+        Decision::Violation(_)
+    ));
+    // Pages the other four grant are granted again at the next fault.
+    assert_eq!(mapped(&w.decide(&t, FILE, PAGE, Read)), Some(R));
+}

@@ -334,7 +334,6 @@ impl<H: Host> Engine<H> {
         now: u64,
     ) -> Result<Looked, Violation> {
         let needed = access.kind.required();
-        let epoch = self.epoch.load(Ordering::Acquire);
         let ((eval, flags, complete), ticket) =
             self.with_entry(ctx_id, fault.target, &fault.object, now, |e| {
                 (e.evaluate(&access), e.flags, e.complete)
@@ -347,8 +346,10 @@ impl<H: Host> Engine<H> {
             });
         }
         // The entry holds fewer grants than the context has valid records: the rule in full.
+        // The entry stays the decision's handle (it expires and depends on every record that
+        // counted), so the decision carries its ticket.
         self.read_ctx(ctx_id, |ctx| {
-            self.evaluate_uncached(ctx_id, ctx, fault, access, now, epoch)
+            self.evaluate_uncached(ctx_id, ctx, fault, access, now, ticket)
         })
     }
 
@@ -396,7 +397,8 @@ impl<H: Host> Engine<H> {
         entry
     }
 
-    /// The rule without the cache, for objects with more valid records than an entry holds.
+    /// The rule without the cache, for objects with more valid records than an entry holds;
+    /// `ticket` is that entry's.
     fn evaluate_uncached(
         &self,
         ctx_id: ObjID,
@@ -404,7 +406,7 @@ impl<H: Host> Engine<H> {
         fault: &Fault,
         access: Access,
         now: u64,
-        epoch: u64,
+        ticket: MapTicket,
     ) -> Looked {
         let auth = self.authority(fault.target, &fault.object);
         let perms = evaluate(
@@ -423,7 +425,7 @@ impl<H: Host> Engine<H> {
                 pages: page..page + 1,
             },
             flags: ctx.flags(),
-            ticket: MapTicket(Ticket::Epoch(epoch)),
+            ticket,
         }
     }
 }
