@@ -186,10 +186,16 @@ fn test_steps() -> Vec<Step> {
             action: Action::Custom(kernel_build),
         },
         Step {
-            name: "qemu kernel: boot",
-            about: "boots it under QEMU (TCG) with a 120 s timeout; every scenario must match \
-                    (isa-debug-exit status 33)",
-            action: Action::Custom(kernel_boot),
+            name: "qemu kernel: boot, 1 CPU",
+            about: "boots it under QEMU (TCG, -smp 1) with a 120 s timeout; every scenario must \
+                    match (isa-debug-exit status 33)",
+            action: Action::Custom(kernel_boot_one_cpu),
+        },
+        Step {
+            name: "qemu kernel: boot, 4 CPUs",
+            about: "boots it again with -smp 4 -accel tcg,thread=multi: the same scenarios, then \
+                    tasks on three CPUs racing revocations on the fourth (status 33)",
+            action: Action::Custom(kernel_boot_four_cpus),
         },
     ]
 }
@@ -399,8 +405,19 @@ fn kernel_elf(ws: &Workspace) -> PathBuf {
         .join(KERNEL_BIN)
 }
 
-/// Step: boots the kernel under QEMU and checks its exit status.
-fn kernel_boot(ws: &Workspace) -> Result<(), String> {
+/// Step: boots the kernel on one CPU.
+fn kernel_boot_one_cpu(ws: &Workspace) -> Result<(), String> {
+    kernel_boot(ws, 1)
+}
+
+/// Step: boots the kernel on four CPUs (the several-CPU scenarios run).
+fn kernel_boot_four_cpus(ws: &Workspace) -> Result<(), String> {
+    kernel_boot(ws, 4)
+}
+
+/// Boots the kernel under QEMU with `cpus` CPUs (TCG, one host thread per CPU) and checks
+/// its exit status.
+fn kernel_boot(ws: &Workspace, cpus: u32) -> Result<(), String> {
     let elf = kernel_elf(ws);
     if !elf.is_file() {
         return Err(format!(
@@ -409,9 +426,14 @@ fn kernel_boot(ws: &Workspace) -> Result<(), String> {
         ));
     }
     let elf_arg = elf.to_string_lossy().into_owned();
+    let smp_arg = cpus.to_string();
     let args = [
         "-machine",
         "q35",
+        "-accel",
+        "tcg,thread=multi",
+        "-smp",
+        &smp_arg,
         "-cpu",
         "max",
         "-m",
@@ -493,7 +515,7 @@ fn cmd_demo(ws: &Workspace) -> ExitCode {
     let kernel = ensure_bare_metal_target(ws)
         .and_then(|()| ensure_qemu(ws))
         .and_then(|()| kernel_build(ws))
-        .and_then(|()| kernel_boot(ws));
+        .and_then(|()| kernel_boot(ws, 4));
     exit_code(kernel)
 }
 
@@ -710,9 +732,12 @@ COMMANDS:
         access decision with its reason.
         Then builds the QEMU test kernel ({KERNEL_DIR}) and boots it:
           cargo build --release --locked --target {BARE_METAL_TARGET}   (in {KERNEL_DIR})
-          {QEMU} -machine q35 -cpu max -m 256M -kernel <elf> -serial stdio ...
+          {QEMU} -machine q35 -accel tcg,thread=multi -smp 4 -cpu max -m 256M
+            -kernel <elf> -serial stdio ...
         The kernel runs ring-3 tasks whose page faults kernel-hooks decides, and prints
-        a table (scenario, expected, got) and the cycles of cache hits and misses.
+        a table (scenario, expected, got) and the cycles of cache hits and misses; then,
+        on four CPUs, a table of tasks on three CPUs racing revocations, invalidation and
+        expiry on the fourth, with revocation latency and decide cycles under contention.
         Exits non-zero if any decision or row is not the expected one. Installs the
         {BARE_METAL_TARGET} target (rustup) and {QEMU_PACKAGE} (apt-get, needs root)
         when missing, as `test` does.

@@ -21,7 +21,10 @@ const APIC_BASE_ENABLE: u64 = 1 << 11;
 const APIC_BASE_ADDR: u64 = 0x000f_ffff_ffff_f000;
 
 // Local APIC registers (byte offsets).
+const REG_ID: u64 = 0x20;
 const REG_TPR: u64 = 0x80;
+const REG_ICR_LOW: u64 = 0x300;
+const REG_ICR_HIGH: u64 = 0x310;
 const REG_EOI: u64 = 0xb0;
 const REG_SVR: u64 = 0xf0;
 const REG_LVT_TIMER: u64 = 0x320;
@@ -214,6 +217,57 @@ pub fn arm_in(ns: u64) {
     let ticks = u128::from(ns) * u128::from(hz) / 1_000_000_000;
     let count = u32::try_from(ticks).unwrap_or(u32::MAX).max(1);
     write_reg(REG_TIMER_INIT, count);
+}
+
+/// The running CPU's local APIC id.
+pub fn id() -> u32 {
+    read_reg(REG_ID) >> 24
+}
+
+/// Enables an application processor's local APIC like [`init`] does the BSP's (the PICs are
+/// already masked and the timer calibrated): timer one-shot, stopped.
+pub fn init_ap() {
+    write_reg(REG_TPR, 0);
+    write_reg(REG_LVT_LINT0, LVT_MASKED);
+    write_reg(REG_LVT_ERROR, LVT_MASKED);
+    write_reg(REG_SVR, SVR_ENABLE | u32::from(trap::SPURIOUS_VECTOR));
+    write_reg(REG_TIMER_DIVIDE, DIVIDE_BY_16);
+    write_reg(REG_LVT_TIMER, u32::from(trap::TIMER_VECTOR));
+    write_reg(REG_TIMER_INIT, 0);
+}
+
+/// ICR delivery status: the previous IPI is still being sent.
+const ICR_PENDING: u32 = 1 << 12;
+const ICR_ASSERT: u32 = 1 << 14;
+const ICR_INIT: u32 = 0b101 << 8;
+const ICR_STARTUP: u32 = 0b110 << 8;
+
+/// Writes the interrupt command register (destination `apic_id`, physical mode), waiting
+/// (bounded) for the previous IPI to leave first.
+fn send(apic_id: u32, low: u32) {
+    for _ in 0..1_000_000 {
+        if read_reg(REG_ICR_LOW) & ICR_PENDING == 0 {
+            break;
+        }
+        core::hint::spin_loop();
+    }
+    write_reg(REG_ICR_HIGH, apic_id << 24);
+    write_reg(REG_ICR_LOW, low);
+}
+
+/// Sends fixed interrupt `vector` to the CPU with local APIC id `apic_id`.
+pub fn send_ipi(apic_id: u32, vector: u8) {
+    send(apic_id, ICR_ASSERT | u32::from(vector));
+}
+
+/// Sends INIT to `apic_id`.
+pub fn send_init(apic_id: u32) {
+    send(apic_id, ICR_ASSERT | ICR_INIT);
+}
+
+/// Sends a start-up IPI to `apic_id`: it starts in real mode at `page * 4 KiB`.
+pub fn send_sipi(apic_id: u32, page: u8) {
+    send(apic_id, ICR_ASSERT | ICR_STARTUP | u32::from(page));
 }
 
 /// Signals the end of the interrupt being handled.

@@ -38,3 +38,11 @@ pub fn monotonic_ns() -> u64 {
     let ns = (u128::from(ticks) * u128::from(NS_PER_TICK_32.load(Ordering::Relaxed))) >> 32;
     u64::try_from(ns).unwrap_or(u64::MAX)
 }
+
+/// Spins for at least `ns` nanoseconds of the monotonic clock (after calibration).
+pub fn delay_ns(ns: u64) {
+    let until = monotonic_ns().saturating_add(ns);
+    while monotonic_ns() < until {
+        core::hint::spin_loop();
+    }
+}

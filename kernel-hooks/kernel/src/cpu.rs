@@ -86,6 +86,21 @@ pub unsafe fn write_cr3(pml4_phys: u64) {
     unsafe { asm!("mov cr3, {}", in(reg) pml4_phys, options(nostack, preserves_flags)) };
 }
 
+/// The current top-level page table's physical address (CR3).
+pub fn read_cr3() -> u64 {
+    let v: u64;
+    // SAFETY: reading CR3 has no side effects.
+    unsafe { asm!("mov {}, cr3", out(reg) v, options(nomem, nostack, preserves_flags)) };
+    v
+}
+
+/// Drops every non-global TLB entry of this CPU (reloads CR3 with its own value).
+pub fn flush_tlb() {
+    // SAFETY: reloading the same CR3 changes no translation; it only forces the next access
+    // to each page to walk the tables.
+    unsafe { write_cr3(read_cr3()) };
+}
+
 /// Drops the TLB entry for the page holding `vaddr`.
 pub fn invlpg(vaddr: u64) {
     // SAFETY: invalidating a TLB entry never makes a translation more permissive than the page

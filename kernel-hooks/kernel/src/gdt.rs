@@ -8,6 +8,8 @@ use core::arch::asm;
 use core::cell::UnsafeCell;
 use core::mem::size_of;
 
+use crate::smp::MAX_CPUS;
+
 /// Kernel code selector.
 pub const KERNEL_CS: u16 = 0x08;
 /// Kernel data selector.
@@ -36,8 +38,9 @@ const DOUBLE_FAULT_STACK_BYTES: usize = 16 * 1024;
 #[repr(C, align(16))]
 struct Stack([u8; DOUBLE_FAULT_STACK_BYTES]);
 
-/// The tables the processor reads. Written only by this module, during [`init`] and by
-/// [`set_rsp0`], on the one processor, with interrupts disabled.
+/// One processor's tables. Written only by this module, during [`init`] and by [`set_rsp0`],
+/// each processor writing only its own (indexed by its kernel CPU number), with interrupts
+/// disabled.
 struct Tables {
     gdt: [u64; 7],
     tss: Tss,
@@ -50,15 +53,20 @@ struct StackCell(UnsafeCell<Stack>);
 // SAFETY: Rust code never reads or writes the stack; only its address is taken.
 unsafe impl Sync for StackCell {}
 
-static DF_STACK: StackCell = StackCell(UnsafeCell::new(Stack([0; DOUBLE_FAULT_STACK_BYTES])));
+static DF_STACKS: [StackCell; MAX_CPUS] =
+    [const { StackCell(UnsafeCell::new(Stack([0; DOUBLE_FAULT_STACK_BYTES]))) }; MAX_CPUS];
 
 struct TablesCell(UnsafeCell<Tables>);
 
-// SAFETY: the kernel runs on one processor with interrupts disabled; the only writers are
-// `init` (once, at boot) and `set_rsp0` (between user entries), never concurrently.
+// SAFETY: each processor reads and writes only the cell of its own CPU number (`init(cpu)` on
+// that processor, once, then `set_rsp0` on it between user entries, with interrupts
+// disabled); the processor itself reads the GDT and TSS it was given with `lgdt`/`ltr`. So no
+// two processors ever access one cell's contents.
 unsafe impl Sync for TablesCell {}
 
-static TABLES: TablesCell = TablesCell(UnsafeCell::new(Tables {
+static TABLES: [TablesCell; MAX_CPUS] = [const { TablesCell(UnsafeCell::new(INITIAL)) }; MAX_CPUS];
+
+const INITIAL: Tables = Tables {
     gdt: [
         0,
         0x00af_9a00_0000_ffff, // 0x08: kernel code, 64-bit, DPL 0
@@ -77,7 +85,7 @@ static TABLES: TablesCell = TablesCell(UnsafeCell::new(Tables {
         _reserved3: 0,
         iomap_base: size_of::<Tss>() as u16, // no I/O permission bitmap: ring 3 gets no ports
     },
-}));
+};
 
 /// The IST slot (1-based, as the IDT names it) of the double-fault stack.
 pub const DOUBLE_FAULT_IST: u8 = 1;
@@ -88,16 +96,18 @@ struct Pointer {
     base: u64,
 }
 
-/// Loads the kernel's GDT and TSS, reloading every segment register.
-pub fn init() {
-    let tables = TABLES.0.get();
-    // SAFETY: boot is single-threaded with interrupts disabled, so nothing else reads or writes
-    // the tables while they are filled in; the descriptors written are well-formed (a 64-bit
-    // available TSS covering exactly `Tss`), and the segment reload keeps the kernel running
-    // with equivalent flat segments.
+/// Loads processor `cpu`'s GDT and TSS (its own copy), reloading every segment register.
+/// Called once on each processor, by that processor, with its CPU number (`< MAX_CPUS`).
+pub fn init(cpu: usize) {
+    let tables = TABLES[cpu].0.get();
+    // SAFETY: only processor `cpu` touches `TABLES[cpu]` and `DF_STACKS[cpu]` (see
+    // `TablesCell`), with interrupts disabled, so nothing else reads or writes them while they
+    // are filled in; the descriptors written are well-formed (a 64-bit available TSS covering
+    // exactly `Tss`), and the segment reload keeps the kernel running with equivalent flat
+    // segments.
     unsafe {
         let tss_addr = &raw const (*tables).tss as u64;
-        let df_top = DF_STACK.0.get() as u64 + DOUBLE_FAULT_STACK_BYTES as u64;
+        let df_top = DF_STACKS[cpu].0.get() as u64 + DOUBLE_FAULT_STACK_BYTES as u64;
         (&raw mut (*tables).tss.ist[usize::from(DOUBLE_FAULT_IST) - 1]).write_unaligned(df_top);
         let limit = (size_of::<Tss>() - 1) as u64;
         let low = (limit & 0xffff)
@@ -140,8 +150,9 @@ pub fn init() {
 /// interrupt frame (and the trap stubs a register frame) into, and it must stay valid until
 /// the next call.
 pub unsafe fn set_rsp0(top: u64) {
-    let tables = TABLES.0.get();
-    // SAFETY: single processor, interrupts disabled: no concurrent access; the field write is
-    // unaligned-safe through `write_unaligned` (the TSS is packed).
+    let tables = TABLES[crate::smp::current()].0.get();
+    // SAFETY: the running processor's own TSS (see `TablesCell`), interrupts disabled: no
+    // concurrent access; the field write is unaligned-safe through `write_unaligned` (the TSS
+    // is packed).
     unsafe { (&raw mut (*tables).tss.rsp[0]).write_unaligned(top) };
 }

@@ -14,8 +14,16 @@
 //!
 //! Hardware boundaries, each in its own module, are the only places with `unsafe`: [`port`]
 //! (port I/O), [`cpu`] (single instructions), [`boot`] (entry stub), [`gdt`], [`trap`] (IDT,
-//! trap stubs, ring-3 entry), [`paging`], [`heap`], [`apic`] (local APIC, PIC, PIT), and the
-//! one `CtxBytes::shared` in [`objects`]. Everything else is safe Rust.
+//! trap stubs, ring-3 entry), [`paging`], [`heap`], [`apic`] (local APIC, PIC, PIT, IPIs),
+//! [`smp`] (per-CPU GS base, the AP trampoline and stacks), the watched counter in [`timer`],
+//! and the one `CtxBytes::shared` in [`objects`]. Everything else is safe Rust.
+//!
+//! With several CPUs (QEMU's `-smp`), [`smp`] starts the application processors, each with
+//! its own GDT, TSS, stacks and local APIC, all on the kernel's page tables and the one
+//! engine; every unmap shoots down the other CPUs' TLBs before it returns, and the fault path
+//! installs a page only under the page-table lock while the decision's `MapTicket` is
+//! current. The 33 scenarios run on the boot CPU; [`smp_scenarios`] then races tasks on the
+//! other CPUs against revocations and prints a second table.
 
 #![no_std]
 #![no_main]
@@ -36,6 +44,8 @@ mod port;
 mod rng;
 mod scenarios;
 mod serial;
+mod smp;
+mod smp_scenarios;
 mod task;
 mod timer;
 mod trap;
@@ -70,7 +80,8 @@ extern "C" fn kmain(start_info: u32) -> ! {
 fn run(start_info: u64) -> Result<bool, alloc::string::String> {
     use alloc::format;
 
-    gdt::init();
+    smp::init_cpu(0);
+    gdt::init(0);
     trap::init();
     heap::init();
     clock::init();
@@ -124,22 +135,33 @@ fn run(start_info: u64) -> Result<bool, alloc::string::String> {
     *objects::PAGING.lock() = Some(pt);
     objects::publish(table);
 
+    // The APs start on the kernel's page tables (now final but for user entries).
+    let cpus = smp::start_aps()?;
+    println!(
+        "smp: {cpus} CPU(s) online (boot CPU + {} started with INIT/SIPI), per-CPU GDT, TSS, \
+         GS base and stack; TLB shootdown IPI vector {:#x}",
+        cpus - 1,
+        trap::SHOOTDOWN_VECTOR
+    );
+
     let results = scenarios::run_all();
-    Ok(report(&results))
+    let smp_results = smp_scenarios::run_all();
+    let ok = report(&results);
+    let smp_ok = report_smp(smp_results.as_ref());
+    Ok(ok && smp_ok)
 }
 
-/// Prints the table and the cycle counts; returns whether every row matched.
-fn report(results: &scenarios::Results) -> bool {
-    println!();
+/// Prints one table of rows; returns how many did not match.
+fn print_rows(rows: &[scenarios::Row]) -> usize {
     println!(
-        "{:>2}  {:<36} {:<24} {:<68} {}",
+        "{:>2}  {:<38} {:<24} {:<68} {}",
         "#", "scenario", "expected", "got", "match"
     );
-    println!("{}", "-".repeat(2 + 2 + 36 + 1 + 24 + 1 + 68 + 1 + 5));
+    println!("{}", "-".repeat(2 + 2 + 38 + 1 + 24 + 1 + 68 + 1 + 5));
     let mut bad = 0;
-    for (i, row) in results.rows.iter().enumerate() {
+    for (i, row) in rows.iter().enumerate() {
         println!(
-            "{:>2}  {:<36} {:<24} {:<68} {}",
+            "{:>2}  {:<38} {:<24} {:<68} {}",
             i + 1,
             row.name,
             row.expected,
@@ -147,12 +169,69 @@ fn report(results: &scenarios::Results) -> bool {
             if row.ok { "ok" } else { "MISMATCH" }
         );
         if let Some(reason) = &row.reason {
-            println!("{:>2}  {:<36} reason: {reason}", "", "");
+            println!("{:>2}  {:<38} reason: {reason}", "", "");
         }
         if !row.ok {
             bad += 1;
         }
     }
+    bad
+}
+
+/// Prints the several-CPU table and numbers; returns whether every row matched.
+fn report_smp(results: Option<&smp_scenarios::SmpResults>) -> bool {
+    println!();
+    let cpus = smp::online();
+    let Some(results) = results else {
+        println!("several CPUs: skipped ({cpus} CPU online)");
+        return true;
+    };
+    println!("several CPUs ({cpus} online): tasks on the APs race revocations on the boot CPU");
+    let bad = print_rows(&results.rows);
+    println!();
+    let base = results
+        .revoke_cycles
+        .first()
+        .map_or(1, |(_, c)| (*c).max(1));
+    print!("revoke_key latency (rdtsc, shootdown included; ratio to 1 CPU):");
+    for (n, c) in &results.revoke_cycles {
+        print!(
+            "  {n} CPU(s) busy {c} cycles ({}.{:02}x)",
+            c / base,
+            (c % base) * 100 / base
+        );
+    }
+    println!();
+    if let Some([hit1, hitn, miss1, missn]) = results.decide {
+        let ratio = |a: u64, b: u64| {
+            let b = b.max(1);
+            alloc::format!("{}.{:02}x", a / b, (a % b) * 100 / b)
+        };
+        println!(
+            "Engine::decide mean cycles, this CPU alone vs {cpus} CPUs deciding: hit {hit1} -> {hitn} ({}), miss (after invalidate_ctx) {miss1} -> {missn} ({})",
+            ratio(hitn, hit1),
+            ratio(missn, miss1)
+        );
+    }
+    let (shootdowns, ipis, catch_ups) = smp::shootdown_counts();
+    let (stale, give_ups) = task::ticket_counts();
+    println!(
+        "shootdowns {shootdowns}, IPIs sent {ipis}, CR3 reloads to catch up {catch_ups}; \
+         map tickets found stale {stale}, faults given back to user mode {give_ups}"
+    );
+    let total = results.rows.len();
+    if bad == 0 {
+        println!("kernel-hooks-qemu: all {total} several-CPU scenarios match");
+    } else {
+        println!("kernel-hooks-qemu: {bad} of {total} several-CPU scenarios MISMATCH");
+    }
+    bad == 0
+}
+
+/// Prints the table and the cycle counts; returns whether every row matched.
+fn report(results: &scenarios::Results) -> bool {
+    println!();
+    let bad = print_rows(&results.rows);
     let stats = objects::ENGINE.stats();
     let (unmap_calls, pages_unmapped) = objects::unmap_counts();
     println!();
@@ -200,7 +279,8 @@ fn report(results: &scenarios::Results) -> bool {
 
 #[panic_handler]
 fn panic(info: &core::panic::PanicInfo<'_>) -> ! {
+    serial::force_unlock();
     println!();
-    println!("KERNEL PANIC: {info}");
+    println!("KERNEL PANIC on CPU {}: {info}", smp::current());
     exit::exit(Outcome::Failure)
 }

@@ -116,6 +116,23 @@ impl CtxObject {
         map()
     }
 
+    /// Writes `bytes` at byte `at` of the context, as the kernel (a context edit made on
+    /// behalf of its owner), holding the state lock so the engine is not reading meanwhile;
+    /// the caller then calls `Engine::invalidate_ctx`. `false` if they do not fit.
+    pub fn kernel_write(&self, at: usize, bytes: &[u8]) -> bool {
+        let Some(end) = at.checked_add(bytes.len()).filter(|&e| e <= self.len) else {
+            return false;
+        };
+        let _state = self.state.lock();
+        for (off, b) in (at..end).zip(bytes) {
+            match self.frames.get(1 + off / PAGE as usize) {
+                Some(frame) => frame.store_byte(off as u64, *b),
+                None => return false,
+            }
+        }
+        true
+    }
+
     /// Whether a user mapping of the context may be writable.
     pub fn is_dirty(&self) -> bool {
         self.state.lock().dirty
@@ -327,21 +344,31 @@ impl Host for KernelHost {
         let mut state = c.state.lock();
         if state.dirty {
             // Step 3: take write access away again before lending the bytes.
-            let reprotected = match (object.slot, PAGING.lock().as_mut()) {
+            let mut paging = PAGING.lock();
+            let reprotected = match (object.slot, paging.as_mut()) {
                 (Some(slot), Some(pt)) => pt.write_protect_slot(slot),
                 _ => 0,
             };
+            if reprotected > 0 {
+                // No CPU may keep a writable translation while the engine reads.
+                crate::smp::shootdown();
+            }
+            drop(paging);
             PAGES_REPROTECTED.fetch_add(reprotected as u64, Ordering::Relaxed);
             state.dirty = false;
         }
         // SAFETY: `base .. base + len` lies in the context's byte frames (checked to fit when
         // the object was made), which are RAM in the kernel's identity map, owned by the
         // object table (published once, never freed): mapped readable for the whole call.
-        // During it nothing accesses those bytes but the engine's byte loads: user tasks
-        // reach them only through mappings this kernel makes, which are read-only now (the
-        // dirty ones were just write-protected, with `invlpg`, and no user task runs while the
-        // kernel handles a fault, on this one processor), and no write fault can make one
-        // writable before `state` is released; the kernel itself wrote them only at boot.
+        // Other CPUs may run user tasks meanwhile, and the kernel edits contexts at run time
+        // (`CtxObject::kernel_write`, under `state`), so the bytes are shared memory: they are
+        // lent with `CtxBytes::shared`, which reads them only with relaxed atomic byte loads,
+        // never through a reference, so a concurrent writer is no undefined behaviour (a torn
+        // read is the engine's to detect). Writers are held off anyway: user tasks reach the
+        // bytes only through mappings this kernel makes, which are read-only now on every CPU
+        // (the dirty ones were just write-protected and every CPU's TLB shot down before the
+        // page-table lock was released), no write fault can make one writable before `state`
+        // is released, and the kernel's own edits take `state` too.
         let bytes = unsafe { CtxBytes::shared(base, c.len) };
         let r = f(bytes);
         drop(state);
@@ -361,8 +388,9 @@ impl Host for KernelHost {
         clock::monotonic_ns()
     }
 
-    /// Unmaps exactly the pages granted under the context named (by their tags), on the one
-    /// processor (so `invlpg` is the whole shootdown).
+    /// Unmaps exactly the pages granted under the context named (by their tags), then shoots
+    /// down every CPU's TLB before returning (`smp::shootdown`, under the page-table lock, so
+    /// a fault path installing an entry under a ticket waits for the whole unmap).
     fn unmap(&self, what: Unmap) {
         UNMAP_CALLS.fetch_add(1, Ordering::Relaxed);
         let Some(t) = table() else { return };
@@ -376,6 +404,10 @@ impl Host for KernelHost {
             Unmap::Context(ctx) => pt.unmap_all_under(t.tag_of(ctx)),
             Unmap::ObjectEverywhere(target) => slot_of(target).map_or(0, |s| pt.unmap_slot(s)),
         };
+        if cleared > 0 {
+            crate::smp::shootdown();
+        }
+        drop(paging);
         PAGES_UNMAPPED.fetch_add(cleared as u64, Ordering::Relaxed);
     }
 }

@@ -1,7 +1,8 @@
 //! Physical frames and the page tables: the kernel's identity map and the user object slots.
 //!
-//! Layout of the address space (one, shared by every task; the kernel clears the user half
-//! between tasks):
+//! Layout of the address space (one, shared by every task on every CPU; the kernel clears the
+//! user half between tasks, and tasks that run at the same time on several CPUs run under one
+//! context, since each would use the pages the others faulted in):
 //!
 //! - `0 .. 1 GiB`: identity map of physical memory with 2 MiB pages, supervisor-only: the
 //!   kernel image, its stacks and heap, the page tables and the frames backing objects.
@@ -16,6 +17,7 @@
 
 use alloc::vec::Vec;
 use core::fmt;
+use core::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 
 use twizzler_capsec::Protections;
 
@@ -148,6 +150,24 @@ impl Frame {
             core::ptr::copy_nonoverlapping(bytes.as_ptr(), (self.0 as *mut u8).add(at), bytes.len())
         };
         true
+    }
+
+    /// The 64-bit word at byte `offset` (taken modulo the page size, rounded down to 8) as an
+    /// atomic: user tasks on other CPUs may update it through their mappings at the same time.
+    pub fn atomic_u64(&self, offset: u64) -> &AtomicU64 {
+        let at = (offset % PAGE) & !7;
+        // SAFETY: as in `fill`, the word lies inside the frame, which lives as long as `self`
+        // and is 8-byte aligned; every concurrent access to it (user `lock xadd`, the kernel
+        // through this) is atomic, which is what `AtomicU64::from_ptr` requires.
+        unsafe { AtomicU64::from_ptr((self.0 + at) as *mut u64) }
+    }
+
+    /// Stores `byte` at `offset` (modulo the page size) atomically, for frames user tasks on
+    /// other CPUs may be reading (or, for contexts, the engine).
+    pub fn store_byte(&self, offset: u64, byte: u8) {
+        // SAFETY: as in `atomic_u64`, for one byte.
+        unsafe { AtomicU8::from_ptr((self.0 + offset % PAGE) as *mut u8) }
+            .store(byte, Ordering::SeqCst);
     }
 
     /// The byte at `offset` (taken modulo the page size). User tasks may write the frame

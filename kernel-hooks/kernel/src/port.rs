@@ -29,6 +29,17 @@ pub unsafe fn outl(port: u16, value: u32) {
     };
 }
 
+/// Writes a 16-bit value to an I/O port.
+///
+/// # Safety
+/// As for [`outb`].
+pub unsafe fn outw(port: u16, value: u16) {
+    // SAFETY: the caller guarantees the port is one it owns; `out` touches no memory.
+    unsafe {
+        asm!("out dx, ax", in("dx") port, in("ax") value, options(nomem, nostack, preserves_flags))
+    };
+}
+
 /// Reads one byte from an I/O port.
 ///
 /// # Safety

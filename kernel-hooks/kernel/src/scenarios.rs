@@ -85,6 +85,7 @@ fn go_with(
         addr,
         value,
         addr2: 0,
+        arg: 0,
     };
     task::run(t, PROGRAM, start, checkpoint)
 }
@@ -685,6 +686,7 @@ fn self_edit() -> Check {
         addr: data,
         value: 0,
         addr2: ctx_base,
+        arg: 0,
     };
     let r = task::run(&thread(CTX_SELF, &[]), PROGRAM, start, |v| {
         first = Some(v);

@@ -2,6 +2,7 @@
 //! connects to the host's standard output.
 
 use core::fmt;
+use core::sync::atomic::{AtomicBool, Ordering};
 
 use crate::port;
 
@@ -54,11 +55,37 @@ impl fmt::Write for Serial {
     }
 }
 
+/// Held while one CPU prints, so lines from several CPUs do not interleave.
+static LOCK: AtomicBool = AtomicBool::new(false);
+
+/// Prints `args` under the console lock. The wait for the lock is bounded (a CPU that died
+/// holding it must not silence the others' last words).
+pub fn print_fmt(args: fmt::Arguments<'_>) {
+    let mut spins = 0u64;
+    while LOCK
+        .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+        .is_err()
+    {
+        spins += 1;
+        if spins > 200_000_000 {
+            break;
+        }
+        core::hint::spin_loop();
+    }
+    let _ = fmt::Write::write_fmt(&mut Serial, args);
+    LOCK.store(false, Ordering::Release);
+}
+
+/// Releases the console lock whoever holds it: for the fatal paths, which print and exit.
+pub fn force_unlock() {
+    LOCK.store(false, Ordering::Release);
+}
+
 /// Prints to the serial console.
 #[macro_export]
 macro_rules! print {
     ($($arg:tt)*) => {{
-        let _ = core::fmt::Write::write_fmt(&mut $crate::serial::Serial, format_args!($($arg)*));
+        $crate::serial::print_fmt(format_args!($($arg)*));
     }};
 }
 
@@ -67,7 +94,6 @@ macro_rules! print {
 macro_rules! println {
     () => { $crate::print!("\n") };
     ($($arg:tt)*) => {{
-        $crate::print!($($arg)*);
-        $crate::print!("\n");
+        $crate::serial::print_fmt(format_args!("{}\n", format_args!($($arg)*)));
     }};
 }

@@ -22,11 +22,14 @@
 
 use alloc::vec::Vec;
 use core::fmt;
+use core::sync::atomic::{AtomicU64, Ordering};
 
-use kernel_hooks::{Decision, Fault, Invalidation, SecCtxMgr, Stats, SwitchResult, Violation};
+use kernel_hooks::{
+    Decision, Fault, Invalidation, MapTicket, SecCtxMgr, Stats, SwitchResult, Violation,
+};
 use twizzler_capsec::{AccessKind, Expiry, ObjID, Protections};
 
-use crate::objects::{self, CtxObject, ENGINE, HostCalls, PAGING, table};
+use crate::objects::{self, CtxObject, ENGINE, HostCalls, Object, PAGING, table};
 use crate::paging::{CtxTag, Frame, PAGE, PageTables, PagingError, SLOT_SIZE};
 use crate::trap::{self, UserFrame};
 use crate::user::{self, Probe};
@@ -216,6 +219,8 @@ pub struct Start {
     pub value: u8,
     /// A second address, for probes that use one (in `rdx`).
     pub addr2: u64,
+    /// A further argument, for probes that use one (in `r8`).
+    pub arg: u64,
 }
 
 /// The address of byte `offset` of `obj`'s slot.
@@ -231,17 +236,37 @@ pub fn run(
     thread: &SecCtxMgr,
     program: ObjID,
     start: Start,
+    checkpoint: impl FnMut(u64),
+) -> Report {
+    clear_user_space();
+    run_shared(thread, program, start, checkpoint)
+}
+
+/// Removes every user mapping, on every CPU.
+pub fn clear_user_space() {
+    let mut paging = PAGING.lock();
+    if let Some(pt) = paging.as_mut()
+        && pt.unmap_all_user() > 0
+    {
+        crate::smp::shootdown();
+    }
+}
+
+/// [`run`] without clearing the address space first: for tasks that run at the same time on
+/// several CPUs (they share the one address space, so they must run under one context).
+pub fn run_shared(
+    thread: &SecCtxMgr,
+    program: ObjID,
+    start: Start,
     mut checkpoint: impl FnMut(u64),
 ) -> Report {
     let mut faults = Vec::new();
     let mut timer_log = TimerLog::default();
-    if let Some(pt) = PAGING.lock().as_mut() {
-        pt.unmap_all_user();
-    }
     let mut frame = UserFrame {
         rdi: start.addr,
         rsi: u64::from(start.value),
         rdx: start.addr2,
+        r8: start.arg,
         ..UserFrame::default()
     };
     let Some(entry) = addr_of(program, PAGE + start.probe.offset()) else {
@@ -264,6 +289,11 @@ pub fn run(
     let outcome = loop {
         trap::enter_user(&mut frame);
         let vector = u8::try_from(frame.vector).unwrap_or(0);
+        if vector == trap::SHOOTDOWN_VECTOR {
+            // `enter_user` already caught up with the flush on the way in.
+            crate::apic::eoi();
+            continue;
+        }
         if vector == trap::TIMER_VECTOR
             || vector == trap::SPURIOUS_VECTOR
             || trap::PIC_SPURIOUS.contains(&vector)
@@ -341,14 +371,55 @@ fn decide(thread: &SecCtxMgr, fault: Fault, present: bool) -> (Decision, FaultRe
     (decision, record)
 }
 
-/// Maps user page `page_addr` to `frame` with `prots`, granted under context `ctx`.
-fn map(page_addr: u64, frame: &Frame, prots: Protections, ctx: ObjID) -> Result<(), Denial> {
+/// Decisions whose ticket went stale before their page was installed (decided again).
+static STALE_TICKETS: AtomicU64 = AtomicU64::new(0);
+/// Faults given back to user mode after [`MAX_DECIDE_RETRIES`] stale tickets in a row.
+static STALE_GIVE_UPS: AtomicU64 = AtomicU64::new(0);
+
+/// How many times one fault is decided again because its ticket went stale before the
+/// kernel could install the page; then the access is left to fault again from user mode.
+const MAX_DECIDE_RETRIES: usize = 4;
+
+/// (stale tickets, faults given back to user mode) since boot.
+pub fn ticket_counts() -> (u64, u64) {
+    (
+        STALE_TICKETS.load(Ordering::Relaxed),
+        STALE_GIVE_UPS.load(Ordering::Relaxed),
+    )
+}
+
+/// Maps user page `page_addr` to `frame` with `prots`, granted under context `ctx`, if the
+/// decision's `ticket` is still current: `Ok(false)` (nothing installed) if not.
+///
+/// The check and the install happen under the page-table lock, which `Host::unmap` takes
+/// too: a revocation that took the grant away either removed the decision's cache entry
+/// before we looked (the ticket is stale) or will unmap after we release the lock, and
+/// then finds the entry installed here (integration guide, section 7; `MapTicket`).
+fn map(
+    page_addr: u64,
+    frame: &Frame,
+    prots: Protections,
+    ctx: ObjID,
+    ticket: &MapTicket,
+) -> Result<bool, Denial> {
     let tag = table().map_or(CtxTag::UNKNOWN, |t| t.tag_of(ctx));
-    match PAGING.lock().as_mut() {
-        Some(pt) => pt.map_user(page_addr, frame, prots, tag),
-        None => Err(PagingError::NotInSlot(page_addr)),
+    let mut paging = PAGING.lock();
+    let Some(pt) = paging.as_mut() else {
+        return Err(Denial::Paging(PagingError::NotInSlot(page_addr)));
+    };
+    if !ENGINE.is_current(ticket) {
+        STALE_TICKETS.fetch_add(1, Ordering::Relaxed);
+        return Ok(false);
     }
-    .map_err(Denial::Paging)
+    // Replacing a present entry may narrow it (another CPU's task mapped the page under a
+    // different decision): shoot the old translation down everywhere.
+    let replaced = crate::paging::pte_prots(pt.user_entry(page_addr)) != Protections::empty();
+    pt.map_user(page_addr, frame, prots, tag)
+        .map_err(Denial::Paging)?;
+    if replaced {
+        crate::smp::shootdown();
+    }
+    Ok(true)
 }
 
 /// Handles one page fault: `Ok` when the page is now mapped (or the access is to be retried),
@@ -382,14 +453,64 @@ fn page_fault(
     let offset = addr % SLOT_SIZE;
     let fault = Fault::new(object.id, object.info(), offset, kind);
 
+    for _ in 0..MAX_DECIDE_RETRIES {
+        match decide_and_map(
+            thread,
+            object,
+            fault,
+            addr,
+            error,
+            rip,
+            faults,
+            ctx_invalidated,
+        )? {
+            Installed::Yes => return Ok(()),
+            Installed::Stale => continue,
+        }
+    }
+    // The grant kept being taken away between decision and install: let the access fault
+    // again from user mode (it is decided afresh there, and `MAX_TRAPS` bounds the loop).
+    STALE_GIVE_UPS.fetch_add(1, Ordering::Relaxed);
+    Ok(())
+}
+
+/// Whether [`decide_and_map`] installed the page (or finished the fault otherwise), or found
+/// its ticket stale.
+enum Installed {
+    Yes,
+    Stale,
+}
+
+/// One decision of `fault` and, when it maps, the install under its ticket.
+#[allow(clippy::too_many_arguments)]
+fn decide_and_map(
+    thread: &SecCtxMgr,
+    object: &Object,
+    fault: Fault,
+    addr: u64,
+    error: u64,
+    rip: u64,
+    faults: &mut Vec<FaultRecord>,
+    ctx_invalidated: bool,
+) -> Result<Installed, Outcome> {
+    let kind = fault.kind;
+    let offset = fault.offset;
+    let present = error & PF_PRESENT != 0;
+    let deny = |why| Outcome::Denied {
+        addr,
+        kind,
+        present,
+        why,
+    };
     let (decision, mut record) = decide(thread, fault, present);
-    let (prots, switch_to, valid_until) = match decision {
+    let (prots, switch_to, valid_until, ticket) = match decision {
         Decision::Map {
             prots,
             switch_to,
             valid_until,
+            ticket,
             ..
-        } => (prots, switch_to, valid_until),
+        } => (prots, switch_to, valid_until, ticket),
         Decision::Violation(v) => {
             faults.push(record);
             return Err(deny(Denial::Engine(v)));
@@ -411,7 +532,7 @@ fn page_fault(
             // Detached since the decision: map nothing, let the access fault again.
             SwitchResult::NotAttached => {
                 faults.push(record);
-                return Ok(());
+                return Ok(Installed::Yes);
             }
         },
     };
@@ -424,26 +545,27 @@ fn page_fault(
     };
     let page_addr = addr & !(PAGE - 1);
     let mapped = match object.as_context() {
-        None => map(page_addr, frame, prots, granted_under).map(|()| prots),
+        None => map(page_addr, frame, prots, granted_under, &ticket).map(|ok| ok.then_some(prots)),
         // Step 1 of the protocol: a context page is mapped read-only at first.
         Some(_) if kind != AccessKind::Write => {
             let ro = prots - Protections::WRITE;
-            map(page_addr, frame, ro, granted_under).map(|()| ro)
+            map(page_addr, frame, ro, granted_under, &ticket).map(|ok| ok.then_some(ro))
         }
         Some(_) if !ctx_invalidated => {
             record.invalidated = Some(ENGINE.invalidate_ctx(object.id).total());
             faults.push(record);
-            return write_ctx(thread, addr, error, rip, faults);
+            return write_ctx(thread, addr, error, rip, faults).map(|()| Installed::Yes);
         }
         Some(ctx) => ctx
-            .map_writable(|| map(page_addr, frame, prots, granted_under))
-            .map(|()| prots),
+            .map_writable(|| map(page_addr, frame, prots, granted_under, &ticket))
+            .map(|ok| ok.then_some(prots)),
     };
     let result = match mapped {
-        Ok(p) => {
+        Ok(Some(p)) => {
             record.mapped = Some(p);
-            Ok(())
+            Ok(Installed::Yes)
         }
+        Ok(None) => Ok(Installed::Stale),
         Err(why) => Err(deny(why)),
     };
     faults.push(record);

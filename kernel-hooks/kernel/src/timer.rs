@@ -13,7 +13,7 @@
 //! [`Engine::next_deadline`]: kernel_hooks::Engine::next_deadline
 //! [`Engine::expire`]: kernel_hooks::Engine::expire
 
-use core::sync::atomic::{AtomicU64, Ordering};
+use core::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 
 use kernel_hooks::Invalidation;
 
@@ -24,6 +24,23 @@ use crate::{apic, clock};
 pub const WATCHDOG_NS: u64 = 250_000_000;
 
 static INTERRUPTS: AtomicU64 = AtomicU64::new(0);
+/// A counter a several-CPU scenario watches: its value right after the first `expire()` that
+/// unmapped something is kept in `WATCHED_AT_EXPIRE` (`u64::MAX` until then).
+static WATCH: AtomicPtr<AtomicU64> = AtomicPtr::new(core::ptr::null_mut());
+static WATCHED_AT_EXPIRE: AtomicU64 = AtomicU64::new(u64::MAX);
+
+/// Watches `counter` (see `WATCH`), or stops watching.
+pub fn watch(counter: Option<&'static AtomicU64>) {
+    WATCHED_AT_EXPIRE.store(u64::MAX, Ordering::SeqCst);
+    let ptr = counter.map_or(core::ptr::null_mut(), |c| core::ptr::from_ref(c).cast_mut());
+    WATCH.store(ptr, Ordering::SeqCst);
+}
+
+/// The watched counter's value when the first unmapping `expire()` returned.
+pub fn watched_at_expire() -> Option<u64> {
+    let v = WATCHED_AT_EXPIRE.load(Ordering::SeqCst);
+    (v != u64::MAX).then_some(v)
+}
 static EXPIRES: AtomicU64 = AtomicU64::new(0);
 
 /// Arms the timer for the engine's next deadline (or the watchdog, if sooner).
@@ -45,7 +62,19 @@ pub fn on_interrupt() -> Option<Invalidation> {
     let swept = match ENGINE.next_deadline() {
         Some(deadline) if now >= deadline => {
             EXPIRES.fetch_add(1, Ordering::Relaxed);
-            Some(ENGINE.expire())
+            let swept = ENGINE.expire();
+            let watched = WATCH.load(Ordering::SeqCst);
+            if swept.total() > 0 && !watched.is_null() {
+                // SAFETY: `watch` only stores pointers from `&'static AtomicU64`.
+                let v = unsafe { &*watched }.load(Ordering::SeqCst);
+                let _ = WATCHED_AT_EXPIRE.compare_exchange(
+                    u64::MAX,
+                    v,
+                    Ordering::SeqCst,
+                    Ordering::SeqCst,
+                );
+            }
+            Some(swept)
         }
         _ => None,
     };

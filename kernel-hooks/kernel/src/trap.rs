@@ -1,7 +1,8 @@
 //! The interrupt descriptor table, the trap entry stubs, and entering ring 3.
 //!
 //! Ring 3 is entered as a function call: [`enter_user`] saves the kernel's callee-saved
-//! registers and stack pointer, loads a task's registers from its [`UserFrame`] and `iretq`s.
+//! registers and stack pointer (in the running CPU's `smp::PerCpu`, reached through GS, which
+//! the stubs `swapgs` on every ring crossing), loads a task's registers from its [`UserFrame`] and `iretq`s.
 //! `TSS.RSP0` points just past that same frame, so when the task traps (page fault, `int
 //! 0x80`, any exception) the processor pushes its interrupt frame into the tail of the
 //! `UserFrame`, the stub pushes the vector and the general registers below it, and then
@@ -35,6 +36,8 @@ pub const INVALID_OPCODE: u8 = 6;
 pub const DOUBLE_FAULT: u8 = 8;
 /// The local APIC timer.
 pub const TIMER_VECTOR: u8 = 0x30;
+/// The TLB shootdown IPI (see [`crate::smp::shootdown`]).
+pub const SHOOTDOWN_VECTOR: u8 = 0x31;
 /// The local APIC's spurious-interrupt vector.
 pub const SPURIOUS_VECTOR: u8 = 0xff;
 /// Where the (masked) legacy PICs are remapped to: `PIC_BASE .. PIC_BASE + 16`. Masked lines
@@ -98,17 +101,22 @@ const _: () = assert!(size_of::<UserFrame>().is_multiple_of(16));
 const _: () = assert!(size_of::<UserFrame>() == 22 * 8);
 
 /// Where each entry stub is; filled by the assembly below.
-const STUB_COUNT: usize = 37; // vectors 0..=31, 0x80, then the interrupts of `INTERRUPTS`
+const STUB_COUNT: usize = 38; // vectors 0..=31, 0x80, then the interrupts of `INTERRUPTS`
 /// The interrupt vectors with a stub, in the order of the stub table's tail.
-const INTERRUPTS: [u8; 4] = [
+const INTERRUPTS: [u8; 5] = [
     TIMER_VECTOR,
+    SHOOTDOWN_VECTOR,
     PIC_SPURIOUS[0],
     PIC_SPURIOUS[1],
     SPURIOUS_VECTOR,
 ];
 // The stubs below spell these vectors out as numbers.
 const _: () = assert!(
-    TIMER_VECTOR == 48 && PIC_SPURIOUS[0] == 39 && PIC_SPURIOUS[1] == 47 && SPURIOUS_VECTOR == 255
+    TIMER_VECTOR == 48
+        && SHOOTDOWN_VECTOR == 49
+        && PIC_SPURIOUS[0] == 39
+        && PIC_SPURIOUS[1] == 47
+        && SPURIOUS_VECTOR == 255
 );
 
 global_asm!(
@@ -166,6 +174,7 @@ trap_stub_8:                         /* double fault: IST stack, always fatal */
     TRAP_NOERR 31
     TRAP_NOERR 128
     TRAP_NOERR 48                    /* TIMER_VECTOR */
+    TRAP_NOERR 49                    /* SHOOTDOWN_VECTOR */
     TRAP_NOERR 39                    /* PIC_SPURIOUS */
     TRAP_NOERR 47
     TRAP_NOERR 255                   /* SPURIOUS_VECTOR */
@@ -174,7 +183,9 @@ trap_stub_8:                         /* double fault: IST stack, always fatal */
 trap_common:
     test qword ptr [rsp + 24], 3
     jz trap_kernel
-    /* From ring 3: rsp is inside the task's UserFrame. Fill in the registers. */
+    /* From ring 3: rsp is inside the task's UserFrame. The kernel's GS base (this
+       processor's `smp::PerCpu`) comes back first, then the registers are filled in. */
+    swapgs
     push rax
     push rbx
     push rcx
@@ -191,8 +202,8 @@ trap_common:
     push r14
     push r15
     cld
-    /* Back to the kernel stack of enter_user, and return from it. */
-    mov rsp, [rip + kernel_saved_rsp]
+    /* Back to this processor's kernel stack of enter_user, and return from it. */
+    mov rsp, gs:[0]
     pop r15
     pop r14
     pop r13
@@ -221,7 +232,7 @@ enter_user_asm:
     push r13
     push r14
     push r15
-    mov [rip + kernel_saved_rsp], rsp
+    mov gs:[0], rsp                  /* this processor's `PerCpu::saved_rsp` */
     mov rsp, rdi
     pop r15
     pop r14
@@ -239,6 +250,7 @@ enter_user_asm:
     pop rbx
     pop rax
     add rsp, 16                      /* vector, error */
+    swapgs                           /* the task's GS base; the kernel's waits in the MSR */
     iretq
 
     .section .rodata.trap_stubs, "a"
@@ -254,12 +266,7 @@ trap_stub_table:
     .quad trap_stub_24, trap_stub_25, trap_stub_26, trap_stub_27
     .quad trap_stub_28, trap_stub_29, trap_stub_30, trap_stub_31
     .quad trap_stub_128
-    .quad trap_stub_48, trap_stub_39, trap_stub_47, trap_stub_255
-
-    .section .bss.trap, "aw", @nobits
-    .p2align 3
-kernel_saved_rsp:
-    .skip 8
+    .quad trap_stub_48, trap_stub_49, trap_stub_39, trap_stub_47, trap_stub_255
     "#
 );
 
@@ -301,7 +308,8 @@ struct Idt([Gate; 256]);
 
 struct IdtCell(UnsafeCell<Idt>);
 
-// SAFETY: written only by `init`, once, at boot, on the one processor with interrupts disabled.
+// SAFETY: written only by `init`, once, at boot, on the boot processor with interrupts disabled
+// and before any other processor is started; afterwards only read (by `load` and the CPUs).
 unsafe impl Sync for IdtCell {}
 
 static IDT: IdtCell = IdtCell(UnsafeCell::new(Idt([MISSING; 256])));
@@ -339,16 +347,24 @@ pub fn init() {
         for (vector, handler) in INTERRUPTS.iter().zip(&stubs[33..]) {
             (*idt).0[usize::from(*vector)] = gate(*handler, 0, INTERRUPT_GATE);
         }
+    }
+    load();
+}
 
-        #[repr(C, packed)]
-        struct Pointer {
-            limit: u16,
-            base: u64,
-        }
-        let ptr = Pointer {
-            limit: (size_of::<Idt>() - 1) as u16,
-            base: idt as u64,
-        };
+/// Loads the (shared, already filled) IDT on the running processor.
+pub fn load() {
+    #[repr(C, packed)]
+    struct Pointer {
+        limit: u16,
+        base: u64,
+    }
+    let ptr = Pointer {
+        limit: (size_of::<Idt>() - 1) as u16,
+        base: IDT.0.get() as u64,
+    };
+    // SAFETY: the IDT is static, filled by `init` before any processor loads it, and never
+    // written again; `lidt` gets its exact size.
+    unsafe {
         asm!("lidt [{}]", in(reg) &raw const ptr, options(readonly, nostack, preserves_flags));
     }
 }
@@ -365,9 +381,12 @@ pub fn enter_user(frame: &mut UserFrame) {
     frame.rflags = (frame.rflags & 0xcd5) | USER_RFLAGS;
     let frame_ptr: *mut UserFrame = frame;
     let top = frame_ptr as u64 + size_of::<UserFrame>() as u64;
+    crate::smp::entering_user();
     // SAFETY: `frame` is 16-byte aligned (its type says so) and exclusively borrowed for this
     // call, so the processor and the stubs may write the whole of it; `enter_user_asm` keeps
-    // the callee-saved registers of the System V ABI and returns on the kernel stack it left.
+    // the callee-saved registers of the System V ABI and returns on the kernel stack it left
+    // (saved in this processor's `PerCpu`, which GS points at: `smp::init_cpu` set the GS base
+    // before any task ran, and the stubs `swapgs` exactly once on each ring crossing).
     // The task runs in ring 3 with CS/SS forced to user selectors and IOPL 0, so it can only
     // come back through a trap or an interrupt (IF is set only for it: every gate clears IF
     // again, so the kernel never takes an interrupt itself).
@@ -375,6 +394,7 @@ pub fn enter_user(frame: &mut UserFrame) {
         gdt::set_rsp0(top);
         enter_user_asm(frame_ptr);
     }
+    crate::smp::entered_kernel();
 }
 
 /// The frame a ring-0 trap pushes: vector, error code, then the processor's frame.
@@ -392,9 +412,11 @@ pub struct KernelTrapFrame {
 /// A trap in ring 0 (or a double fault): a kernel bug. Reports it and exits with failure.
 #[unsafe(no_mangle)]
 extern "C" fn kernel_trap(frame: &KernelTrapFrame) -> ! {
+    crate::serial::force_unlock();
     crate::println!();
     crate::println!(
-        "KERNEL TRAP: vector {} error {:#x} at rip {:#x} (cs {:#x}, rsp {:#x}, rflags {:#x}), cr2 {:#x}",
+        "KERNEL TRAP on the CPU with local APIC id {}: vector {} error {:#x} at rip {:#x} (cs {:#x}, rsp {:#x}, rflags {:#x}), cr2 {:#x}",
+        crate::apic::id(),
         frame.vector,
         frame.error,
         frame.rip,

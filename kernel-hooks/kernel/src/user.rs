@@ -96,6 +96,28 @@ probe_read_edit_ctx_read:
     int 0x80
     ud2
 
+    /* Several CPUs, in a loop until stopped: read the byte at rdx, counting in r13 the reads
+       that saw the marker sil; lock xadd 1 to the counter at rdi, keeping the value it
+       returned (this access's sequence number) in rbx; count the iterations in r12 and in
+       the task's own counter at rdi + r8. */
+    .global probe_seq_loop
+probe_seq_loop:
+    mov rbx, -1
+    xor r12d, r12d
+    xor r13d, r13d
+2:
+    movzx eax, byte ptr [rdx]
+    cmp al, sil
+    jne 3f
+    inc r13
+3:
+    mov ecx, 1
+    lock xadd qword ptr [rdi], rcx
+    mov rbx, rcx
+    inc r12
+    lock inc qword ptr [rdi + r8]
+    jmp 2b
+
     .global user_probes_end
 user_probes_end:
     "#
@@ -111,6 +133,7 @@ unsafe extern "C" {
     static probe_read_checkpoint_read: u8;
     static probe_read_loop: u8;
     static probe_read_edit_ctx_read: u8;
+    static probe_seq_loop: u8;
 }
 
 /// The probe code's bytes, to copy into the program object.
@@ -141,6 +164,9 @@ pub enum Probe {
     /// Load, read the context's header, checkpoint, empty the context's entry table (in user
     /// mode, through its mapping), load again.
     ReadEditCtxRead,
+    /// Read `rdx` (counting reads of the marker `sil` in `r13`), `lock xadd` the counter at
+    /// `rdi` (its last result in `rbx`), in a loop until stopped.
+    SeqLoop,
 }
 
 impl Probe {
@@ -154,6 +180,7 @@ impl Probe {
             Self::ReadCheckpointRead => &raw const probe_read_checkpoint_read,
             Self::ReadLoop => &raw const probe_read_loop,
             Self::ReadEditCtxRead => &raw const probe_read_edit_ctx_read,
+            Self::SeqLoop => &raw const probe_seq_loop,
         };
         (sym as u64).saturating_sub(&raw const user_probes_start as u64)
     }

@@ -103,7 +103,33 @@ pub mod ids {
     /// A context a task edits: it holds a capability for [`EDITED`] and one with `rw-` on
     /// itself (signed by its `kuid`), which is what lets its tasks write it.
     pub const CTX_SELF: ObjID = ObjID::new(0x5c13);
+
+    /// Several-CPU scenarios: objects each signed by its own key, revoked by one race each
+    /// (with 1, 2 and 4 CPUs busy).
+    pub const SMP_KEYED: [ObjID; 3] = [ObjID::new(0xe001), ObjID::new(0xe002), ObjID::new(0xe003)];
+    /// Their keys.
+    pub const KEY_SMP: [ObjID; 3] = [ObjID::new(0x6b11), ObjID::new(0x6b12), ObjID::new(0x6b13)];
+    /// Data whose capability record is revoked by id.
+    pub const SMP_RECORD: ObjID = ObjID::new(0xe004);
+    /// Data reached through [`CTX_SMP_EDIT`], whose capability the kernel edits away.
+    pub const SMP_EDIT: ObjID = ObjID::new(0xe005);
+    /// Data under a capability that expires while tasks on several CPUs use it.
+    pub const SMP_EXPIRING: ObjID = ObjID::new(0xe006);
+    /// The context of the several-CPU races: `rw-` on every `SMP_*` object but [`SMP_EDIT`].
+    pub const CTX_SMP: ObjID = ObjID::new(0x5c20);
+    /// `rw-` on [`SMP_EDIT`]; edited by the kernel while tasks use it.
+    pub const CTX_SMP_EDIT: ObjID = ObjID::new(0x5c21);
 }
+
+/// The slot of the first several-CPU object (`SMP_KEYED[0]`); the others follow.
+pub const FIRST_SMP_SLOT: u64 = 50;
+/// When the capability on [`ids::SMP_EXPIRING`] expires: five hours after boot (the race
+/// moves the engine's clock to shortly before it).
+pub const SMP_EXPIRY_NS: u64 = BOOT_EPOCH_NS + 5 * 3_600 * 1_000_000_000;
+
+/// The id of the capability record for [`ids::SMP_RECORD`] in [`ids::CTX_SMP`] (set by
+/// [`build`]).
+pub static SMP_RECORD_ID: spin::Once<twizzler_capsec::RecordId> = spin::Once::new();
 
 use ids::*;
 
@@ -433,6 +459,44 @@ pub fn build(rng: &mut RdRand, pt: &mut PageTables) -> Result<ObjectTable, World
         Some(KEY_ED25519),
         self_ctx.encode()?,
     )?);
+
+    // Several CPUs: one key per revocation race, a record revoked by id, an expiring grant,
+    // and a context the kernel edits.
+    let smp_keys: Vec<SigningKey> = KEY_SMP
+        .iter()
+        .map(|_| SigningKey::generate(SigningScheme::Ed25519, rng))
+        .collect();
+    let smp_objects = SMP_KEYED
+        .iter()
+        .zip(KEY_SMP)
+        .map(|(o, k)| (*o, Some(k)))
+        .chain([
+            (SMP_RECORD, Some(KEY_ED25519)),
+            (SMP_EDIT, Some(KEY_ED25519)),
+            (SMP_EXPIRING, Some(KEY_ED25519)),
+        ]);
+    for (slot, (id, kuid)) in (FIRST_SMP_SLOT..).zip(smp_objects) {
+        objects.push(frames_object(pt, id, slot, kuid, none, |page, frame| {
+            frame.fill(fill_byte(slot, page));
+        })?);
+    }
+    for (k, key_id) in smp_keys.iter().zip(KEY_SMP) {
+        objects.push(key(key_id, k));
+    }
+    let mut smp = SecCtxEditor::new();
+    for (o, k) in SMP_KEYED.iter().zip(&smp_keys) {
+        smp.add_cap(&cap(*o, CTX_SMP, rw, k)?);
+    }
+    let record = cap(SMP_RECORD, CTX_SMP, rw, &ed)?;
+    SMP_RECORD_ID.call_once(|| record.id());
+    smp.add_cap(&record);
+    let mut smp_expiring = CapGrant::new(SMP_EXPIRING, CTX_SMP, rw);
+    smp_expiring.expires = Expiry::from_raw(SMP_EXPIRY_NS);
+    smp.add_cap(&Cap::mint(smp_expiring, &ed)?);
+    objects.push(context(pt, slot, CTX_SMP, None, smp.encode()?)?);
+    let mut smp_edit = SecCtxEditor::new();
+    smp_edit.add_cap(&cap(SMP_EDIT, CTX_SMP_EDIT, rw, &ed)?);
+    objects.push(context(pt, slot, CTX_SMP_EDIT, None, smp_edit.encode()?)?);
 
     // Malformed: a valid context cut in half, and random bytes.
     let mut whole = main.encode()?;
