@@ -1,7 +1,7 @@
 //! The engine's [`Authority`]: keys lent by the host, revocations, the memory of signature
 //! checks, and a record of what was consulted.
 
-use core::cell::RefCell;
+use core::cell::{Cell, RefCell};
 
 use spin::RwLock;
 use twizzler_capsec::{Authority, KeyLookupError, ObjID, RecordId, VerifyingKey};
@@ -18,6 +18,10 @@ pub(crate) struct EngineAuthority<'e, H: Host> {
     pub host: &'e H,
     pub revoked: &'e RwLock<Revocations>,
     pub memo: &'e RecordMemo,
+    /// Signature checks that failed.
+    pub failed: &'e RecordMemo,
+    /// Signature verifications this fault may still do.
+    pub budget: &'e Cell<u32>,
     pub counters: &'e Counters,
     /// The faulting object, whose metadata came with the fault.
     pub target: ObjID,
@@ -63,5 +67,28 @@ impl<H: Host> Authority for EngineAuthority<'_, H> {
     fn remember_verified(&self, id: &RecordId) {
         Counters::bump(&self.counters.verifies);
         self.memo.insert(id);
+    }
+
+    fn is_known_bad(&self, id: &RecordId) -> bool {
+        let known = self.failed.contains(id);
+        if known {
+            Counters::bump(&self.counters.failed_memo_hits);
+        }
+        known
+    }
+
+    fn remember_failed(&self, id: &RecordId) {
+        Counters::bump(&self.counters.failed_verifies);
+        self.failed.insert(id);
+    }
+
+    fn may_verify(&self) -> bool {
+        match self.budget.get().checked_sub(1) {
+            Some(left) => {
+                self.budget.set(left);
+                true
+            }
+            None => false,
+        }
     }
 }

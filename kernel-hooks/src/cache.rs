@@ -25,8 +25,10 @@ use core::sync::atomic::{AtomicU64, Ordering};
 use spin::Mutex;
 use twizzler_capsec::{
     Access, CtxFlags, Expiry, Gate, Grant, MAX_OBJECT_SIZE, ObjID, PAGE_SIZE, PermsInfo,
-    Protections, RecordId,
+    Protections, RecordId, Verdict,
 };
+
+use crate::fault::DenyCause;
 
 use crate::ticket::{MapTicket, Ticket};
 
@@ -154,6 +156,12 @@ pub struct CachedPerms {
     /// False when the context held more valid records for the object than fit: a hit that
     /// does not grant must then be re-evaluated in full.
     pub complete: bool,
+    /// Whether the context files any record under the object.
+    pub seen: bool,
+    /// Why the most telling record that did not count failed (malformed, bound elsewhere,
+    /// invalid, unchecked past the budget): kept so a denial is explained without reading or
+    /// verifying anything again.
+    pub failure: Option<Verdict>,
     /// What it depends on.
     pub deps: Deps,
 }
@@ -198,6 +206,21 @@ impl ObjectPerms {
     }
 }
 
+/// How much a verdict explains a denial: a record that is invalid says more than one that is
+/// for another context.
+pub(crate) fn rank(v: &Verdict) -> u8 {
+    match v {
+        Verdict::Invalid(_) => 7,
+        Verdict::NotAnEntry => 6,
+        Verdict::OutsideGate => 5,
+        Verdict::NoUsefulRights => 4,
+        Verdict::WrongHolder(_) => 3,
+        Verdict::WrongTarget(_) => 2,
+        Verdict::Malformed(_) => 1,
+        Verdict::Counted(_) | Verdict::Redundant => 0,
+    }
+}
+
 /// The pages lying wholly inside `gate`.
 fn full_pages(gate: &Gate) -> Range<u64> {
     let first = gate.offset().div_ceil(PAGE_SIZE);
@@ -219,6 +242,8 @@ impl CachedPerms {
         flags: CtxFlags::empty(),
         grants: [None; MAX_GRANTS],
         complete: false,
+        seen: false,
+        failure: None,
         deps: Deps::EMPTY,
     };
 
@@ -260,6 +285,42 @@ impl CachedPerms {
             *slot = Some(grant);
         } else {
             self.complete = false;
+        }
+    }
+
+    /// Notes a record that did not count, keeping the most telling reason.
+    pub fn add_failure(&mut self, v: Verdict) {
+        if self.failure.is_none_or(|f| rank(&v) > rank(&f)) {
+            self.failure = Some(v);
+        }
+    }
+
+    /// Why `access`, which needs `needed`, is not granted, from what the entry remembers:
+    /// no record is read or verified again.
+    pub fn deny_cause(&self, access: &Access, needed: Protections) -> DenyCause {
+        let mut unmasked = self.stamp.default_prots;
+        let mut best = self.failure;
+        for g in self.grants() {
+            match g.contribution(access) {
+                Ok(c) => unmasked |= c,
+                Err(v) => {
+                    if best.is_none_or(|b| rank(&v) > rank(&b)) {
+                        best = Some(v);
+                    }
+                }
+            }
+        }
+        let perms = self.evaluate(access).perms;
+        if unmasked.contains(needed) && !perms.grants(needed) {
+            DenyCause::Masked {
+                removed: needed & perms.restrict,
+            }
+        } else if let Some(v) = best {
+            DenyCause::Record(v)
+        } else if self.seen {
+            DenyCause::Record(Verdict::NoUsefulRights)
+        } else {
+            DenyCause::NoRecord
         }
     }
 

@@ -115,7 +115,7 @@ mod ticket;
 
 pub use cache::{ObjectPerms, VerifyCache};
 pub use ctx_bytes::CtxBytes;
-pub use engine::{Engine, INVALIDATION_LIST, Invalidation};
+pub use engine::{Engine, INVALIDATION_LIST, Invalidation, MAX_VERIFICATIONS_PER_FAULT};
 pub use fault::{Decision, DenyCause, Fault, Violation};
 pub use host::{Host, ObjectInfo, Unmap, UnmapGranularity};
 pub use memo::RecordMemo;

@@ -11,6 +11,8 @@ pub(crate) struct Counters {
     pub evictions: AtomicU64,
     pub invalidated: AtomicU64,
     pub torn_reads: AtomicU64,
+    pub failed_verifies: AtomicU64,
+    pub failed_memo_hits: AtomicU64,
 }
 
 impl Counters {
@@ -22,6 +24,8 @@ impl Counters {
             evictions: AtomicU64::new(0),
             invalidated: AtomicU64::new(0),
             torn_reads: AtomicU64::new(0),
+            failed_verifies: AtomicU64::new(0),
+            failed_memo_hits: AtomicU64::new(0),
         }
     }
 
@@ -40,6 +44,8 @@ impl Counters {
             evictions: get(&self.evictions),
             invalidated: get(&self.invalidated),
             torn_reads: get(&self.torn_reads),
+            failed_verifies: get(&self.failed_verifies),
+            failed_memo_hits: get(&self.failed_memo_hits),
         }
     }
 }
@@ -62,4 +68,8 @@ pub struct Stats {
     pub invalidated: u64,
     /// Reads of a context found torn by a concurrent writer and redone.
     pub torn_reads: u64,
+    /// Signatures checked that did not verify (remembered as failed).
+    pub failed_verifies: u64,
+    /// Signature checks skipped because the same key, message and signature failed before.
+    pub failed_memo_hits: u64,
 }

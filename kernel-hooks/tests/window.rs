@@ -164,6 +164,9 @@ fn no_mapping_is_installed_after_the_call_that_took_its_grant_away() {
 #[test]
 fn without_the_ticket_check_the_window_is_real() {
     // The same race installing without asking the engine: the test above is only meaningful
-    // if this one catches the stale installs. Faulter 0 forces one per cycle.
-    assert!(race(200, false) >= 100);
+    // if this one catches stale installs. Faulter 0 forces one per cycle when it is scheduled
+    // in time (on a loaded machine some cycles pass without it); one proves the window.
+    let stale = race(200, false);
+    eprintln!("{stale} stale installs in 200 cycles");
+    assert!(stale > 0);
 }

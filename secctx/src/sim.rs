@@ -337,7 +337,7 @@ impl AccessSimulator {
                     kind: r.record.map(Record::kind),
                     prots: r.record.map(Record::prots),
                     id: r.record.map(Record::id),
-                    verdict: r.verdict.clone(),
+                    verdict: r.verdict,
                 })
             },
         );

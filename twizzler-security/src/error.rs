@@ -214,6 +214,9 @@ pub enum VerifyError {
         /// 1-based index of the link.
         link: usize,
     },
+    /// The signature was not checked: the authority's budget of verifications for this
+    /// decision was spent (see [`crate::Authority::may_verify`]). The record does not count.
+    Unchecked,
     /// Link `link` of a delegation chain widens its parent.
     Amplifies {
         /// 1-based index of the link.
@@ -234,6 +237,9 @@ impl fmt::Display for VerifyError {
             Self::BadSignature => f.write_str("signature does not verify"),
             Self::Key(e) => write!(f, "{e}"),
             Self::Revoked => f.write_str("record is revoked"),
+            Self::Unchecked => f.write_str(
+                "signature not checked: the budget of verifications for this fault is spent",
+            ),
             Self::BrokenChain { link } => write!(
                 f,
                 "delegation link {link} is not provided by the holder of its parent"

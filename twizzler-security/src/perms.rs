@@ -139,7 +139,7 @@ impl PermsInfo {
 }
 
 /// Why a record did or did not count, for explanations.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Verdict {
     /// It counted and contributed these rights (before masks).
     Counted(Protections),

@@ -54,6 +54,23 @@ pub trait Authority {
 
     /// Called after a signature check succeeded, with its [`signature_check_id`].
     fn remember_verified(&self, _id: &RecordId) {}
+
+    /// Whether the signature check with this id already failed. A check is a pure function of
+    /// its key, message and signature, so a failure can be remembered for ever.
+    fn is_known_bad(&self, _id: &RecordId) -> bool {
+        false
+    }
+
+    /// Called after a signature check failed, with its [`signature_check_id`].
+    fn remember_failed(&self, _id: &RecordId) {}
+
+    /// Whether a signature may be verified now (called before each verification that no
+    /// memory answered). An authority with a budget of work per decision returns `false` once
+    /// it is spent: the check then fails with [`VerifyError::Unchecked`] and the record does
+    /// not count.
+    fn may_verify(&self) -> bool {
+        true
+    }
 }
 
 /// The id under which an [`Authority`] remembers that `sig` over `msg` verified under `key`:
@@ -82,9 +99,22 @@ fn check_signature(
         if auth.is_verified(&id) {
             return Ok(());
         }
-        key.verify(msg, sig)?;
-        auth.remember_verified(&id);
-        Ok(())
+        if auth.is_known_bad(&id) {
+            return Err(VerifyError::BadSignature);
+        }
+        if !auth.may_verify() {
+            return Err(VerifyError::Unchecked);
+        }
+        match key.verify(msg, sig) {
+            Ok(()) => {
+                auth.remember_verified(&id);
+                Ok(())
+            }
+            Err(e) => {
+                auth.remember_failed(&id);
+                Err(e)
+            }
+        }
     })?
 }
 

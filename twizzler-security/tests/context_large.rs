@@ -256,7 +256,7 @@ fn a_million_entries() {
         &auth,
         Access::read(0x1000),
         0,
-        |r| verdicts.push((r.index, r.verdict.clone())),
+        |r| verdicts.push((r.index, r.verdict)),
     );
     assert_eq!(verdicts, vec![(0, Verdict::Counted(Protections::READ))]);
     assert!(info.grants(Protections::READ));
@@ -270,7 +270,7 @@ fn a_million_entries() {
         &auth,
         Access::read(0x1000),
         0,
-        |r| verdicts.push((r.index, r.verdict.clone())),
+        |r| verdicts.push((r.index, r.verdict)),
     );
     let first = ctx.entries_for(target(k)).next().unwrap().index;
     let want: Vec<_> = (0..4)

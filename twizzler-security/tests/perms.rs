@@ -1059,12 +1059,12 @@ fn report_indices_and_records_match_the_context() {
     let ctx = SecCtx::parse(&bytes).unwrap();
     let mut seen = Vec::new();
     twizzler_capsec::evaluate_explained(C, &ctx, B, NONE, &auth, Access::read(0x1000), NOW, |r| {
-        seen.push((r.index, r.record.map(|x| x.target()), r.verdict.clone()));
+        seen.push((r.index, r.record.map(|x| x.target()), r.verdict));
     });
     assert_eq!(seen, vec![(2, Some(B), Verdict::Counted(R))]);
     let mut seen = Vec::new();
     twizzler_capsec::evaluate_explained(C, &ctx, A, NONE, &auth, Access::write(0x1000), NOW, |r| {
-        seen.push((r.index, r.record.map(|x| x.prots()), r.verdict.clone()));
+        seen.push((r.index, r.record.map(|x| x.prots()), r.verdict));
     });
     assert_eq!(
         seen,
@@ -1080,7 +1080,7 @@ fn report_indices_and_records_match_the_context() {
     let ctx = SecCtx::parse(&bad).unwrap();
     let mut seen = Vec::new();
     twizzler_capsec::evaluate_explained(C, &ctx, A, NONE, &auth, Access::read(0x1000), NOW, |r| {
-        seen.push((r.index, r.record.map(|x| x.prots()), r.verdict.clone()));
+        seen.push((r.index, r.record.map(|x| x.prots()), r.verdict));
     });
     assert_eq!(seen.len(), 2);
     assert_eq!(seen[0].0, 0);
@@ -1356,12 +1356,7 @@ fn memo_is_used_and_still_checks_expiry_revocation_and_keys() {
     let revoked_a = Verdict::Invalid(VerifyError::Key(KeyLookupError::KeyRevoked(A)));
     assert_eq!(
         v,
-        vec![
-            revoked_a.clone(),
-            revoked_a.clone(),
-            revoked_a,
-            Verdict::WrongHolder(C2)
-        ]
+        vec![revoked_a, revoked_a, revoked_a, Verdict::WrongHolder(C2)]
     );
     assert_eq!(info.provide, NONE);
     let (info, v) = explain(C, &bytes, B, NONE, &key_revoked, Access::write(0x1000), NOW);

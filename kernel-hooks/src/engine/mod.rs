@@ -18,13 +18,13 @@ mod explain;
 mod invalidate;
 mod read;
 
-use core::cell::RefCell;
+use core::cell::{Cell, RefCell};
 use core::sync::atomic::{AtomicU64, Ordering};
 
 use spin::{Mutex, RwLock};
 use twizzler_capsec::{
     Access, CtxFlags, Expiry, Grant, MAX_OBJECT_SIZE, ObjID, PAGE_SIZE, PermsInfo, Protections,
-    SecCtx, evaluate,
+    SecCtx, Verdict, evaluate,
 };
 
 pub use invalidate::{INVALIDATION_LIST, Invalidation};
@@ -40,6 +40,20 @@ use crate::revocation::Revocations;
 use crate::stats::{Counters, Stats};
 use crate::ticket::{MapTicket, Ticket};
 use read::ValidatedCtxs;
+
+/// The most signatures one fault verifies (in all the contexts it consults). Records past the
+/// budget are not verified and do not count for that decision, which is cached like any other:
+/// a hostile context costs at most this many verifications per fault, and a repeated fault on
+/// it costs a cache hit. Signature checks the engine remembers (successes and failures) cost a
+/// hash and are not counted, so a thread whose first fault needs more verifications than this
+/// (hundreds of inactive contexts, each with its own capability) is denied at first and served
+/// after a few faults, each verifying the next budget's worth, as long as the bounded caches
+/// hold what the earlier faults verified.
+///
+/// The value fits legitimate contexts (dozens of records for one object, one per page, verify
+/// on the first fault) while bounding a hostile one: 128 Ed25519 verifications are about 6 ms
+/// on the project's machine, 128 P-256 ones about 45 ms, once; every later fault is a hit.
+pub const MAX_VERIFICATIONS_PER_FAULT: usize = 128;
 
 /// How often a lookup is redone when a revocation or invalidation races with it.
 const RACE_RETRIES: usize = 4;
@@ -60,6 +74,8 @@ pub struct Engine<H: Host> {
     host: H,
     cache: VerifyCache,
     memo: RecordMemo,
+    /// Signature checks that failed (a check's outcome never changes: remembered for ever).
+    failed: RecordMemo,
     revoked: RwLock<Revocations>,
     /// Bumped by every revocation and invalidation; cache entries stamped with an older epoch
     /// miss.
@@ -90,6 +106,7 @@ impl<H: Host> Engine<H> {
             host,
             cache: VerifyCache::new(),
             memo: RecordMemo::new(),
+            failed: RecordMemo::new(),
             revoked: RwLock::new(Revocations::new()),
             epoch: AtomicU64::new(0),
             validated: Mutex::new(ValidatedCtxs::EMPTY),
@@ -195,8 +212,9 @@ impl<H: Host> Engine<H> {
     ) -> Result<PermsInfo, Violation> {
         check_bounds(fault)?;
         let now = self.now();
+        let budget = fault_budget();
         Ok(self
-            .lookup_access(thread.active_id(), fault, data_or_exec(fault), now)?
+            .lookup_access(thread.active_id(), fault, data_or_exec(fault), now, &budget)?
             .eval
             .perms)
     }
@@ -225,7 +243,8 @@ impl<H: Host> Engine<H> {
             });
         }
         let now = self.now();
-        self.with_entry(ctx, target, object, now, |e| e.object_perms())
+        let budget = fault_budget();
+        self.with_entry(ctx, target, object, now, &budget, |e| e.object_perms())
             .map(|(p, _)| p)
     }
 
@@ -242,7 +261,8 @@ impl<H: Host> Engine<H> {
             return Ok((kernel_grant(), None));
         }
         let now = self.now();
-        let looked = self.lookup_access(active, fault, access, now)?;
+        let budget = fault_budget();
+        let looked = self.lookup_access(active, fault, access, now, &budget)?;
         if looked.eval.perms.grants(needed) {
             return Ok((looked, None));
         }
@@ -260,13 +280,13 @@ impl<H: Host> Engine<H> {
             // An inactive context that is missing or malformed grants nothing; only the
             // active context's problems are the thread's violation.
             if ctx != active
-                && let Ok(l) = self.lookup_access(ctx, fault, access.as_entering(), now)
+                && let Ok(l) = self.lookup_access(ctx, fault, access.as_entering(), now, &budget)
                 && l.eval.perms.grants(needed)
             {
                 return Ok((l, Some(ctx)));
             }
         }
-        Err(self.diagnose(active, fault, provided, now))
+        Err(self.diagnose(active, fault, provided, now, &budget))
     }
 
     fn stamp(&self, object: &ObjectInfo) -> Stamp {
@@ -277,11 +297,18 @@ impl<H: Host> Engine<H> {
         }
     }
 
-    fn authority(&self, target: ObjID, object: &ObjectInfo) -> EngineAuthority<'_, H> {
+    fn authority<'a>(
+        &'a self,
+        target: ObjID,
+        object: &ObjectInfo,
+        budget: &'a Cell<u32>,
+    ) -> EngineAuthority<'a, H> {
         EngineAuthority {
             host: &self.host,
             revoked: &self.revoked,
             memo: &self.memo,
+            failed: &self.failed,
+            budget,
             counters: &self.counters,
             target,
             target_object: *object,
@@ -298,6 +325,7 @@ impl<H: Host> Engine<H> {
         target: ObjID,
         object: &ObjectInfo,
         now: u64,
+        budget: &Cell<u32>,
         f: impl Fn(&CachedPerms) -> R,
     ) -> Result<(R, MapTicket), Violation> {
         for _ in 0..RACE_RETRIES {
@@ -307,7 +335,7 @@ impl<H: Host> Engine<H> {
             }
             Counters::bump(&self.counters.misses);
             let entry = self.read_ctx(ctx_id, |ctx| {
-                self.build_entry(ctx_id, ctx, target, object, stamp, now)
+                self.build_entry(ctx_id, ctx, target, object, stamp, now, budget)
             })?;
             let ticket = self.insert(entry);
             if self.epoch.load(Ordering::Acquire) == stamp.epoch {
@@ -320,7 +348,7 @@ impl<H: Host> Engine<H> {
         // Invalidations kept racing with this lookup: decide once without caching.
         let stamp = self.stamp(object);
         let entry = self.read_ctx(ctx_id, |ctx| {
-            self.build_entry(ctx_id, ctx, target, object, stamp, now)
+            self.build_entry(ctx_id, ctx, target, object, stamp, now, budget)
         })?;
         Ok((f(&entry), MapTicket(Ticket::Epoch(stamp.epoch))))
     }
@@ -332,10 +360,11 @@ impl<H: Host> Engine<H> {
         fault: &Fault,
         access: Access,
         now: u64,
+        budget: &Cell<u32>,
     ) -> Result<Looked, Violation> {
         let needed = access.kind.required();
         let ((eval, flags, complete), ticket) =
-            self.with_entry(ctx_id, fault.target, &fault.object, now, |e| {
+            self.with_entry(ctx_id, fault.target, &fault.object, now, budget, |e| {
                 (e.evaluate(&access), e.flags, e.complete)
             })?;
         if complete || eval.perms.grants(needed) {
@@ -349,7 +378,7 @@ impl<H: Host> Engine<H> {
         // The entry stays the decision's handle (it expires and depends on every record that
         // counted), so the decision carries its ticket.
         self.read_ctx(ctx_id, |ctx| {
-            self.evaluate_uncached(ctx_id, ctx, fault, access, now, ticket)
+            self.evaluate_uncached(ctx_id, ctx, fault, access, now, ticket, budget)
         })
     }
 
@@ -365,8 +394,10 @@ impl<H: Host> Engine<H> {
         ticket
     }
 
-    /// Verifies every record of `ctx` bound to `target` and to the context, and keeps the
-    /// grants of those that count.
+    /// Verifies every record of `ctx` bound to `target` and to the context (within the
+    /// fault's budget of verifications), and keeps the grants of those that count and the
+    /// most telling reason one did not.
+    #[allow(clippy::too_many_arguments)]
     fn build_entry(
         &self,
         ctx_id: ObjID,
@@ -375,6 +406,7 @@ impl<H: Host> Engine<H> {
         object: &ObjectInfo,
         stamp: Stamp,
         now: u64,
+        budget: &Cell<u32>,
     ) -> CachedPerms {
         let mut entry = CachedPerms::new(
             ctx_id,
@@ -383,14 +415,27 @@ impl<H: Host> Engine<H> {
             twizzler_capsec::allowed_by_masks(ctx, target),
             ctx.flags(),
         );
-        let auth = self.authority(target, object);
+        let auth = self.authority(target, object, budget);
         for e in ctx.entries_for(target) {
-            let Ok(record) = e.record() else { continue };
-            if record.target() != target || record.holder() != ctx_id {
+            entry.seen = true;
+            let record = match e.record() {
+                Ok(r) => r,
+                Err(err) => {
+                    entry.add_failure(Verdict::Malformed(err));
+                    continue;
+                }
+            };
+            if record.target() != target {
+                entry.add_failure(Verdict::WrongTarget(record.target()));
                 continue;
             }
-            if record.verify(&auth, now).is_ok() {
-                entry.add_grant(Grant::of(&record), record.expires());
+            if record.holder() != ctx_id {
+                entry.add_failure(Verdict::WrongHolder(record.holder()));
+                continue;
+            }
+            match record.verify(&auth, now) {
+                Ok(()) => entry.add_grant(Grant::of(&record), record.expires()),
+                Err(err) => entry.add_failure(Verdict::Invalid(err)),
             }
         }
         entry.deps = auth.deps.into_inner();
@@ -399,6 +444,7 @@ impl<H: Host> Engine<H> {
 
     /// The rule without the cache, for objects with more valid records than an entry holds;
     /// `ticket` is that entry's.
+    #[allow(clippy::too_many_arguments)]
     fn evaluate_uncached(
         &self,
         ctx_id: ObjID,
@@ -407,8 +453,9 @@ impl<H: Host> Engine<H> {
         access: Access,
         now: u64,
         ticket: MapTicket,
+        budget: &Cell<u32>,
     ) -> Looked {
-        let auth = self.authority(fault.target, &fault.object);
+        let auth = self.authority(fault.target, &fault.object, budget);
         let perms = evaluate(
             ctx_id,
             ctx,
@@ -428,6 +475,12 @@ impl<H: Host> Engine<H> {
             ticket,
         }
     }
+}
+
+/// A fresh budget of signature verifications for one fault.
+fn fault_budget() -> Cell<u32> {
+    // The bound is small: it fits.
+    Cell::new(MAX_VERIFICATIONS_PER_FAULT as u32)
 }
 
 /// The checks that need no context: the null page and the object's bounds.
