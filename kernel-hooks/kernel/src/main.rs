@@ -22,8 +22,10 @@
 //! its own GDT, TSS, stacks and local APIC, all on the kernel's page tables and the one
 //! engine; every unmap shoots down the other CPUs' TLBs before it returns, and the fault path
 //! installs a page only under the page-table lock while the decision's `MapTicket` is
-//! current. The 33 scenarios run on the boot CPU; [`smp_scenarios`] then races tasks on the
-//! other CPUs against revocations and prints a second table.
+//! current and the context that granted it is still the thread's active one (a detach,
+//! [`task::detach`], detaches first and then unmaps that context's pages). The 33 scenarios
+//! run on the boot CPU; [`smp_scenarios`] then races tasks on the other CPUs against
+//! revocations, evictions with the cache full and detaches, and prints a second table.
 
 #![no_std]
 #![no_main]

@@ -393,21 +393,29 @@ impl Host for KernelHost {
     /// a fault path installing an entry under a ticket waits for the whole unmap).
     fn unmap(&self, what: Unmap) {
         UNMAP_CALLS.fetch_add(1, Ordering::Relaxed);
-        let Some(t) = table() else { return };
-        let slot_of = |target: ObjID| t.get(target).and_then(|o| o.slot);
-        let mut paging = PAGING.lock();
-        let Some(pt) = paging.as_mut() else { return };
-        let cleared = match what {
-            Unmap::Object { ctx, target } => {
-                slot_of(target).map_or(0, |slot| pt.unmap_slot_under(slot, t.tag_of(ctx)))
-            }
-            Unmap::Context(ctx) => pt.unmap_all_under(t.tag_of(ctx)),
-            Unmap::ObjectEverywhere(target) => slot_of(target).map_or(0, |s| pt.unmap_slot(s)),
-        };
-        if cleared > 0 {
-            crate::smp::shootdown();
-        }
-        drop(paging);
-        PAGES_UNMAPPED.fetch_add(cleared as u64, Ordering::Relaxed);
+        unmap_pages(what);
     }
+}
+
+/// The host's unmap, for the engine and for the kernel itself (a detached context's pages,
+/// see [`crate::task::detach`]): clears the pages `what` names, shooting down every CPU's
+/// TLB before it returns when any was mapped. Returns how many were.
+pub fn unmap_pages(what: Unmap) -> usize {
+    let Some(t) = table() else { return 0 };
+    let slot_of = |target: ObjID| t.get(target).and_then(|o| o.slot);
+    let mut paging = PAGING.lock();
+    let Some(pt) = paging.as_mut() else { return 0 };
+    let cleared = match what {
+        Unmap::Object { ctx, target } => {
+            slot_of(target).map_or(0, |slot| pt.unmap_slot_under(slot, t.tag_of(ctx)))
+        }
+        Unmap::Context(ctx) => pt.unmap_all_under(t.tag_of(ctx)),
+        Unmap::ObjectEverywhere(target) => slot_of(target).map_or(0, |s| pt.unmap_slot(s)),
+    };
+    if cleared > 0 {
+        crate::smp::shootdown();
+    }
+    drop(paging);
+    PAGES_UNMAPPED.fetch_add(cleared as u64, Ordering::Relaxed);
+    cleared
 }

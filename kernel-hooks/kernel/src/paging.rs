@@ -26,7 +26,7 @@ pub const PAGE: u64 = 4096;
 /// Bytes per object slot (the largest object).
 pub const SLOT_SIZE: u64 = 1 << 30;
 /// Object slots (slot 0 is the kernel's identity map).
-pub const MAX_SLOTS: u64 = 64;
+pub const MAX_SLOTS: u64 = 128;
 /// The identity map's extent.
 const IDENTITY_LIMIT: u64 = 1 << 30;
 

@@ -15,13 +15,20 @@
 //! Tasks that run at the same time share the one address space, so they run under one
 //! context (the kernel tags each page with the context that granted it, but a task of another
 //! context would use a page another task faulted in).
+//!
+//! Two more races do not revoke in a loop: [`cache_pressure`] has tasks on every CPU fault on
+//! 64 objects at once with the verification cache full (every miss evicts, and every eviction
+//! unmaps on every CPU), and [`switch_vs_detach`] has a task switch to an inactive context
+//! while the boot CPU detaches and re-attaches that context on the task's `SecCtxMgr`.
 
 use alloc::format;
 use alloc::string::String;
+use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use kernel_hooks::{Fault, SecCtxMgr};
+use kernel_hooks::cache::{SETS, WAYS};
+use kernel_hooks::{DetachError, Fault, SecCtxMgr};
 use twizzler_capsec::{AccessKind, ObjID};
 
 use crate::objects::{ENGINE, table};
@@ -29,7 +36,10 @@ use crate::paging::PAGE;
 use crate::scenarios::Row;
 use crate::task::{self, Denial, Outcome, Report, Start, mapped_prots};
 use crate::user::Probe;
-use crate::world::{SMP_EXPIRY_NS, SMP_RECORD_ID, fill_byte, ids::*};
+use crate::world::{
+    CACHE_OBJECTS, FIRST_CTX_SLOT, FIRST_SMP_SLOT, SMP_EXPIRY_NS, SMP_RECORD_ID, cache_obj,
+    cache_word, fill_byte, ids::*,
+};
 use crate::{clock, cpu, smp};
 
 /// Accesses (counter increments) per task before the revocation.
@@ -329,6 +339,20 @@ pub fn run_all() -> Option<SmpResults> {
         push(name, "denied (malformed)", &r);
     }
 
+    let r = cache_pressure(aps);
+    push(
+        "64 objects x 4 CPUs, cache full",
+        "reads right; evicted; all unmapped",
+        &r,
+    );
+
+    let r = switch_vs_detach();
+    push(
+        "switch_context vs detach on an AP",
+        "no access while detached",
+        &r,
+    );
+
     let decide = Some(contention(aps));
 
     // Last: it moves the engine's clock forward by hours.
@@ -429,4 +453,332 @@ fn contention(aps: usize) -> [u64; 4] {
         let _ = p.wait(TASK_TIMEOUT_NS);
     }
     [hit_alone, hit_contended, miss_alone, miss_contended]
+}
+
+/// Passes each cache-pressure task makes over the 64 objects (pass `p` reads page
+/// `1 + p % 4` of each).
+const CACHE_PASSES: u64 = 4;
+/// Pages past the null page the cache-pressure tasks read.
+const CACHE_PAGES: u64 = 4;
+/// Traps a cache-pressure task may take: a checkpoint per read, a fault per object and
+/// page, and again for each page an eviction took away meanwhile.
+const CACHE_TRAPS: usize = 8192;
+/// Filler lookups the boot CPU makes at each of its task's checkpoints (after every read),
+/// so the cache keeps evicting while the tasks run.
+const CHURN_PER_CHECKPOINT: usize = 4;
+
+/// The other contexts (valid ones, not [`CTX_CACHE`]): their entries for the cache-pressure
+/// objects grant nothing, and fill the cache.
+fn filler_contexts() -> Vec<ObjID> {
+    let Some(t) = table() else { return Vec::new() };
+    (FIRST_CTX_SLOT..FIRST_SMP_SLOT)
+        .filter_map(|slot| t.in_slot(slot))
+        .filter(|o| o.as_context().is_some())
+        .map(|o| o.id)
+        .filter(|&c| c != CTX_CACHE && c != CTX_TRUNCATED && c != CTX_JUNK)
+        .collect()
+}
+
+/// Looks filler pair `n` up (context `n / 64` of `fillers`, object `n % 64`): a miss
+/// inserts an entry, which evicts another once the cache is full.
+fn filler_lookup(fillers: &[ObjID], n: usize) {
+    let Some(&ctx) = fillers.get(n / CACHE_OBJECTS as usize % fillers.len().max(1)) else {
+        return;
+    };
+    if let Some(o) = table().and_then(|t| t.get(cache_obj(n as u64 % CACHE_OBJECTS))) {
+        let _ = ENGINE.lookup(ctx, o.id, &o.info());
+    }
+}
+
+/// Fills the verification cache with filler entries until every way of every set is taken;
+/// returns how many entries it holds and the next filler pair.
+fn fill_cache(fillers: &[ObjID]) -> (usize, usize) {
+    let total = fillers.len() * CACHE_OBJECTS as usize;
+    let mut n = 0;
+    while n < total && ENGINE.cached() < SETS * WAYS {
+        for _ in 0..CACHE_OBJECTS {
+            filler_lookup(fillers, n);
+            n += 1;
+        }
+    }
+    (ENGINE.cached(), n)
+}
+
+/// Pages `1 ..= CACHE_PAGES` of the 64 cache-pressure objects that are mapped.
+fn cache_pages_mapped() -> usize {
+    (0..CACHE_OBJECTS)
+        .filter_map(|i| table()?.get(cache_obj(i))?.base())
+        .flat_map(|base| (1..=CACHE_PAGES).map(move |p| base + p * PAGE))
+        .filter(|&a| mapped_prots(a).is_some())
+        .count()
+}
+
+/// Tasks on every CPU (the `aps` application processors and this one) read 64 objects, each
+/// under its own capability in [`CTX_CACHE`], at once, with the verification cache full:
+/// every miss evicts another entry and unmaps its pages on every CPU. At each of its task's
+/// checkpoints (after every read) this CPU looks up more filler pairs, so entries of
+/// [`CTX_CACHE`] keep being evicted (and their pages unmapped) while the tasks fault them
+/// back in. Every read must return the object's own word; evictions must have happened;
+/// after the tasks end, one `revoke_key` of the key all 64 share must leave no page of any
+/// of them mapped.
+fn cache_pressure(aps: usize) -> Race {
+    let Some(first) = table()
+        .and_then(|t| t.get(cache_obj(0)))
+        .and_then(|o| o.base())
+    else {
+        return failed("no cache-pressure objects".into());
+    };
+    task::clear_user_space();
+    let fillers = filler_contexts();
+    let (cached, mut next_filler) = fill_cache(&fillers);
+    let evictions_before = ENGINE.stats().evictions;
+    let (stale_before, _) = task::ticket_counts();
+    let start = Start {
+        probe: Probe::MultiRead,
+        addr: first,
+        value: CACHE_PASSES as u8,
+        addr2: cache_word(0),
+        arg: CACHE_OBJECTS,
+    };
+    let run = move |checkpoint: &mut dyn FnMut(u64)| {
+        task::run_shared_with_traps(
+            &SecCtxMgr::new(CTX_CACHE),
+            PROGRAM,
+            start,
+            CACHE_TRAPS,
+            checkpoint,
+        )
+    };
+    let mut pending = Vec::new();
+    for cpu in 1..=aps {
+        match smp::run_on(cpu, move || run(&mut |_| {})) {
+            Some(p) => pending.push(p),
+            None => return failed(format!("CPU {cpu} is not idle")),
+        }
+    }
+    let mine = run(&mut |_| {
+        for _ in 0..CHURN_PER_CHECKPOINT {
+            filler_lookup(&fillers, next_filler);
+            next_filler += 1;
+        }
+    });
+    let mut reports = alloc::vec![Some(mine)];
+    reports.extend(pending.into_iter().map(|p| p.wait(TASK_TIMEOUT_NS)));
+    let evictions = ENGINE.stats().evictions.wrapping_sub(evictions_before);
+    let (stale_after, _) = task::ticket_counts();
+
+    let mut ok = true;
+    let mut problems = Vec::new();
+    let mut reads = 0;
+    let mut wrong = 0;
+    let mut faults = 0;
+    for (cpu, r) in reports.iter().enumerate() {
+        let Some(r) = r else {
+            ok = false;
+            problems.push(format!("CPU {cpu} did not finish"));
+            continue;
+        };
+        reads += r.regs.r12;
+        wrong += r.regs.r13;
+        faults += r.faults.len();
+        if !matches!(r.outcome, Outcome::Exited(0)) || r.regs.r12 != CACHE_OBJECTS * CACHE_PASSES {
+            ok = false;
+            problems.push(format!(
+                "CPU {cpu}: {} after {} reads",
+                r.outcome, r.regs.r12
+            ));
+        }
+    }
+    let mapped_before = cache_pages_mapped();
+    let revoked = ENGINE.revoke_key(KEY_CACHE);
+    let mapped_after = cache_pages_mapped();
+    if let Err(e) = revoked {
+        return failed(format!("revoke_key: {e:?}"));
+    }
+    ok &= wrong == 0
+        && cached == SETS * WAYS
+        && evictions > CACHE_OBJECTS
+        && mapped_before > 0
+        && mapped_after == 0;
+    let mut got = format!(
+        "{} tasks, {reads} reads ({wrong} wrong), {faults} faults; cache {cached}/{} full \
+         before; {evictions} evictions, {} stale tickets; {mapped_before} pages mapped \
+         before revoke_key, {mapped_after} after",
+        reports.len(),
+        SETS * WAYS,
+        stale_after.wrapping_sub(stale_before),
+    );
+    if !problems.is_empty() {
+        got = format!("{got}; {}", problems.join("; "));
+    }
+    Race {
+        got,
+        ok,
+        reason: None,
+        cycles: 0,
+    }
+}
+
+/// Tasks run one after another by the switch-vs-detach race.
+const SWITCH_ROUNDS: usize = 16;
+/// Detaches (each followed by a re-attach, but the last) per task, at most.
+const SWITCH_CYCLES: usize = 32;
+/// How long the boot CPU keeps B detached, watching the task's counter.
+const DETACHED_HOLD_NS: u64 = 100_000;
+/// Traps a switch-vs-detach task may take: its faults again after every detach it survives.
+const SWITCH_TRAPS: usize = 8 * SWITCH_CYCLES + 16;
+
+/// Takes context B away from `mgr` as a thread's detach would: switches the thread back to A
+/// if it switched to B (a detach needs B inactive), then detaches B through the kernel
+/// ([`task::detach`], which unmaps the pages mapped under B). The task on the other CPU may
+/// switch to B again in between: then it tries again.
+fn take_b_away(mgr: &SecCtxMgr) -> Result<usize, String> {
+    for _ in 0..10_000 {
+        if mgr.active_id() == CTX_SWITCH_B {
+            let _ = mgr.switch_context(CTX_SWITCH_A);
+        }
+        match task::detach(mgr, CTX_SWITCH_B) {
+            Ok(unmapped) => return Ok(unmapped),
+            Err(DetachError::Active(_)) => continue,
+            Err(e) => return Err(format!("detach: {e:?}")),
+        }
+    }
+    Err("B stayed active".into())
+}
+
+/// A task on CPU 1 whose active context A has no grant on [`SWITCH_DATA`] and whose inactive
+/// context B has one runs [`Probe::SeqLoop`] on it: its first fault on the object is decided
+/// with `switch_to: Some(B)` and the kernel switches the thread to B. Meanwhile this CPU
+/// keeps detaching B (switching the thread back to A first when it is on B) and attaching it
+/// again, at varying moments. After each detach returned, the object's access counter must
+/// not move while B stays detached, and no page of the object may be mapped; the thread must
+/// only ever be on A or B, and on A once B is detached for good (which ends each task: its
+/// next fault is denied).
+fn switch_vs_detach() -> Race {
+    let Some(o) = table().and_then(|t| t.get(SWITCH_DATA)) else {
+        return failed(format!("no object {SWITCH_DATA}"));
+    };
+    let (Some(base), Some(counter_frame)) = (o.base(), o.frame_at(PAGE)) else {
+        return failed(format!("object {SWITCH_DATA} has no slot or pages"));
+    };
+    let counter: &'static AtomicU64 = counter_frame.atomic_u64(0);
+    let pages = [base + PAGE, base + 2 * PAGE];
+    let mapped = || pages.iter().filter(|&&a| mapped_prots(a).is_some()).count();
+    let start = Start {
+        probe: Probe::SeqLoop,
+        addr: base + PAGE,
+        value: MARKER,
+        addr2: base + 2 * PAGE,
+        arg: 8,
+    };
+    let refused_before = task::not_active_at_map();
+    let mut ok = true;
+    let mut problems: Vec<String> = Vec::new();
+    let (mut detaches, mut accesses, mut while_detached, mut leaked) = (0u64, 0u64, 0u64, 0usize);
+    let (mut switched, mut direct, mut not_attached, mut foreign) =
+        (0usize, 0usize, 0usize, 0usize);
+    let mut reason = None;
+    for round in 0..SWITCH_ROUNDS {
+        task::clear_user_space();
+        counter.store(0, Ordering::SeqCst);
+        counter_frame.atomic_u64(8).store(0, Ordering::SeqCst);
+        let mgr = Arc::new(SecCtxMgr::new(CTX_SWITCH_A));
+        if let Err(e) = mgr.attach(CTX_SWITCH_B) {
+            return failed(format!("attach: {e:?}"));
+        }
+        let m = Arc::clone(&mgr);
+        let Some(pending) = smp::run_on(1, move || {
+            task::run_shared_with_traps(&m, PROGRAM, start, SWITCH_TRAPS, |_| {})
+        }) else {
+            return failed("CPU 1 is not idle".into());
+        };
+        for cycle in 0..SWITCH_CYCLES {
+            // B attached for 0 to 1.9 ms, varying, so the detaches land at every point of
+            // the task's decide / switch / install.
+            let n = round * SWITCH_CYCLES + cycle;
+            clock::delay_ns((n * 7_919 % 97) as u64 * 20_000);
+            let active = mgr.active_id();
+            if active != CTX_SWITCH_A && active != CTX_SWITCH_B {
+                foreign += 1;
+            }
+            if let Err(e) = take_b_away(&mgr) {
+                ok = false;
+                problems.push(e);
+                break;
+            }
+            detaches += 1;
+            let c1 = counter.load(Ordering::SeqCst);
+            leaked += mapped();
+            clock::delay_ns(DETACHED_HOLD_NS);
+            let c2 = counter.load(Ordering::SeqCst);
+            leaked += mapped();
+            while_detached += c2.wrapping_sub(c1);
+            if pending.is_done() || cycle + 1 == SWITCH_CYCLES {
+                // B stays detached: the task's next fault is denied, which ends it.
+                break;
+            }
+            if let Err(e) = mgr.attach(CTX_SWITCH_B) {
+                ok = false;
+                problems.push(format!("attach: {e:?}"));
+                break;
+            }
+        }
+        let Some(report) = pending.wait(TASK_TIMEOUT_NS) else {
+            ok = false;
+            problems.push(format!("round {round}: the task did not finish"));
+            continue;
+        };
+        accesses += report.regs.r12;
+        match &report.outcome {
+            Outcome::Denied {
+                why: Denial::Engine(v),
+                ..
+            } => {
+                if reason.is_none() {
+                    reason = Some(format!("{v}"));
+                }
+            }
+            other => {
+                ok = false;
+                problems.push(format!("round {round}: {other}"));
+            }
+        }
+        let on_data: Vec<_> = report.faults_on(SWITCH_DATA).collect();
+        let last = on_data.len().saturating_sub(1);
+        for (i, f) in on_data.iter().enumerate() {
+            match (f.switched_to, f.mapped) {
+                (Some(c), Some(_)) if c == CTX_SWITCH_B => switched += 1,
+                (Some(_), _) => {}
+                (None, Some(_)) => direct += 1,
+                // A decision that mapped nothing without switching: `NotAttached` (B was
+                // detached between the decision and the switch), or the final denial.
+                (None, None) if i != last => not_attached += 1,
+                (None, None) => {}
+            }
+        }
+        let (active, inactive) = (mgr.active_id(), mgr.inactive_count());
+        if active != CTX_SWITCH_A || inactive != 0 {
+            ok = false;
+            problems.push(format!(
+                "round {round}: active {active}, {inactive} inactive at the end"
+            ));
+        }
+    }
+    let refused = task::not_active_at_map().wrapping_sub(refused_before);
+    ok &= while_detached == 0 && leaked == 0 && foreign == 0 && switched > 0;
+    let mut got = format!(
+        "{SWITCH_ROUNDS} tasks, {detaches} detaches, {switched} switches to B (+{direct} \
+         faults on B), {not_attached} NotAttached, {refused} installs refused; {accesses} \
+         accesses, {while_detached} while detached; {leaked} pages left mapped after a \
+         detach; {foreign} foreign active contexts"
+    );
+    if !problems.is_empty() {
+        got = format!("{got}; {}", problems.join("; "));
+    }
+    Race {
+        got,
+        ok,
+        reason,
+        cycles: 0,
+    }
 }

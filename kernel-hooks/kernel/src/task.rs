@@ -25,7 +25,8 @@ use core::fmt;
 use core::sync::atomic::{AtomicU64, Ordering};
 
 use kernel_hooks::{
-    Decision, Fault, Invalidation, MapTicket, SecCtxMgr, Stats, SwitchResult, Violation,
+    Decision, DetachError, Fault, Invalidation, MapTicket, SecCtxMgr, Stats, SwitchResult, Unmap,
+    Violation,
 };
 use twizzler_capsec::{AccessKind, Expiry, ObjID, Protections};
 
@@ -258,6 +259,18 @@ pub fn run_shared(
     thread: &SecCtxMgr,
     program: ObjID,
     start: Start,
+    checkpoint: impl FnMut(u64),
+) -> Report {
+    run_shared_with_traps(thread, program, start, MAX_TRAPS, checkpoint)
+}
+
+/// [`run_shared`] for a task that may take up to `max_traps` traps (one that faults on many
+/// objects by design) instead of [`MAX_TRAPS`].
+pub fn run_shared_with_traps(
+    thread: &SecCtxMgr,
+    program: ObjID,
+    start: Start,
+    max_traps: usize,
     mut checkpoint: impl FnMut(u64),
 ) -> Report {
     let mut faults = Vec::new();
@@ -310,7 +323,7 @@ pub fn run_shared(
             continue;
         }
         traps += 1;
-        if traps > MAX_TRAPS {
+        if traps > max_traps {
             break Outcome::Runaway;
         }
         match vector {
@@ -373,12 +386,20 @@ fn decide(thread: &SecCtxMgr, fault: Fault, present: bool) -> (Decision, FaultRe
 
 /// Decisions whose ticket went stale before their page was installed (decided again).
 static STALE_TICKETS: AtomicU64 = AtomicU64::new(0);
+/// Decisions not installed because their context was no longer the thread's active one.
+static NOT_ACTIVE_AT_MAP: AtomicU64 = AtomicU64::new(0);
 /// Faults given back to user mode after [`MAX_DECIDE_RETRIES`] stale tickets in a row.
 static STALE_GIVE_UPS: AtomicU64 = AtomicU64::new(0);
 
 /// How many times one fault is decided again because its ticket went stale before the
 /// kernel could install the page; then the access is left to fault again from user mode.
 const MAX_DECIDE_RETRIES: usize = 4;
+
+/// Decisions not installed because another CPU switched the thread away from the context
+/// that granted them (and may have detached it) since boot.
+pub fn not_active_at_map() -> u64 {
+    NOT_ACTIVE_AT_MAP.load(Ordering::Relaxed)
+}
 
 /// (stale tickets, faults given back to user mode) since boot.
 pub fn ticket_counts() -> (u64, u64) {
@@ -389,13 +410,22 @@ pub fn ticket_counts() -> (u64, u64) {
 }
 
 /// Maps user page `page_addr` to `frame` with `prots`, granted under context `ctx`, if the
-/// decision's `ticket` is still current: `Ok(false)` (nothing installed) if not.
+/// decision's `ticket` is still current and `ctx` is still `thread`'s active context:
+/// `Ok(false)` (nothing installed) if not.
 ///
 /// The check and the install happen under the page-table lock, which `Host::unmap` takes
 /// too: a revocation that took the grant away either removed the decision's cache entry
 /// before we looked (the ticket is stale) or will unmap after we release the lock, and
 /// then finds the entry installed here (integration guide, section 7; `MapTicket`).
+///
+/// The same holds for a detach ([`detach`]): it detaches the context first, then unmaps its
+/// pages under this lock. A detached context is never active, so an install that sees `ctx`
+/// active here comes before that unmap, which removes it; one that comes after sees another
+/// context active and installs nothing. (Without the check, a decision switched to `ctx`
+/// just before another CPU switched the thread away and detached `ctx` would install a page
+/// under the detached context after its unmap.)
 fn map(
+    thread: &SecCtxMgr,
     page_addr: u64,
     frame: &Frame,
     prots: Protections,
@@ -409,6 +439,10 @@ fn map(
     };
     if !ENGINE.is_current(ticket) {
         STALE_TICKETS.fetch_add(1, Ordering::Relaxed);
+        return Ok(false);
+    }
+    if thread.active_id() != ctx {
+        NOT_ACTIVE_AT_MAP.fetch_add(1, Ordering::Relaxed);
         return Ok(false);
     }
     // Replacing a present entry may narrow it (another CPU's task mapped the page under a
@@ -545,11 +579,12 @@ fn decide_and_map(
     };
     let page_addr = addr & !(PAGE - 1);
     let mapped = match object.as_context() {
-        None => map(page_addr, frame, prots, granted_under, &ticket).map(|ok| ok.then_some(prots)),
+        None => map(thread, page_addr, frame, prots, granted_under, &ticket)
+            .map(|ok| ok.then_some(prots)),
         // Step 1 of the protocol: a context page is mapped read-only at first.
         Some(_) if kind != AccessKind::Write => {
             let ro = prots - Protections::WRITE;
-            map(page_addr, frame, ro, granted_under, &ticket).map(|ok| ok.then_some(ro))
+            map(thread, page_addr, frame, ro, granted_under, &ticket).map(|ok| ok.then_some(ro))
         }
         Some(_) if !ctx_invalidated => {
             record.invalidated = Some(ENGINE.invalidate_ctx(object.id).total());
@@ -557,7 +592,7 @@ fn decide_and_map(
             return write_ctx(thread, addr, error, rip, faults).map(|()| Installed::Yes);
         }
         Some(ctx) => ctx
-            .map_writable(|| map(page_addr, frame, prots, granted_under, &ticket))
+            .map_writable(|| map(thread, page_addr, frame, prots, granted_under, &ticket))
             .map(|ok| ok.then_some(prots)),
     };
     let result = match mapped {
@@ -596,6 +631,20 @@ fn write_ctx(
         page_fault(thread, rip, PF_USER | PF_FETCH, rip, faults, false)?;
     }
     page_fault(thread, addr, error, rip, faults, true)
+}
+
+/// Detaches inactive context `ctx` from `thread` and drops the pages mapped under it
+/// ([`Unmap::Context`] through the host's unmap, which shoots down every CPU's TLB before it
+/// returns): on Twizzler, the context's page tables in the thread's memory context. Every
+/// user page here is tagged with the context that granted it, and the tasks that run at one
+/// time share the address space under one context, so the pages tagged `ctx` are the
+/// thread's pages under `ctx`. Returns how many pages were unmapped.
+///
+/// The order matters: the context is detached first, so no fault path can install a page
+/// under it after the unmap (see [`map`]).
+pub fn detach(thread: &SecCtxMgr, ctx: ObjID) -> Result<usize, DetachError> {
+    thread.detach(ctx)?;
+    Ok(objects::unmap_pages(Unmap::Context(ctx)))
 }
 
 /// The present leaf entry's protections for user address `addr`, if mapped.

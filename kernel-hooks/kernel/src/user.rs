@@ -118,6 +118,54 @@ probe_seq_loop:
     lock inc qword ptr [rdi + r8]
     jmp 2b
 
+    /* Several objects in consecutive slots: rsi passes over r8 objects, the first at rdi
+       (a slot's base), object i at rdi + i GiB. Pass p reads the qword at page 1 + p % 4 of
+       each object and compares it with rdx + i (the object's word): r12 counts the reads,
+       r13 those that did not match. Checkpoint with i after each read; exit with r13. */
+    .global probe_multi_read
+probe_multi_read:
+    xor r12d, r12d
+    xor r13d, r13d
+    mov r9, rsi
+    xor r11d, r11d
+1:
+    test r9, r9
+    jz 9f
+    mov r10, r11
+    and r10, 3
+    inc r10
+    shl r10, 12
+    xor ecx, ecx
+2:
+    cmp rcx, r8
+    jae 8f
+    mov rax, rcx
+    shl rax, 30
+    add rax, rdi
+    add rax, r10
+    mov rax, qword ptr [rax]
+    inc r12
+    mov rbx, rdx
+    add rbx, rcx
+    cmp rax, rbx
+    je 3f
+    inc r13
+3:
+    mov rsi, rcx
+    mov eax, 1
+    int 0x80
+    inc rcx
+    jmp 2b
+8:
+    inc r11
+    dec r9
+    jmp 1b
+9:
+    mov rsi, r13
+    mov eax, 0
+    int 0x80
+    ud2
+
     .global user_probes_end
 user_probes_end:
     "#
@@ -134,6 +182,7 @@ unsafe extern "C" {
     static probe_read_loop: u8;
     static probe_read_edit_ctx_read: u8;
     static probe_seq_loop: u8;
+    static probe_multi_read: u8;
 }
 
 /// The probe code's bytes, to copy into the program object.
@@ -167,6 +216,10 @@ pub enum Probe {
     /// Read `rdx` (counting reads of the marker `sil` in `r13`), `lock xadd` the counter at
     /// `rdi` (its last result in `rbx`), in a loop until stopped.
     SeqLoop,
+    /// `rsi` passes over `r8` objects in consecutive slots from `rdi`, checking each read
+    /// against `rdx + i` (mismatches in `r13`, reads in `r12`) and checkpointing with `i`
+    /// after each; exits with the mismatches.
+    MultiRead,
 }
 
 impl Probe {
@@ -181,6 +234,7 @@ impl Probe {
             Self::ReadLoop => &raw const probe_read_loop,
             Self::ReadEditCtxRead => &raw const probe_read_edit_ctx_read,
             Self::SeqLoop => &raw const probe_seq_loop,
+            Self::MultiRead => &raw const probe_multi_read,
         };
         (sym as u64).saturating_sub(&raw const user_probes_start as u64)
     }

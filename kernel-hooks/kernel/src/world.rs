@@ -119,10 +119,43 @@ pub mod ids {
     pub const CTX_SMP: ObjID = ObjID::new(0x5c20);
     /// `rw-` on [`SMP_EDIT`]; edited by the kernel while tasks use it.
     pub const CTX_SMP_EDIT: ObjID = ObjID::new(0x5c21);
+
+    /// The first of the 64 objects faulted on by every CPU at once with the verification
+    /// cache full (`CACHE_OBJ_FIRST + i` for `i < CACHE_OBJECTS`), all signed by
+    /// [`KEY_CACHE`].
+    pub const CACHE_OBJ_FIRST: u128 = 0xf000;
+    /// The key every cache-pressure object shares (revoked once, at the scenario's end).
+    pub const KEY_CACHE: ObjID = ObjID::new(0x6b21);
+    /// One capability (`r--`) for each cache-pressure object.
+    pub const CTX_CACHE: ObjID = ObjID::new(0x5c22);
+    /// Data that only [`CTX_SWITCH_B`] grants (`rw-`).
+    pub const SWITCH_DATA: ObjID = ObjID::new(0xe007);
+    /// The active context of the switch-vs-detach race: no record for [`SWITCH_DATA`].
+    pub const CTX_SWITCH_A: ObjID = ObjID::new(0x5c23);
+    /// The inactive context of that race, attached and detached by another CPU.
+    pub const CTX_SWITCH_B: ObjID = ObjID::new(0x5c24);
+}
+
+/// How many cache-pressure objects there are (the several-CPU eviction scenario).
+pub const CACHE_OBJECTS: u64 = 64;
+/// The slot of the first cache-pressure object; the others follow (up to `MAX_SLOTS`).
+pub const FIRST_CACHE_SLOT: u64 = 64;
+
+/// The cache-pressure object `i`.
+pub fn cache_obj(i: u64) -> ObjID {
+    ObjID::new(ids::CACHE_OBJ_FIRST + u128::from(i))
+}
+
+/// The `u64` every page past the null page of cache-pressure object `i` is tiled with (its
+/// id), so a task can check each read against the object it read.
+pub fn cache_word(i: u64) -> u64 {
+    cache_obj(i).raw() as u64
 }
 
 /// The slot of the first several-CPU object (`SMP_KEYED[0]`); the others follow.
 pub const FIRST_SMP_SLOT: u64 = 50;
+/// The slot of [`ids::SWITCH_DATA`] (past the other several-CPU objects).
+pub const SWITCH_SLOT: u64 = FIRST_SMP_SLOT + 6;
 /// When the capability on [`ids::SMP_EXPIRING`] expires: five hours after boot (the race
 /// moves the engine's clock to shortly before it).
 pub const SMP_EXPIRY_NS: u64 = BOOT_EPOCH_NS + 5 * 3_600 * 1_000_000_000;
@@ -497,6 +530,52 @@ pub fn build(rng: &mut RdRand, pt: &mut PageTables) -> Result<ObjectTable, World
     let mut smp_edit = SecCtxEditor::new();
     smp_edit.add_cap(&cap(SMP_EDIT, CTX_SMP_EDIT, rw, &ed)?);
     objects.push(context(pt, slot, CTX_SMP_EDIT, None, smp_edit.encode()?)?);
+
+    // Cache pressure: 64 objects under one key of their own, one capability each in one
+    // context; every page past the null page holds the object's id.
+    let cache_key = SigningKey::generate(SigningScheme::Ed25519, rng);
+    objects.push(key(KEY_CACHE, &cache_key));
+    let mut cache_ctx = SecCtxEditor::new();
+    for i in 0..CACHE_OBJECTS {
+        let id = cache_obj(i);
+        let word = cache_word(i).to_le_bytes();
+        objects.push(frames_object(
+            pt,
+            id,
+            FIRST_CACHE_SLOT + i,
+            Some(KEY_CACHE),
+            none,
+            |page, frame| {
+                if page > 0 {
+                    frame.tile(&word);
+                }
+            },
+        )?);
+        cache_ctx.add_cap(&cap(id, CTX_CACHE, r, &cache_key)?);
+    }
+    objects.push(context(pt, slot, CTX_CACHE, None, cache_ctx.encode()?)?);
+
+    // Switch vs detach: data only the inactive context B grants.
+    objects.push(frames_object(
+        pt,
+        SWITCH_DATA,
+        SWITCH_SLOT,
+        Some(KEY_ED25519),
+        none,
+        |page, frame| {
+            frame.fill(fill_byte(SWITCH_SLOT, page));
+        },
+    )?);
+    objects.push(context(
+        pt,
+        slot,
+        CTX_SWITCH_A,
+        None,
+        SecCtxEditor::new().encode()?,
+    )?);
+    let mut switch_b = SecCtxEditor::new();
+    switch_b.add_cap(&cap(SWITCH_DATA, CTX_SWITCH_B, rw, &ed)?);
+    objects.push(context(pt, slot, CTX_SWITCH_B, None, switch_b.encode()?)?);
 
     // Malformed: a valid context cut in half, and random bytes.
     let mut whole = main.encode()?;
