@@ -10,7 +10,7 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use benches::host::{BenchHost, CTX, INFO, fault_engine, obj};
+use benches::host::{BenchHost, CTX, INFO, denial_engine, fault_engine, obj};
 use criterion::{BatchSize, BenchmarkId, Criterion, criterion_group, criterion_main};
 use kernel_hooks::{Decision, Engine, Fault, SecCtxMgr};
 use rand_chacha::ChaCha20Rng;
@@ -208,10 +208,44 @@ fn bench_contention(c: &mut Criterion) {
     g.finish();
 }
 
+/// A repeated denied fault against a hit, in one group: the denial is cached and explained
+/// from the cache entry, so it should cost about a hit whatever the context holds.
+fn bench_denials(c: &mut Criterion) {
+    let mut g = c.benchmark_group("denied_repeat");
+    g.measurement_time(Duration::from_secs(3));
+    let key = SigningKey::generate(SigningScheme::Ed25519, &mut ChaCha20Rng::seed_from_u64(1));
+    let wrong = SigningKey::generate(SigningScheme::Ed25519, &mut ChaCha20Rng::seed_from_u64(2));
+    let t = SecCtxMgr::new(CTX);
+    // The reference: a granted hit.
+    let granted = engine(1, SigningScheme::Ed25519, false, 1);
+    check(granted.decide(&t, &read(1)));
+    g.bench_function("hit_granted", |b| {
+        b.iter(|| granted.decide(&t, black_box(&read(1))))
+    });
+    for (name, n, bad) in [
+        ("bad_records/1", 1u128, true),
+        ("bad_records/2000", 2_000, true),
+        ("other_objects/1000000", 1_000_000, false),
+    ] {
+        let e = denial_engine(n, &key, &wrong, bad);
+        let first = Instant::now();
+        let d = e.decide(&t, &read(1));
+        assert!(matches!(d, Decision::Violation(_)), "{name}: {d:?}");
+        eprintln!(
+            "denied_repeat/{name}: first fault {:?}, {} signatures checked",
+            first.elapsed(),
+            e.stats().verifies + e.stats().failed_verifies
+        );
+        g.bench_function(name, |b| b.iter(|| e.decide(&t, black_box(&read(1)))));
+    }
+    g.finish();
+}
+
 criterion_group!(
     benches,
     bench_decide,
     bench_invalidation_stream,
-    bench_contention
+    bench_contention,
+    bench_denials
 );
 criterion_main!(benches);

@@ -85,6 +85,41 @@ pub mod host {
         }))
     }
 
+    /// An engine whose context denies faults on `obj(0)`: with `bad` true it holds `n` records
+    /// for `obj(0)` signed by the wrong key; with `bad` false it holds `n` valid records for
+    /// other objects and none for `obj(0)`. `key` signs for every object; `wrong` is another key.
+    pub fn denial_engine(
+        n: u128,
+        key: &SigningKey,
+        wrong: &SigningKey,
+        bad: bool,
+    ) -> Box<Engine<BenchHost>> {
+        let mut e = SecCtxEditor::new();
+        if bad {
+            for i in 0..n {
+                let mut g = CapGrant::new(obj(0), CTX, Protections::READ);
+                // Distinct records (distinct signatures to check).
+                g.expires = twizzler_capsec::Expiry::from_raw(NOW + 1_000_000_000 + i as u64);
+                e.add_cap(&Cap::mint(g, wrong).expect("benchmark keys sign"));
+            }
+        } else {
+            let first = Cap::mint(CapGrant::new(obj(1), CTX, Protections::READ), key)
+                .expect("benchmark keys sign");
+            for i in 1..=n {
+                let g = CapGrant::new(obj(i), CTX, Protections::READ);
+                e.add_cap(&Cap::from_parts(g, *first.signature()));
+            }
+        }
+        Box::new(Engine::new(BenchHost {
+            objects: [(obj(0), INFO)].into(),
+            keys: [(KUID, key.verifying_key())].into(),
+            ctx: CTX,
+            versions: vec![e.encode().expect("benchmark contexts encode")],
+            current: AtomicUsize::new(0),
+            now: NOW,
+        }))
+    }
+
     /// The benchmark host.
     pub struct BenchHost {
         /// Objects by id.
