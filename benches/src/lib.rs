@@ -19,12 +19,12 @@ impl Authority for OneKey {
 /// A host kernel for the fault-path benchmarks: objects in a map, one context (whose bytes
 /// can be swapped between prepared versions), keys parsed once, a fixed clock, no-op unmaps.
 pub mod host {
-    use std::collections::HashMap;
+    use std::collections::{HashMap, HashSet};
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     use kernel_hooks::{CtxBytes, Engine, Host, ObjectInfo, Unmap};
     use twizzler_capsec::{
-        Cap, CapGrant, ObjID, Protections, SecCtxEditor, SigningKey, VerifyingKey,
+        Cap, CapGrant, ObjID, Protections, RecordId, SecCtxEditor, SigningKey, VerifyingKey,
     };
 
     /// The context of the fault-path benchmarks.
@@ -82,6 +82,8 @@ pub mod host {
             versions,
             current: AtomicUsize::new(0),
             now: NOW,
+            revoked_keys: HashSet::new(),
+            revoked_records: HashSet::new(),
         }))
     }
 
@@ -117,6 +119,8 @@ pub mod host {
             versions: vec![e.encode().expect("benchmark contexts encode")],
             current: AtomicUsize::new(0),
             now: NOW,
+            revoked_keys: HashSet::new(),
+            revoked_records: HashSet::new(),
         }))
     }
 
@@ -134,6 +138,10 @@ pub mod host {
         pub current: AtomicUsize,
         /// The time.
         pub now: u64,
+        /// Revoked key objects (the host's set; the engine keeps none).
+        pub revoked_keys: HashSet<ObjID>,
+        /// Revoked records.
+        pub revoked_records: HashSet<RecordId>,
     }
 
     impl BenchHost {
@@ -160,6 +168,12 @@ pub mod host {
         }
         fn with_key<R>(&self, kuid: ObjID, f: impl FnOnce(&VerifyingKey) -> R) -> Option<R> {
             self.keys.get(&kuid).map(f)
+        }
+        fn key_revoked(&self, kuid: ObjID) -> bool {
+            self.revoked_keys.contains(&kuid)
+        }
+        fn record_revoked(&self, id: &RecordId) -> bool {
+            self.revoked_records.contains(id)
         }
         fn monotonic_ns(&self) -> u64 {
             self.now

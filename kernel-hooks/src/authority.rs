@@ -1,22 +1,19 @@
-//! The engine's [`Authority`]: keys lent by the host, revocations, the memory of signature
+//! The engine's [`Authority`]: keys and revocations from the host, the memory of signature
 //! checks, and a record of what was consulted.
 
 use core::cell::{Cell, RefCell};
 
-use spin::RwLock;
 use twizzler_capsec::{Authority, KeyLookupError, ObjID, RecordId, VerifyingKey};
 
 use crate::cache::Deps;
 use crate::host::{Host, ObjectInfo};
 use crate::memo::RecordMemo;
-use crate::revocation::Revocations;
 use crate::stats::Counters;
 
 /// An [`Authority`] for one evaluation of one object, noting every key object and record id
 /// it is asked about so the resulting cache entry knows what it depends on.
 pub(crate) struct EngineAuthority<'e, H: Host> {
     pub host: &'e H,
-    pub revoked: &'e RwLock<Revocations>,
     pub memo: &'e RecordMemo,
     /// Signature checks that failed.
     pub failed: &'e RecordMemo,
@@ -42,8 +39,7 @@ impl<H: Host> Authority for EngineAuthority<'_, H> {
         }
         .ok_or(KeyLookupError::NoKuid(obj))?;
         self.deps.borrow_mut().add_kuid(kuid);
-        // The read lock is released before the host is called.
-        if self.revoked.read().key_revoked(kuid) {
+        if self.host.key_revoked(kuid) {
             return Err(KeyLookupError::KeyRevoked(obj));
         }
         self.host
@@ -53,7 +49,7 @@ impl<H: Host> Authority for EngineAuthority<'_, H> {
 
     fn is_revoked(&self, id: &RecordId) -> bool {
         self.deps.borrow_mut().add_record(id);
-        self.revoked.read().record_revoked(id)
+        self.host.record_revoked(id)
     }
 
     fn is_verified(&self, id: &RecordId) -> bool {

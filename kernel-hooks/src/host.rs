@@ -15,7 +15,7 @@
 //!   [`Host::monotonic_ns`] and nothing else of the host: the object's `kuid` and default
 //!   protections travel in the [`crate::Fault`].
 
-use twizzler_capsec::{ObjID, Protections, VerifyingKey};
+use twizzler_capsec::{ObjID, Protections, RecordId, VerifyingKey};
 
 use crate::ctx_bytes::CtxBytes;
 
@@ -99,6 +99,16 @@ pub trait Host {
     /// the engine keeps nothing but what verified (see [`crate::Engine::invalidate_key`]
     /// for a key object that changes).
     fn with_key<R>(&self, kuid: ObjID, f: impl FnOnce(&VerifyingKey) -> R) -> Option<R>;
+
+    /// Whether key object `kuid` is revoked. Consulted on a miss, for every key a record
+    /// needs; never on a hit. The host keeps the set (any size: a hash set, a sorted table on
+    /// disk) and records a revocation in it *before* calling [`crate::Engine::revoke_key`].
+    fn key_revoked(&self, kuid: ObjID) -> bool;
+
+    /// Whether the record with this id is revoked (for a delegation: consulted for it and for
+    /// every record it derives from). Consulted on a miss, never on a hit; recorded by the host
+    /// before it calls [`crate::Engine::revoke_record`].
+    fn record_revoked(&self, id: &RecordId) -> bool;
 
     /// The kernel's monotonic clock, in nanoseconds since boot. The engine adds the offset
     /// set with [`crate::Engine::set_wall_clock_offset`] to compare with expiry times.

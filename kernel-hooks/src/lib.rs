@@ -19,7 +19,8 @@
 //!   epoch, the object's `kuid` and default protections and the records' earliest expiry, so a
 //!   hit costs a hash, a lock and a few compares; and [`RecordMemo`], the signature checks
 //!   that succeeded, so a record still present after a context edit is not verified again;
-//! - revocation and invalidation ([`Engine::revoke_key`], [`Engine::revoke_record`],
+//! - revocation and invalidation ([`Engine::revoke_key`], [`Engine::revoke_record`], after the
+//!   host recorded the revocation in its own sets, which may hold millions;
 //!   [`Engine::invalidate_ctx`], [`Engine::invalidate_key`], [`Engine::expire`] with
 //!   [`Engine::next_deadline`] for the timer), each unmapping through the host, after the
 //!   engine's locks are released, what it takes away.
@@ -64,6 +65,9 @@
 //!     fn with_key<R>(&self, kuid: ObjID, f: impl FnOnce(&VerifyingKey) -> R) -> Option<R> {
 //!         self.keys.get(&kuid).map(f)
 //!     }
+//!     // Revocation sets are the kernel's (any size); this toy revokes nothing.
+//!     fn key_revoked(&self, _kuid: ObjID) -> bool { false }
+//!     fn record_revoked(&self, _id: &RecordId) -> bool { false }
 //!     fn monotonic_ns(&self) -> u64 { 1 }
 //!     fn unmap(&self, _what: Unmap) {}
 //! }
@@ -109,7 +113,6 @@ mod fault;
 mod host;
 pub mod memo;
 mod mgr;
-mod revocation;
 mod stats;
 mod ticket;
 
@@ -120,6 +123,5 @@ pub use fault::{Decision, DenyCause, Fault, Violation};
 pub use host::{Host, ObjectInfo, Unmap, UnmapGranularity};
 pub use memo::RecordMemo;
 pub use mgr::{AttachError, DetachError, KERNEL_SCTX, SecCtxMgr, SwitchResult};
-pub use revocation::{MAX_REVOKED_KEYS, MAX_REVOKED_RECORDS, RevokeError};
 pub use stats::Stats;
 pub use ticket::MapTicket;

@@ -66,7 +66,7 @@ fn concurrent_faults_and_revocations() {
         let revoker = SecCtxMgr::new(CTX_A);
         for i in (0..OBJECTS).step_by(2) {
             std::thread::yield_now();
-            w.engine.revoke_record(caps[i as usize].id()).unwrap();
+            w.revoke_record(caps[i as usize].id());
             assert!(
                 matches!(
                     w.decide(&revoker, obj(i), PAGE, AccessKind::Read),

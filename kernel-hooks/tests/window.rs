@@ -32,6 +32,12 @@ impl Host for PageTableHost {
     fn with_key<R>(&self, kuid: ObjID, f: impl FnOnce(&VerifyingKey) -> R) -> Option<R> {
         self.inner.with_key(kuid, f)
     }
+    fn key_revoked(&self, kuid: ObjID) -> bool {
+        self.inner.key_revoked(kuid)
+    }
+    fn record_revoked(&self, id: &twizzler_capsec::RecordId) -> bool {
+        self.inner.record_revoked(id)
+    }
     fn monotonic_ns(&self) -> u64 {
         self.inner.monotonic_ns()
     }

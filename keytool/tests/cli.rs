@@ -1078,3 +1078,36 @@ fn keys_generated_by_openssl_import_and_sign() {
         );
     }
 }
+
+#[test]
+fn check_and_verify_agree_past_a_thousand_revocations() {
+    // The engine once kept 512 revoked records and 64 keys; past that, `check` granted a
+    // revoked record with a warning while `verify` said invalid. The simulator now consults the
+    // store's list itself.
+    let w = world();
+    let kt = &w.kt;
+    kt.ok(&w.mint("r--", "r.cap", &[]));
+    kt.ok(&["ctx", "add", &w.c1, "r.cap"]);
+    let store = secctx::DirStore::open(kt.store()).expect("open the store");
+    secctx::revocations::RevocationList::add(&store, |list| {
+        for i in 0..1_000u64 {
+            let mut id = [0u8; 32];
+            id[..8].copy_from_slice(&i.to_le_bytes());
+            list.records.insert(twizzler_capsec::RecordId(id));
+        }
+        for i in 0..100u128 {
+            list.keys
+                .insert(twizzler_capsec::ObjID::new(0x7000_0000 + i));
+        }
+        true
+    })
+    .expect("write the revocation list");
+    assert!(check(&w, &[&w.c1], "0x1000", "read", &[]).0);
+    assert_eq!(kt.json(&["verify", "r.cap"])["valid"], true);
+    // The 1,001st revocation: both say no, and check gives no warning.
+    kt.ok(&["revoke", "--record", "r.cap"]);
+    let (granted, j) = check(&w, &[&w.c1], "0x1000", "read", &[]);
+    assert!(!granted, "{j}");
+    assert_eq!(j["warnings"].as_array().map_or(0, Vec::len), 0, "{j}");
+    assert_eq!(kt.json_code(&["verify", "r.cap"], 1)["valid"], false);
+}

@@ -89,6 +89,8 @@ struct StoreHost {
     objects: HashMap<ObjID, ObjectInfo>,
     contexts: HashMap<ObjID, Vec<u8>>,
     keys: HashMap<ObjID, VerifyingKey>,
+    /// The store's revocation list: the engine's revocation sets.
+    revoked: RevocationList,
     now: u64,
 }
 
@@ -104,6 +106,12 @@ impl Host for StoreHost {
     }
     fn with_key<R>(&self, kuid: ObjID, f: impl FnOnce(&VerifyingKey) -> R) -> Option<R> {
         self.keys.get(&kuid).map(f)
+    }
+    fn key_revoked(&self, kuid: ObjID) -> bool {
+        self.revoked.keys.contains(&kuid)
+    }
+    fn record_revoked(&self, id: &RecordId) -> bool {
+        self.revoked.records.contains(id)
     }
     /// The simulation's clock is the Unix time it was asked about (the offset stays 0).
     fn monotonic_ns(&self) -> u64 {
@@ -145,7 +153,6 @@ pub type SimError = StoreError;
 /// Runs the kernel's decision over a store.
 pub struct AccessSimulator {
     engine: Box<Engine<StoreHost>>,
-    revoked: RevocationList,
     /// Objects that could not be loaded (corrupt, or not what they should be): they count as
     /// absent, and the decisions say so.
     pub warnings: Vec<String>,
@@ -166,6 +173,7 @@ impl AccessSimulator {
             objects: HashMap::new(),
             contexts: HashMap::new(),
             keys: HashMap::new(),
+            revoked: RevocationList::default(),
             now,
         };
         let mut warnings = Vec::new();
@@ -210,25 +218,11 @@ impl AccessSimulator {
                 }
             }
         }
-        let revoked = RevocationList::load(store)?;
+        // The engine consults the store's revocation list itself (it is the host's set, of any
+        // size), so its decisions and the explanations below agree on every revocation.
+        host.revoked = RevocationList::load(store)?;
         let engine = Box::new(Engine::new(host));
-        for k in &revoked.keys {
-            // The engine's tables are bounded; a longer list still applies to the
-            // explanations, and this warning says the decision may differ.
-            if let Err(e) = engine.revoke_key(*k) {
-                warnings.push(format!("revoked key {k} not applied to the engine: {e}"));
-            }
-        }
-        for r in &revoked.records {
-            if let Err(e) = engine.revoke_record(*r) {
-                warnings.push(format!("revoked record {r} not applied to the engine: {e}"));
-            }
-        }
-        Ok(Self {
-            engine,
-            revoked,
-            warnings,
-        })
+        Ok(Self { engine, warnings })
     }
 
     /// Simulates `access` by a thread whose contexts are `contexts`, the first one active.
@@ -320,7 +314,7 @@ impl AccessSimulator {
             .unwrap_or(Protections::empty());
         let auth = SimAuthority {
             host,
-            revoked: &self.revoked,
+            revoked: &host.revoked,
         };
         let mut lines = Vec::new();
         let perms = evaluate_explained(

@@ -58,6 +58,13 @@ impl Host for FileKernel {
     fn with_key<R>(&self, kuid: ObjID, f: impl FnOnce(&VerifyingKey) -> R) -> Option<R> {
         self.keys.get(&kuid).map(f)
     }
+    // This test revokes nothing.
+    fn key_revoked(&self, _kuid: ObjID) -> bool {
+        false
+    }
+    fn record_revoked(&self, _id: &twizzler_capsec::RecordId) -> bool {
+        false
+    }
     fn monotonic_ns(&self) -> u64 {
         NOW
     }

@@ -30,12 +30,13 @@
 //!    mappings, `invlpg`) before it lends the bytes, and holds the context's state lock while
 //!    the engine reads them, so no write fault can make the page writable meanwhile.
 
+use alloc::collections::BTreeSet;
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicU64, Ordering};
 
-use kernel_hooks::{CtxBytes, Engine, Host, ObjectInfo, Unmap};
+use kernel_hooks::{CtxBytes, Engine, Host, Invalidation, ObjectInfo, Unmap};
 use spin::{Mutex, Once};
-use twizzler_capsec::{ObjID, Protections, VerifyingKey};
+use twizzler_capsec::{ObjID, Protections, RecordId, VerifyingKey};
 
 use crate::clock;
 use crate::paging::{CtxTag, Frame, PAGE, PageTables, SLOT_SIZE};
@@ -318,6 +319,24 @@ pub fn host_calls() -> HostCalls {
     }
 }
 
+/// Revoked key objects and records: the kernel's sets (any size, on the heap), consulted by
+/// the engine on misses only. A revocation is recorded here first, then the engine is told.
+static REVOKED_KEYS: Mutex<BTreeSet<ObjID>> = Mutex::new(BTreeSet::new());
+static REVOKED_RECORDS: Mutex<BTreeSet<RecordId>> = Mutex::new(BTreeSet::new());
+
+/// Revokes key object `kuid`: records it, then has the engine take away (and unmap, with
+/// shootdown) everything granted under it.
+pub fn revoke_key(kuid: ObjID) -> Invalidation {
+    REVOKED_KEYS.lock().insert(kuid);
+    ENGINE.revoke_key(kuid)
+}
+
+/// Revokes record `id` (and every delegation derived from it), as [`revoke_key`] does.
+pub fn revoke_record(id: RecordId) -> Invalidation {
+    REVOKED_RECORDS.lock().insert(id);
+    ENGINE.revoke_record(id)
+}
+
 /// The kernel as the engine's host: the object table, the clock, the page tables.
 pub struct KernelHost;
 
@@ -381,6 +400,14 @@ impl Host for KernelHost {
             Body::Key(key) => Some(f(key)),
             _ => None,
         }
+    }
+
+    fn key_revoked(&self, kuid: ObjID) -> bool {
+        REVOKED_KEYS.lock().contains(&kuid)
+    }
+
+    fn record_revoked(&self, id: &RecordId) -> bool {
+        REVOKED_RECORDS.lock().contains(id)
     }
 
     fn monotonic_ns(&self) -> u64 {

@@ -488,9 +488,7 @@ fn revocation() -> Check {
         |v| {
             first = Some(v);
             before = mapped_prots(addr);
-            unmapped = ENGINE
-                .revoke_key(KEY_REVOCABLE)
-                .map_or(0, |inv| inv.total());
+            unmapped = crate::objects::revoke_key(KEY_REVOCABLE).total();
             after = mapped_prots(addr);
         },
     );

@@ -264,11 +264,9 @@ pub fn run_all() -> Option<SmpResults> {
         });
     };
     let revoke = |i: usize| {
-        move || {
-            ENGINE
-                .revoke_key(KEY_SMP[i])
-                .map(|_| ())
-                .map_err(|e| format!("revoke_key: {e:?}"))
+        move || -> Result<(), String> {
+            crate::objects::revoke_key(KEY_SMP[i]);
+            Ok(())
         }
     };
 
@@ -288,10 +286,8 @@ pub fn run_all() -> Option<SmpResults> {
 
     let r = race(SMP_RECORD, CTX_SMP, aps, false, || {
         let id = SMP_RECORD_ID.get().ok_or("no record id")?;
-        ENGINE
-            .revoke_record(*id)
-            .map(|_| ())
-            .map_err(|e| format!("revoke_record: {e:?}"))
+        crate::objects::revoke_record(*id);
+        Ok(())
     });
     push("revoke_record vs AP tasks", "no access after return", &r);
 
@@ -590,11 +586,8 @@ fn cache_pressure(aps: usize) -> Race {
         }
     }
     let mapped_before = cache_pages_mapped();
-    let revoked = ENGINE.revoke_key(KEY_CACHE);
+    crate::objects::revoke_key(KEY_CACHE);
     let mapped_after = cache_pages_mapped();
-    if let Err(e) = revoked {
-        return failed(format!("revoke_key: {e:?}"));
-    }
     ok &= wrong == 0
         && cached == SETS * WAYS
         && evictions > CACHE_OBJECTS

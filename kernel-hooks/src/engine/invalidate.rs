@@ -1,7 +1,7 @@
 //! Taking grants away: revocation, invalidation, expiry, and the unmaps they cause.
 //!
-//! Each operation records what changed (under the revocation lock, where there is one),
-//! bumps the epoch so no entry stamped before it can hit again, then sweeps the cache: the
+//! The host records a revocation in its own sets first; each operation then bumps the epoch so
+//! no entry stamped before it can hit again, and sweeps the cache: the
 //! entries that may depend on what changed are removed, the others are re-stamped so they
 //! keep hitting. The unmaps happen after each set's lock is released, and every one is done
 //! before the operation returns. An entry verified concurrently and inserted after the sweep
@@ -16,7 +16,6 @@ use twizzler_capsec::{ObjID, RecordId};
 use super::{Engine, expiry_key};
 use crate::cache::{CachedPerms, Removed};
 use crate::host::{Host, Unmap, UnmapGranularity};
-use crate::revocation::RevokeError;
 use crate::stats::Counters;
 
 /// Unmaps an [`Invalidation`] lists; more are performed but only counted.
@@ -54,30 +53,21 @@ impl Invalidation {
 }
 
 impl<H: Host> Engine<H> {
-    /// Revokes key object `kuid`: every record signed by it, or by a delegation provider
-    /// using it, stops granting. Unmaps what was granted under it.
-    pub fn revoke_key(&self, kuid: ObjID) -> Result<Invalidation, RevokeError> {
-        let old = {
-            let mut revoked = self.revoked.write();
-            if !revoked.revoke_key(kuid)? {
-                return Ok(Invalidation::default());
-            }
-            self.epoch.fetch_add(1, Ordering::AcqRel)
-        };
-        Ok(self.sweep(old, |e| e.deps.uses_kuid(kuid)))
+    /// Key object `kuid` was revoked: the host's [`Host::key_revoked`] already says so (the
+    /// host records it first). Every record signed by it, or by a delegation provider using it,
+    /// stops granting; every decision that consulted it is forgotten and what it granted is
+    /// unmapped before this returns. Calling it again is harmless.
+    pub fn revoke_key(&self, kuid: ObjID) -> Invalidation {
+        let old = self.epoch.fetch_add(1, Ordering::AcqRel);
+        self.sweep(old, |e| e.deps.uses_kuid(kuid))
     }
 
-    /// Revokes the record with id `id` (and so every delegation derived from it). Unmaps what
-    /// was granted under it.
-    pub fn revoke_record(&self, id: RecordId) -> Result<Invalidation, RevokeError> {
-        let old = {
-            let mut revoked = self.revoked.write();
-            if !revoked.revoke_record(id)? {
-                return Ok(Invalidation::default());
-            }
-            self.epoch.fetch_add(1, Ordering::AcqRel)
-        };
-        Ok(self.sweep(old, |e| e.deps.uses_record(&id)))
+    /// The record with id `id` was revoked: the host's [`Host::record_revoked`] already says
+    /// so. It stops granting, and so does every delegation derived from it; what they granted
+    /// is unmapped before this returns.
+    pub fn revoke_record(&self, id: RecordId) -> Invalidation {
+        let old = self.epoch.fetch_add(1, Ordering::AcqRel);
+        self.sweep(old, |e| e.deps.uses_record(&id))
     }
 
     /// Key object `kuid` changed (the host rewrote or replaced the key it holds): forgets

@@ -8,8 +8,8 @@
 //!
 //! # Locks
 //!
-//! The engine's locks are the cache sets' spinlocks, the revocation table's reader-writer
-//! lock, the validated-context table's spinlock and the memo sets' spinlocks. None is held
+//! The engine's locks are the cache sets' spinlocks, the validated-context table's spinlock
+//! and the memo sets' spinlocks (the revocation sets are the host's). None is held
 //! while another is taken, none is held across a call into the host, and nothing is
 //! allocated under any of them. A thread's [`SecCtxMgr`] lock is taken only to copy one id
 //! out of it.
@@ -21,7 +21,7 @@ mod read;
 use core::cell::{Cell, RefCell};
 use core::sync::atomic::{AtomicU64, Ordering};
 
-use spin::{Mutex, RwLock};
+use spin::Mutex;
 use twizzler_capsec::{
     Access, CtxFlags, Expiry, Grant, MAX_OBJECT_SIZE, ObjID, PAGE_SIZE, PermsInfo, Protections,
     SecCtx, Verdict, evaluate,
@@ -36,7 +36,6 @@ use crate::fault::{Decision, Fault, Violation};
 use crate::host::{Host, ObjectInfo};
 use crate::memo::RecordMemo;
 use crate::mgr::{KERNEL_SCTX, SecCtxMgr};
-use crate::revocation::Revocations;
 use crate::stats::{Counters, Stats};
 use crate::ticket::{MapTicket, Ticket};
 use read::ValidatedCtxs;
@@ -69,14 +68,13 @@ struct Looked {
 ///
 /// Generic over the [`Host`] kernel; `const`-constructible, heap-free and all zero bytes when
 /// new, so a kernel keeps it in a `static` in `.bss`. Safe to share between CPUs: the caches
-/// are split into spinlocked sets, revocations take a write lock, counters are atomics.
+/// are split into spinlocked sets, revocations move an epoch, counters are atomics.
 pub struct Engine<H: Host> {
     host: H,
     cache: VerifyCache,
     memo: RecordMemo,
     /// Signature checks that failed (a check's outcome never changes: remembered for ever).
     failed: RecordMemo,
-    revoked: RwLock<Revocations>,
     /// Bumped by every revocation and invalidation; cache entries stamped with an older epoch
     /// miss.
     epoch: AtomicU64,
@@ -107,7 +105,6 @@ impl<H: Host> Engine<H> {
             cache: VerifyCache::new(),
             memo: RecordMemo::new(),
             failed: RecordMemo::new(),
-            revoked: RwLock::new(Revocations::new()),
             epoch: AtomicU64::new(0),
             validated: Mutex::new(ValidatedCtxs::EMPTY),
             counters: Counters::new(),
@@ -305,7 +302,6 @@ impl<H: Host> Engine<H> {
     ) -> EngineAuthority<'a, H> {
         EngineAuthority {
             host: &self.host,
-            revoked: &self.revoked,
             memo: &self.memo,
             failed: &self.failed,
             budget,

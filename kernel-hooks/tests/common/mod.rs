@@ -2,7 +2,7 @@
 //! log of unmaps, all behind locks so a test can change them while the engine runs.
 #![allow(dead_code)]
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -12,8 +12,8 @@ use kernel_hooks::{
 use rand_chacha::ChaCha20Rng;
 use rand_core::SeedableRng;
 use twizzler_capsec::{
-    AccessKind, Cap, CapGrant, ObjID, Protections, SecCtxEditor, SigningKey, SigningScheme,
-    VerifyingKey,
+    AccessKind, Cap, CapGrant, ObjID, Protections, RecordId, SecCtxEditor, SigningKey,
+    SigningScheme, VerifyingKey,
 };
 
 pub const R: Protections = Protections::READ;
@@ -44,6 +44,9 @@ pub struct TestHost {
     pub unmapped: Mutex<Vec<Unmap>>,
     /// Host calls other than the clock, counted (to show that a hit makes none).
     pub calls: AtomicU64,
+    /// The revocation sets, of any size (the engine keeps none).
+    revoked_keys: Mutex<HashSet<ObjID>>,
+    revoked_records: Mutex<HashSet<RecordId>>,
 }
 
 impl Default for TestHost {
@@ -55,6 +58,8 @@ impl Default for TestHost {
             now: AtomicU64::new(T0),
             unmapped: Mutex::default(),
             calls: AtomicU64::new(0),
+            revoked_keys: Mutex::default(),
+            revoked_records: Mutex::default(),
         }
     }
 }
@@ -106,6 +111,17 @@ impl TestHost {
         std::mem::take(&mut *self.unmapped.lock().unwrap())
     }
 
+    /// Records key object `kuid` as revoked (what a kernel's revocation call does before it
+    /// tells the engine).
+    pub fn record_key_revocation(&self, kuid: ObjID) {
+        self.revoked_keys.lock().unwrap().insert(kuid);
+    }
+
+    /// Records record `id` as revoked.
+    pub fn record_record_revocation(&self, id: RecordId) {
+        self.revoked_records.lock().unwrap().insert(id);
+    }
+
     pub fn host_calls(&self) -> u64 {
         self.calls.load(Ordering::SeqCst)
     }
@@ -131,6 +147,16 @@ impl Host for TestHost {
         self.count();
         let key = self.keys.lock().unwrap().get(&kuid).cloned()?;
         Some(f(&key))
+    }
+
+    fn key_revoked(&self, kuid: ObjID) -> bool {
+        self.count();
+        self.revoked_keys.lock().unwrap().contains(&kuid)
+    }
+
+    fn record_revoked(&self, id: &RecordId) -> bool {
+        self.count();
+        self.revoked_records.lock().unwrap().contains(id)
     }
 
     fn monotonic_ns(&self) -> u64 {
@@ -246,6 +272,18 @@ impl World {
     /// The fault a kernel would build: the object's metadata comes from its table.
     pub fn fault(&self, target: ObjID, offset: u64, kind: AccessKind) -> Fault {
         Fault::new(target, self.host().info(target), offset, kind)
+    }
+
+    /// Revokes key object `kuid` as a kernel does: records it, then tells the engine.
+    pub fn revoke_key(&self, kuid: ObjID) -> Invalidation {
+        self.host().record_key_revocation(kuid);
+        self.engine.revoke_key(kuid)
+    }
+
+    /// Revokes record `id` as a kernel does: records it, then tells the engine.
+    pub fn revoke_record(&self, id: RecordId) -> Invalidation {
+        self.host().record_record_revocation(id);
+        self.engine.revoke_record(id)
     }
 
     /// Writes context `ctx` as the kernel sees a write: new bytes, then `invalidate_ctx`.
