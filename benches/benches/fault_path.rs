@@ -241,11 +241,40 @@ fn bench_denials(c: &mut Criterion) {
     g.finish();
 }
 
+/// A miss with 0, 1,000 and 1,000,000 revoked records in the host's set: the engine keeps no
+/// table, and the host's hash set answers in constant time, so the cost should be flat.
+fn bench_revoked(c: &mut Criterion) {
+    let mut g = c.benchmark_group("decide_miss_revoked");
+    g.measurement_time(Duration::from_secs(3));
+    for n in [0u64, 1_000, 1_000_000] {
+        let mut e = engine(1, SigningScheme::Ed25519, false, 1);
+        let host = &mut e.host_mut().revoked_records;
+        for i in 0..n {
+            let mut id = [0u8; 32];
+            id[..8].copy_from_slice(&i.to_le_bytes());
+            host.insert(twizzler_capsec::RecordId(id));
+        }
+        let t = SecCtxMgr::new(CTX);
+        check(e.decide(&t, &read(1)));
+        g.bench_function(BenchmarkId::from_parameter(n), |b| {
+            b.iter_batched(
+                || {
+                    e.flush();
+                },
+                |()| e.decide(&t, black_box(&read(1))),
+                BatchSize::PerIteration,
+            )
+        });
+    }
+    g.finish();
+}
+
 criterion_group!(
     benches,
     bench_decide,
     bench_invalidation_stream,
     bench_contention,
-    bench_denials
+    bench_denials,
+    bench_revoked
 );
 criterion_main!(benches);

@@ -118,6 +118,12 @@ impl<H: Host> Engine<H> {
         &self.host
     }
 
+    /// The host, to change it while no one else uses the engine (a kernel that builds its
+    /// tables before the first fault; benchmarks and tests).
+    pub fn host_mut(&mut self) -> &mut H {
+        &mut self.host
+    }
+
     /// A snapshot of the counters.
     pub fn stats(&self) -> Stats {
         Stats {
