@@ -341,9 +341,19 @@ impl DirStore {
         };
         let mut opts = OpenOptions::new();
         opts.read(true).write(true).create(true).truncate(false);
-        let file = with_mode(&mut opts, LOCK_MODE)
+        let file = untrusting(with_mode(&mut opts, LOCK_MODE))
             .open(&path)
-            .map_err(|e| io_err("open lock file", e))?;
+            .map_err(|e| io_err("open lock file (it must be a regular file, not a link)", e))?;
+        if !file
+            .metadata()
+            .map_err(|e| io_err("inspect lock file", e))?
+            .is_file()
+        {
+            return Err(StoreError::Corrupt {
+                id,
+                why: format!("{} is not a regular file", path.display()),
+            });
+        }
         loop {
             match file.lock() {
                 Ok(()) => return Ok(ObjLock { file }),
@@ -353,19 +363,60 @@ impl DirStore {
         }
     }
 
-    /// Reads and decodes object `id`, without locking.
+    /// Reads and decodes object `id`, without locking. The file is opened without following a
+    /// link and without blocking, must be a regular file, and is read up to the largest
+    /// encoding an object can have.
     fn read(&self, id: ObjID) -> Result<Object, StoreError> {
         let path = self.object_path(id);
-        match fs::read(&path) {
-            Ok(bytes) => decode_object(id, &bytes),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Err(StoreError::NotFound(id)),
-            Err(source) => Err(StoreError::Io {
-                id: Some(id),
-                path,
-                op: "read",
-                source,
-            }),
+        let io_err = |op, source| StoreError::Io {
+            id: Some(id),
+            path: path.clone(),
+            op,
+            source,
+        };
+        let not_regular = || StoreError::Corrupt {
+            id,
+            why: format!(
+                "{} is not a regular file (a link, FIFO, device or directory)",
+                path.display()
+            ),
+        };
+        let file = match untrusting(OpenOptions::new().read(true)).open(&path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(StoreError::NotFound(id)),
+            // O_NOFOLLOW on a link: ELOOP.
+            Err(e) if e.raw_os_error() == Some(ELOOP) => return Err(not_regular()),
+            Err(e) => return Err(io_err("open", e)),
+        };
+        let meta = file.metadata().map_err(|e| io_err("inspect", e))?;
+        if !meta.is_file() {
+            return Err(not_regular());
         }
+        let limit = MAX_FILE_LEN;
+        if meta.len() > limit {
+            return Err(StoreError::Corrupt {
+                id,
+                why: format!(
+                    "{} is {} bytes, more than any object's encoding ({limit})",
+                    path.display(),
+                    meta.len()
+                ),
+            });
+        }
+        let mut bytes = Vec::new();
+        // Bounded even if the file grows while it is read.
+        io::Read::read_to_end(&mut io::Read::take(file, limit + 1), &mut bytes)
+            .map_err(|e| io_err("read", e))?;
+        if bytes.len() as u64 > limit {
+            return Err(StoreError::Corrupt {
+                id,
+                why: format!(
+                    "{} grew past any object's encoding while read",
+                    path.display()
+                ),
+            });
+        }
+        decode_object(id, &bytes)
     }
 
     /// Encodes `obj`, refusing what could not be read back.
@@ -556,6 +607,30 @@ fn parse_object_name(name: &str) -> Option<ObjID> {
         return None;
     }
     u128::from_str_radix(hex, 16).ok().map(ObjID::new)
+}
+
+/// The largest file an object can be stored in: the largest object plus the header and
+/// checksum.
+const MAX_FILE_LEN: u64 = twizzler_capsec::MAX_OBJECT_SIZE + (HEADER_LEN + CHECKSUM_LEN) as u64;
+
+/// `ELOOP`: what opening a symbolic link with `O_NOFOLLOW` fails with.
+#[cfg(unix)]
+const ELOOP: i32 = libc::ELOOP;
+#[cfg(not(unix))]
+const ELOOP: i32 = -1;
+
+/// Opens without following a final symbolic link and without blocking (a FIFO opens at once
+/// and is then refused as not a regular file). A no-op elsewhere than Unix.
+fn untrusting(opts: &mut OpenOptions) -> &mut OpenOptions {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        opts.custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+    }
+    #[cfg(not(unix))]
+    {
+        opts
+    }
 }
 
 /// Sets the Unix mode new files are created with (before the umask); a no-op elsewhere.

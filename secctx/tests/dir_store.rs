@@ -864,3 +864,67 @@ proptest! {
         prop_assert_eq!(ids, BTreeSet::from([id(1)]));
     }
 }
+
+/// Runs `f` on another thread; fails the test (instead of hanging it) after `secs`.
+fn within<T: Send + 'static>(secs: u64, what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(Duration::from_secs(secs))
+        .unwrap_or_else(|_| panic!("{what}: did not return within {secs} s"))
+}
+
+#[test]
+fn a_fifo_planted_as_an_object_is_an_error_not_a_hang() {
+    let dir = TestDir::new("fifo");
+    let store = DirStore::open(&dir.0).unwrap();
+    let fifo = store.object_path(id(0x77));
+    let made = Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .expect("mkfifo runs");
+    assert!(made.success());
+    let r = within(10, "get of a FIFO", move || store.get(id(0x77)));
+    match r {
+        Err(StoreError::Corrupt { id: i, why }) => {
+            assert_eq!(i, id(0x77));
+            assert!(why.contains("not a regular file"), "{why}");
+        }
+        other => panic!("expected a clear error, got {other:?}"),
+    }
+}
+
+#[test]
+#[cfg(unix)]
+fn a_lock_file_that_is_a_symlink_is_refused_and_not_followed() {
+    let dir = TestDir::new("locklink");
+    let store = DirStore::open(&dir.0).unwrap();
+    store.create(&sample(0x78)).unwrap();
+    let outside = dir.0.with_extension("outside");
+    let _ = fs::remove_file(&outside);
+    let lock = dir.0.join(format!("{}.lock", id(0x78)));
+    let _ = fs::remove_file(&lock);
+    std::os::unix::fs::symlink(&outside, &lock).unwrap();
+    let r = store.update(id(0x78), |o| {
+        o.data.push(1);
+        Ok::<(), StoreError>(())
+    });
+    assert!(
+        r.is_err(),
+        "an update through a symlinked lock file succeeded"
+    );
+    assert!(
+        !outside.exists(),
+        "the store created a file outside its directory through the link"
+    );
+    // An object file that is a symlink is refused too.
+    let target = dir.0.with_extension("target");
+    fs::write(&target, encode_object(&sample(0x79))).unwrap();
+    std::os::unix::fs::symlink(&target, store.object_path(id(0x79))).unwrap();
+    assert!(matches!(
+        store.get(id(0x79)),
+        Err(StoreError::Corrupt { .. }) | Err(StoreError::Io { .. })
+    ));
+    let _ = fs::remove_file(&target);
+}
