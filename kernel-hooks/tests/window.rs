@@ -55,8 +55,8 @@ impl Host for PageTableHost {
 
 /// Runs the race for `cycles` take-away/give-back cycles. `check_ticket` false installs without
 /// asking the engine (the bug the ticket exists to prevent). Returns the installs made while
-/// the grant was away.
-fn race(cycles: usize, check_ticket: bool) -> u64 {
+/// the grant was away (and a description of the first few, for the failure message).
+fn race(cycles: usize, check_ticket: bool) -> (u64, Vec<String>) {
     let w = World::new();
     let host = PageTableHost {
         inner: TestHost::default(),
@@ -77,6 +77,7 @@ fn race(cycles: usize, check_ticket: bool) -> u64 {
     let stop = Arc::new(AtomicBool::new(false));
     let violations = Arc::new(AtomicU64::new(0));
     let installs = Arc::new(AtomicU64::new(0));
+    let details = Arc::new(Mutex::new(Vec::new()));
     // Faulter 0 holds each decision it gets until the writer has taken the grant away (the
     // worst case of the window, forced); the others run free. `holding` is 1 + the phase in
     // which faulter 0 holds a decision, 0 when it holds none.
@@ -86,6 +87,7 @@ fn race(cycles: usize, check_ticket: bool) -> u64 {
             let (engine, phase, stop) = (engine.clone(), phase.clone(), stop.clone());
             let (violations, installs) = (violations.clone(), installs.clone());
             let holding = holding.clone();
+            let details = details.clone();
             std::thread::spawn(move || {
                 let t = SecCtxMgr::new(CTX_A);
                 let info = engine.host().inner.info(FILE);
@@ -113,8 +115,18 @@ fn race(cycles: usize, check_ticket: bool) -> u64 {
                     }
                     pt.insert((CTX_A, FILE));
                     installs.fetch_add(1, Ordering::Relaxed);
-                    if phase.load(Ordering::SeqCst) % 2 == 1 {
+                    let now = phase.load(Ordering::SeqCst);
+                    if now % 2 == 1 {
                         violations.fetch_add(1, Ordering::Relaxed);
+                        let mut d = details.lock().unwrap();
+                        if d.len() < 4 {
+                            d.push(format!(
+                                "faulter {n}: decided in phase {seen}, installed in phase \
+                                 {now} with {ticket:?} (current: {}); engine {:?}",
+                                engine.is_current(&ticket),
+                                engine.stats()
+                            ));
+                        }
                     }
                 }
             })
@@ -151,7 +163,8 @@ fn race(cycles: usize, check_ticket: bool) -> u64 {
         installs.load(Ordering::Relaxed) > 0,
         "nothing was ever installed"
     );
-    violations.load(Ordering::Relaxed)
+    let details = details.lock().unwrap().clone();
+    (violations.load(Ordering::Relaxed), details)
 }
 
 /// Spins (yielding) until `done`, for at most a second.
@@ -164,7 +177,8 @@ fn wait_until(done: impl Fn() -> bool) {
 
 #[test]
 fn no_mapping_is_installed_after_the_call_that_took_its_grant_away() {
-    assert_eq!(race(500, true), 0);
+    let (stale, details) = race(500, true);
+    assert_eq!(stale, 0, "stale installs: {details:#?}");
 }
 
 #[test]
@@ -172,7 +186,7 @@ fn without_the_ticket_check_the_window_is_real() {
     // The same race installing without asking the engine: the test above is only meaningful
     // if this one catches stale installs. Faulter 0 forces one per cycle when it is scheduled
     // in time (on a loaded machine some cycles pass without it); one proves the window.
-    let stale = race(200, false);
+    let (stale, _) = race(200, false);
     eprintln!("{stale} stale installs in 200 cycles");
     assert!(stale > 0);
 }
