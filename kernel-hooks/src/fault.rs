@@ -79,6 +79,11 @@ pub enum Decision {
         /// the faulting page: the kernel may map any of them now. Mapping only the faulting
         /// page is always correct.
         pages: Range<u64>,
+        /// The context whose records granted: the thread's active context when the decision
+        /// was made, or `switch_to`. The kernel maps the page under this context (not under
+        /// whatever is active when it installs: the thread may have been switched meanwhile),
+        /// and installs only if it is still the thread's active context.
+        ctx: ObjID,
         /// The context that granted, when the active one did not and an inactive one did. The
         /// engine has *not* switched the thread: the kernel calls
         /// [`crate::SecCtxMgr::switch_context`] and switches its own memory context (on

@@ -537,14 +537,15 @@ fn decide_and_map(
         why,
     };
     let (decision, mut record) = decide(thread, fault, present);
-    let (prots, switch_to, valid_until, ticket) = match decision {
+    let (prots, decided_under, switch_to, valid_until, ticket) = match decision {
         Decision::Map {
             prots,
+            ctx,
             switch_to,
             valid_until,
             ticket,
             ..
-        } => (prots, switch_to, valid_until, ticket),
+        } => (prots, ctx, switch_to, valid_until, ticket),
         Decision::Violation(v) => {
             faults.push(record);
             return Err(deny(Denial::Engine(v)));
@@ -556,8 +557,11 @@ fn decide_and_map(
         return Err(deny(Denial::TooLittle { prots }));
     }
     // The engine does not switch the thread: the kernel does, and maps under that context.
+    // A grant by the active context is mapped under the context that was active when it was
+    // decided, not under whatever is active now: another CPU may have switched the thread (and
+    // detached the context) meanwhile, and map() then refuses it.
     let granted_under = match switch_to {
-        None => thread.active_id(),
+        None => decided_under,
         Some(ctx) => match thread.switch_context(ctx) {
             SwitchResult::Switched | SwitchResult::NoSwitch => {
                 record.switched_to = Some(ctx);

@@ -188,6 +188,7 @@ impl<H: Host> Engine<H> {
             Ok((looked, switch_to)) => Decision::Map {
                 prots: looked.eval.perms.provide,
                 pages: looked.eval.pages,
+                ctx: looked.eval.perms.ctx,
                 switch_to,
                 valid_until: looked.eval.perms.valid_until,
                 ticket: looked.ticket,
