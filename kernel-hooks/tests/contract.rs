@@ -17,8 +17,7 @@ use kernel_hooks::{
 use twizzler_capsec::ctx::HEADER_LEN;
 use twizzler_capsec::{
     AccessKind::{Exec, Read, Write},
-    CapGrant, Expiry, Gate, ObjID, PAGE_SIZE, Protections, SecCtxEditor, SigningKey, VerifyingKey,
-    WRITING,
+    CapGrant, Expiry, Gate, ObjID, PAGE_SIZE, Protections, SecCtxEditor, SigningKey, WRITING,
 };
 
 const PAGE: u64 = PAGE_SIZE;
@@ -47,23 +46,9 @@ struct Reentrant {
 }
 
 impl Host for Reentrant {
-    fn object(&self, id: ObjID) -> Option<ObjectInfo> {
-        self.inner.object(id)
-    }
+    delegate_to_test_host!(inner);
     fn with_ctx<R>(&self, ctx: ObjID, f: impl FnOnce(CtxBytes<'_>) -> R) -> Option<R> {
         self.inner.with_ctx(ctx, f)
-    }
-    fn with_key<R>(&self, kuid: ObjID, f: impl FnOnce(&VerifyingKey) -> R) -> Option<R> {
-        self.inner.with_key(kuid, f)
-    }
-    fn key_revoked(&self, kuid: ObjID) -> bool {
-        self.inner.key_revoked(kuid)
-    }
-    fn record_revoked(&self, id: &twizzler_capsec::RecordId) -> bool {
-        self.inner.record_revoked(id)
-    }
-    fn monotonic_ns(&self) -> u64 {
-        self.inner.monotonic_ns()
     }
     fn unmap(&self, what: Unmap) {
         if let Some(e) = self.engine.get() {
@@ -148,23 +133,9 @@ struct SharedCtxHost {
 }
 
 impl Host for SharedCtxHost {
-    fn object(&self, id: ObjID) -> Option<ObjectInfo> {
-        self.inner.object(id)
-    }
+    delegate_to_test_host!(inner);
     fn with_ctx<R>(&self, ctx: ObjID, f: impl FnOnce(CtxBytes<'_>) -> R) -> Option<R> {
         (ctx == self.ctx).then(|| f(CtxBytes::atomic(&self.bytes)))
-    }
-    fn with_key<R>(&self, kuid: ObjID, f: impl FnOnce(&VerifyingKey) -> R) -> Option<R> {
-        self.inner.with_key(kuid, f)
-    }
-    fn key_revoked(&self, kuid: ObjID) -> bool {
-        self.inner.key_revoked(kuid)
-    }
-    fn record_revoked(&self, id: &twizzler_capsec::RecordId) -> bool {
-        self.inner.record_revoked(id)
-    }
-    fn monotonic_ns(&self) -> u64 {
-        self.inner.monotonic_ns()
     }
     fn unmap(&self, what: Unmap) {
         self.inner.unmap(what);
@@ -491,24 +462,10 @@ fn object_wide_lookup_reports_everywhere_and_somewhere() {
 struct PerObject(TestHost);
 
 impl Host for PerObject {
+    delegate_to_test_host!(0);
     const UNMAP_GRANULARITY: UnmapGranularity = UnmapGranularity::PerObject;
-    fn object(&self, id: ObjID) -> Option<ObjectInfo> {
-        self.0.object(id)
-    }
     fn with_ctx<R>(&self, ctx: ObjID, f: impl FnOnce(CtxBytes<'_>) -> R) -> Option<R> {
         self.0.with_ctx(ctx, f)
-    }
-    fn with_key<R>(&self, kuid: ObjID, f: impl FnOnce(&VerifyingKey) -> R) -> Option<R> {
-        self.0.with_key(kuid, f)
-    }
-    fn key_revoked(&self, kuid: ObjID) -> bool {
-        self.0.key_revoked(kuid)
-    }
-    fn record_revoked(&self, id: &twizzler_capsec::RecordId) -> bool {
-        self.0.record_revoked(id)
-    }
-    fn monotonic_ns(&self) -> u64 {
-        self.0.monotonic_ns()
     }
     fn unmap(&self, what: Unmap) {
         self.0.unmap(what)

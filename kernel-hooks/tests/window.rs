@@ -12,8 +12,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use common::*;
-use kernel_hooks::{CtxBytes, Decision, Engine, Fault, Host, ObjectInfo, SecCtxMgr, Unmap};
-use twizzler_capsec::{AccessKind::Read, ObjID, VerifyingKey};
+use kernel_hooks::{CtxBytes, Decision, Engine, Fault, Host, SecCtxMgr, Unmap};
+use twizzler_capsec::{AccessKind::Read, ObjID};
 
 /// The test host plus a page table: the (context, object) pairs mapped, behind the lock that
 /// `unmap` takes.
@@ -23,23 +23,9 @@ struct PageTableHost {
 }
 
 impl Host for PageTableHost {
-    fn object(&self, id: ObjID) -> Option<ObjectInfo> {
-        self.inner.object(id)
-    }
+    delegate_to_test_host!(inner);
     fn with_ctx<R>(&self, ctx: ObjID, f: impl FnOnce(CtxBytes<'_>) -> R) -> Option<R> {
         self.inner.with_ctx(ctx, f)
-    }
-    fn with_key<R>(&self, kuid: ObjID, f: impl FnOnce(&VerifyingKey) -> R) -> Option<R> {
-        self.inner.with_key(kuid, f)
-    }
-    fn key_revoked(&self, kuid: ObjID) -> bool {
-        self.inner.key_revoked(kuid)
-    }
-    fn record_revoked(&self, id: &twizzler_capsec::RecordId) -> bool {
-        self.inner.record_revoked(id)
-    }
-    fn monotonic_ns(&self) -> u64 {
-        self.inner.monotonic_ns()
     }
     fn unmap(&self, what: Unmap) {
         let mut pt = self.mapped.lock().unwrap();

@@ -169,6 +169,34 @@ impl Host for TestHost {
     }
 }
 
+/// Inside `impl Host for Wrapper`, implements the methods a wrapper host does not change by
+/// delegating them to `self.$inner` (a [`TestHost`]): `object`, `with_key`, `key_revoked`,
+/// `record_revoked` and `monotonic_ns`. The wrapper writes `with_ctx` and `unmap` itself.
+#[macro_export]
+macro_rules! delegate_to_test_host {
+    ($inner:tt) => {
+        fn object(&self, id: twizzler_capsec::ObjID) -> Option<kernel_hooks::ObjectInfo> {
+            self.$inner.object(id)
+        }
+        fn with_key<R>(
+            &self,
+            kuid: twizzler_capsec::ObjID,
+            f: impl FnOnce(&twizzler_capsec::VerifyingKey) -> R,
+        ) -> Option<R> {
+            self.$inner.with_key(kuid, f)
+        }
+        fn key_revoked(&self, kuid: twizzler_capsec::ObjID) -> bool {
+            self.$inner.key_revoked(kuid)
+        }
+        fn record_revoked(&self, id: &twizzler_capsec::RecordId) -> bool {
+            self.$inner.record_revoked(id)
+        }
+        fn monotonic_ns(&self) -> u64 {
+            self.$inner.monotonic_ns()
+        }
+    };
+}
+
 /// A world of one engine: named objects with keys, and contexts.
 pub struct World {
     pub engine: Engine<TestHost>,
