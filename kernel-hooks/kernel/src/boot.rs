@@ -222,6 +222,20 @@ pub fn for_each_ram_range(
     Ok(())
 }
 
+/// Whether `addr` lies in the kernel's `.bss` (zero-initialised statics).
+pub fn in_bss(addr: u64) -> bool {
+    unsafe extern "C" {
+        static __bss_start: u8;
+        static __bss_end: u8;
+    }
+    // Taking the address of a linker-defined symbol reads nothing.
+    let (start, end) = (
+        (&raw const __bss_start) as u64,
+        (&raw const __bss_end) as u64,
+    );
+    (start..end).contains(&addr)
+}
+
 /// The physical address one past the kernel image (code, data and `.bss`).
 pub fn kernel_end() -> u64 {
     unsafe extern "C" {

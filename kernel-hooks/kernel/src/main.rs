@@ -118,10 +118,17 @@ fn run(start_info: u64) -> Result<bool, alloc::string::String> {
         cal.lapic_timer_hz / 1_000,
         trap::TIMER_VECTOR
     );
-    println!(
-        "engine: size_of::<Engine<KernelHost>>() = {} bytes (a static, in .bss)",
-        core::mem::size_of::<kernel_hooks::Engine<objects::KernelHost>>()
-    );
+    // The engine is const-constructed from all-zero values, so it must land in .bss: a field
+    // whose empty value is not zero bytes would move it (194 KB once) into .data.
+    let engine_at = (&raw const objects::ENGINE) as u64;
+    let engine_size = core::mem::size_of::<kernel_hooks::Engine<objects::KernelHost>>();
+    if !boot::in_bss(engine_at) {
+        return Err(format!(
+            "the engine static ({engine_size} bytes at {engine_at:#x}) is not in .bss: a \
+             field's empty value is not all zero bytes"
+        ));
+    }
+    println!("engine: size_of::<Engine<KernelHost>>() = {engine_size} bytes, in .bss");
 
     let mut rng = rng::RdRand::new().ok_or("the processor has no working rdrand")?;
     let t0 = cpu::rdtsc();
