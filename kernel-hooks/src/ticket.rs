@@ -20,6 +20,14 @@
 //! Entries re-stamped by a sweep are not removed, so unrelated revocations do not disturb
 //! tickets.
 //!
+//! One more case makes the argument whole: an entry built from what a revocation took away
+//! can be inserted, with the pre-revocation stamp, after the revocation's sweep passed its set
+//! (its builder then sees the epoch moved and verifies again, but the entry stays). A lookup
+//! that read the same old stamp could hit it and take a ticket that already counts the sweep.
+//! So a hit, like an insert, counts only if the epoch still equals the stamp it was matched
+//! against; the QEMU-style race in `tests/window.rs` found this (one stale install in about 50
+//! runs before the check).
+//!
 //! A decision not served from a cache entry (the rule in full, for objects with more valid
 //! records than an entry holds, or after revocations kept racing with the lookup) carries the
 //! engine's epoch instead, which every revocation and invalidation moves.

@@ -128,10 +128,15 @@ fn race(cycles: usize, check_ticket: bool) -> (u64, Vec<String>) {
         engine.invalidate_ctx(CTX_A);
         {
             let pt = engine.host().mapped.lock().unwrap();
-            assert!(
-                !pt.contains(&(CTX_A, FILE)),
-                "a mapping survived the invalidation that took its grant away"
-            );
+            if pt.contains(&(CTX_A, FILE)) {
+                // Installed after the invalidation's unmap: the race the ticket closes. Without
+                // the check it is expected (and counted); with it, it is the failure.
+                assert!(
+                    !check_ticket,
+                    "a mapping survived the invalidation that took its grant away"
+                );
+                violations.fetch_add(1, Ordering::Relaxed);
+            }
             phase.fetch_add(1, Ordering::SeqCst);
         }
         std::thread::yield_now();

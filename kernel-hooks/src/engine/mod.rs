@@ -331,15 +331,25 @@ impl<H: Host> Engine<H> {
         budget: &Cell<u32>,
         f: impl Fn(&CachedPerms) -> R,
     ) -> Result<(R, MapTicket), Violation> {
+        let build = |stamp| {
+            self.read_ctx(ctx_id, |ctx| {
+                self.build_entry(ctx_id, ctx, target, object, stamp, now, budget)
+            })
+        };
         for _ in 0..RACE_RETRIES {
             let stamp = self.stamp(object);
             if let Some(hit) = self.cache.with_fresh(ctx_id, target, &stamp, now, &f) {
-                return Ok(hit);
+                // The entry matched a stamp read before the lookup. If the epoch moved since, the
+                // entry may be one built from what a revocation took away, inserted (with the
+                // old stamp) after that revocation's sweep passed its set: its ticket would look
+                // current. Only a hit under an unchanged epoch counts.
+                if self.epoch.load(Ordering::Acquire) == stamp.epoch {
+                    return Ok(hit);
+                }
+                continue;
             }
             Counters::bump(&self.counters.misses);
-            let entry = self.read_ctx(ctx_id, |ctx| {
-                self.build_entry(ctx_id, ctx, target, object, stamp, now, budget)
-            })?;
+            let entry = build(stamp)?;
             let ticket = self.insert(entry);
             if self.epoch.load(Ordering::Acquire) == stamp.epoch {
                 return Ok((f(&entry), ticket));
@@ -350,9 +360,7 @@ impl<H: Host> Engine<H> {
         }
         // Invalidations kept racing with this lookup: decide once without caching.
         let stamp = self.stamp(object);
-        let entry = self.read_ctx(ctx_id, |ctx| {
-            self.build_entry(ctx_id, ctx, target, object, stamp, now, budget)
-        })?;
+        let entry = build(stamp)?;
         Ok((f(&entry), MapTicket(Ticket::Epoch(stamp.epoch))))
     }
 
