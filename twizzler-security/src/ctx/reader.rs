@@ -343,31 +343,30 @@ impl Validated {
     }
 }
 
+/// The `N` bytes at `at` of a row already copied out (zeros past its end, which the callers'
+/// fixed row layouts never reach).
 #[inline]
-fn le_u32(b: &[u8], at: usize) -> u32 {
-    let mut a = [0u8; 4];
-    if let Some(s) = b.get(at..at + 4) {
+fn le<const N: usize>(b: &[u8], at: usize) -> [u8; N] {
+    let mut a = [0u8; N];
+    if let Some(s) = at.checked_add(N).and_then(|end| b.get(at..end)) {
         a.copy_from_slice(s);
     }
-    u32::from_le_bytes(a)
+    a
+}
+
+#[inline]
+fn le_u32(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(le(b, at))
 }
 
 #[inline]
 fn le_u16(b: &[u8], at: usize) -> u16 {
-    let mut a = [0u8; 2];
-    if let Some(s) = b.get(at..at + 2) {
-        a.copy_from_slice(s);
-    }
-    u16::from_le_bytes(a)
+    u16::from_le_bytes(le(b, at))
 }
 
 #[inline]
 fn le_u128(b: &[u8], at: usize) -> u128 {
-    let mut a = [0u8; 16];
-    if let Some(s) = b.get(at..at + 16) {
-        a.copy_from_slice(s);
-    }
-    u128::from_le_bytes(a)
+    u128::from_le_bytes(le(b, at))
 }
 
 /// Bytes of table rows copied out at once when validating shared memory (a whole number of
