@@ -629,3 +629,70 @@ fn single_byte_edits_reach_past_the_header() {
         );
     }
 }
+
+/// A context built by hand, whose entries name arbitrary (overlapping, shared, empty) ranges
+/// of its item heap: the editor's input when the context was written by someone else.
+fn raw_ctx(heap: &[u8], rows: &[(u128, u16, u16)]) -> Vec<u8> {
+    use twizzler_capsec::ctx::{CTX_MAGIC, CTX_VERSION, ENTRY_LEN, HEADER_LEN};
+    let n = rows.len();
+    let heap_offset = HEADER_LEN + n * ENTRY_LEN;
+    let mut out = Vec::new();
+    out.extend_from_slice(&CTX_MAGIC.to_le_bytes());
+    out.extend_from_slice(&CTX_VERSION.to_le_bytes());
+    out.extend_from_slice(&0u16.to_le_bytes());
+    out.extend_from_slice(&9u64.to_le_bytes());
+    out.extend_from_slice(&7u16.to_le_bytes());
+    out.extend_from_slice(&0u16.to_le_bytes());
+    for v in [n, 0, HEADER_LEN, heap_offset, heap_offset, heap.len(), 0] {
+        out.extend_from_slice(&(v as u32).to_le_bytes());
+    }
+    let mut sorted = rows.to_vec();
+    sorted.sort_by_key(|r| r.0);
+    for (target, off, len) in sorted {
+        out.extend_from_slice(&target.to_le_bytes());
+        out.extend_from_slice(&RecordKind::Cap.raw().to_le_bytes());
+        out.extend_from_slice(&u32::from(off).to_le_bytes());
+        out.extend_from_slice(&u32::from(len).to_le_bytes());
+    }
+    out.extend_from_slice(heap);
+    out
+}
+
+fn overlapping_ctx() -> impl Strategy<Value = Vec<u8>> {
+    prop::collection::vec(any::<u8>(), 0..300).prop_flat_map(|heap| {
+        let h = heap.len() as u16;
+        let row =
+            (0u128..6, 0..=h).prop_flat_map(move |(t, off)| (Just(t), Just(off), 0..=h - off));
+        prop::collection::vec(row, 0..24).prop_map(move |rows| raw_ctx(&heap, &rows))
+    })
+}
+
+proptest! {
+    #![proptest_config(config(512))]
+
+    /// Loading a context whose entries share and overlap heap bytes, removing some entries and
+    /// writing it again keeps every other entry's bytes and never makes the context larger.
+    #[test]
+    fn editing_overlapping_contexts_keeps_bytes_and_never_grows(
+        bytes in overlapping_ctx(),
+        drop_target in 0u128..7,
+    ) {
+        let ctx = SecCtx::parse(&bytes).unwrap();
+        exercise_ctx(&ctx)?;
+        let mut ed = SecCtxEditor::from_ctx(&ctx);
+        let same = ed.encode().unwrap();
+        prop_assert!(same.len() <= bytes.len(), "{} -> {}", bytes.len(), same.len());
+        let removed = ed.remove_target(ObjID::new(drop_target));
+        let edited = ed.encode().unwrap();
+        prop_assert!(edited.len() <= same.len());
+        let again = SecCtx::parse(&edited).unwrap();
+        let kept: Vec<_> = ctx
+            .entries()
+            .filter(|e| e.target.raw() != drop_target)
+            .map(|e| (e.target, e.bytes().to_vec()))
+            .collect();
+        prop_assert_eq!(kept.len() + removed, ctx.entry_count());
+        let got: Vec<_> = again.entries().map(|e| (e.target, e.bytes().to_vec())).collect();
+        prop_assert_eq!(got, kept);
+    }
+}

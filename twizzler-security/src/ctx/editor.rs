@@ -35,11 +35,14 @@ impl fmt::Display for BuildError {
 
 impl core::error::Error for BuildError {}
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// An entry of the editor: where its record's bytes lie in the editor's heap.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct OwnedEntry {
     target: ObjID,
     kind: RecordKind,
-    bytes: Vec<u8>,
+    /// `at .. at + len` lies inside [`SecCtxEditor::heap`] (the editor's invariant).
+    at: usize,
+    len: usize,
 }
 
 /// Builds a new context or edits an existing one, writing exactly the format [`SecCtx`] reads.
@@ -61,14 +64,40 @@ struct OwnedEntry {
 /// assert!(ctx.flags().contains(CtxFlags::UNDETACHABLE));
 /// assert_eq!(ctx.mask(ObjID::new(7)).unwrap().permmask, Protections::READ);
 /// ```
-#[derive(Clone, Debug)]
+///
+/// # Memory
+///
+/// The editor holds one heap of record bytes and, per entry, a range in it. Loading a context
+/// copies the span of its item heap that entries use once, however many entries name the same
+/// (or overlapping) bytes, and [`SecCtxEditor::encode`] writes the union of the ranges still in
+/// use, keeping overlaps: a context never grows by being loaded and written again, and the
+/// editor's memory stays within a small constant factor of the context's size (a hostile
+/// 1 MiB context whose 37,000 entries all name one range once cost 70 MB; see
+/// `tests/editor_memory.rs`).
+#[derive(Clone)]
 pub struct SecCtxEditor {
     flags: CtxFlags,
     generation: u64,
     global_mask: Protections,
     /// Kept in insertion order; sorted (stably, by target) when encoded.
     entries: Vec<OwnedEntry>,
+    /// Record bytes. Removing an entry leaves its bytes here until the next encode drops them.
+    heap: Vec<u8>,
     masks: BTreeMap<ObjID, (Protections, Protections)>,
+}
+
+impl fmt::Debug for SecCtxEditor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Not the heap: it can be a gigabyte.
+        f.debug_struct("SecCtxEditor")
+            .field("flags", &self.flags)
+            .field("generation", &self.generation)
+            .field("global_mask", &self.global_mask)
+            .field("entries", &self.entries.len())
+            .field("heap_bytes", &self.heap.len())
+            .field("masks", &self.masks)
+            .finish()
+    }
 }
 
 impl Default for SecCtxEditor {
@@ -85,29 +114,44 @@ impl SecCtxEditor {
             generation: 0,
             global_mask: Protections::all(),
             entries: Vec::new(),
+            heap: Vec::new(),
             masks: BTreeMap::new(),
         }
     }
 
     /// Loads a parsed context for editing, keeping its generation.
+    ///
+    /// The bytes the entries name are copied once, as the one span of the item heap that
+    /// covers them all; entries keep their ranges in it (so overlapping entries cost nothing).
     pub fn from_ctx(ctx: &SecCtx<'_>) -> Self {
+        let lo = ctx.entries().map(|e| e.at).min().unwrap_or(0);
+        let hi = ctx.entries().map(|e| e.at + e.len).max().unwrap_or(0);
+        // The reader checked that every entry's range lies inside the context.
+        let heap = ctx.all_bytes().get(lo..hi).unwrap_or(&[]).to_vec();
+        let mut entries = Vec::with_capacity(ctx.entry_count());
+        entries.extend(ctx.entries().map(|e| OwnedEntry {
+            target: e.target,
+            kind: e.kind,
+            at: e.at - lo,
+            len: e.len,
+        }));
         Self {
             flags: ctx.flags(),
             generation: ctx.generation(),
             global_mask: ctx.global_mask(),
-            entries: ctx
-                .entries()
-                .map(|e| OwnedEntry {
-                    target: e.target,
-                    kind: e.kind,
-                    bytes: e.bytes().to_vec(),
-                })
-                .collect(),
+            entries,
+            heap,
             masks: ctx
                 .masks()
                 .map(|m| (m.target, (m.permmask, m.ovrmask)))
                 .collect(),
         }
+    }
+
+    /// The record bytes of `e`.
+    fn bytes_of(&self, e: &OwnedEntry) -> &[u8] {
+        // In range by the editor's invariant; `get` keeps a broken invariant from panicking.
+        self.heap.get(e.at..e.at + e.len).unwrap_or(&[])
     }
 
     fn bump(&mut self) {
@@ -142,12 +186,12 @@ impl SecCtxEditor {
 
     /// Adds a capability, filed under its target.
     pub fn add_cap(&mut self, cap: &Cap) {
-        self.push(cap.target(), RecordKind::Cap, cap.encode().to_vec());
+        self.push(cap.target(), RecordKind::Cap, &cap.encode());
     }
 
     /// Adds a delegation, filed under its target.
     pub fn add_del(&mut self, del: &Del) {
-        self.push(del.target(), RecordKind::Del, del.encode().to_vec());
+        self.push(del.target(), RecordKind::Del, &del.encode());
     }
 
     /// Adds a record, filed under its target.
@@ -158,18 +202,29 @@ impl SecCtxEditor {
         }
     }
 
-    fn push(&mut self, target: ObjID, kind: RecordKind, bytes: Vec<u8>) {
+    fn push(&mut self, target: ObjID, kind: RecordKind, bytes: &[u8]) {
+        let at = self.heap.len();
+        self.heap.extend_from_slice(bytes);
         self.entries.push(OwnedEntry {
             target,
             kind,
-            bytes,
+            at,
+            len: bytes.len(),
         });
         self.bump();
     }
 
     /// Removes every entry under `target` whose record has id `id`; returns how many.
     pub fn remove(&mut self, target: ObjID, id: &RecordId) -> usize {
-        self.remove_where(|e| e.target == target && RecordId::of(&e.bytes) == *id)
+        let heap = &self.heap;
+        let mut entries = core::mem::take(&mut self.entries);
+        let before = entries.len();
+        entries.retain(|e| {
+            !(e.target == target
+                && RecordId::of(heap.get(e.at..e.at + e.len).unwrap_or(&[])) == *id)
+        });
+        self.entries = entries;
+        self.removed(before)
     }
 
     /// Removes every entry under `target`; returns how many.
@@ -180,6 +235,12 @@ impl SecCtxEditor {
     fn remove_where(&mut self, mut pred: impl FnMut(&OwnedEntry) -> bool) -> usize {
         let before = self.entries.len();
         self.entries.retain(|e| !pred(e));
+        self.removed(before)
+    }
+
+    /// Bumps the generation if entries were removed since there were `before`; returns how
+    /// many were.
+    fn removed(&mut self, before: usize) -> usize {
         let removed = before - self.entries.len();
         if removed > 0 {
             self.bump();
@@ -220,11 +281,8 @@ impl SecCtxEditor {
         &self,
     ) -> impl Iterator<Item = (ObjID, RecordId, Result<Record, crate::DecodeError>)> + '_ {
         self.entries.iter().map(|e| {
-            (
-                e.target,
-                RecordId::of(&e.bytes),
-                Record::decode(e.kind, &e.bytes),
-            )
+            let bytes = self.bytes_of(e);
+            (e.target, RecordId::of(bytes), Record::decode(e.kind, bytes))
         })
     }
 
@@ -240,10 +298,16 @@ impl SecCtxEditor {
     }
 
     /// Writes the context: header, entry table (stably sorted by target), mask table, heap.
+    ///
+    /// The heap written is the union of the entries' ranges, laid out in the order the sorted
+    /// entries first name them (for a context built record by record, each entry's bytes in
+    /// entry order): bytes no entry names any more are dropped, and entries that shared or
+    /// overlapped bytes still do.
     pub fn encode(&self) -> Result<Vec<u8>, BuildError> {
+        let mut spans = Spans::of(&self.entries);
         let n = self.entries.len() as u64;
         let m = self.masks.len() as u64;
-        let heap_len: u64 = self.entries.iter().map(|e| e.bytes.len() as u64).sum();
+        let heap_len = spans.total as u64;
         let entries_offset = HEADER_LEN as u64;
         let masks_offset = entries_offset + n * ENTRY_LEN as u64;
         let heap_offset = masks_offset + m * MASK_LEN as u64;
@@ -252,7 +316,7 @@ impl SecCtxEditor {
             return Err(BuildError::TooLarge { bytes: total });
         }
         // total <= 1 GiB, so every offset and length below fits a u32 and a usize.
-        let as_u32 = |v: u64| v as u32;
+        let as_u32 = |v: usize| v as u32;
 
         let mut order: Vec<&OwnedEntry> = self.entries.iter().collect();
         order.sort_by_key(|e| e.target);
@@ -265,28 +329,111 @@ impl SecCtxEditor {
             .u64(self.generation)
             .u16(self.global_mask.bits())
             .u16(0)
-            .u32(as_u32(n))
-            .u32(as_u32(m))
-            .u32(as_u32(entries_offset))
-            .u32(as_u32(masks_offset))
-            .u32(as_u32(heap_offset))
-            .u32(as_u32(heap_len))
+            .u32(n as u32)
+            .u32(m as u32)
+            .u32(entries_offset as u32)
+            .u32(masks_offset as u32)
+            .u32(heap_offset as u32)
+            .u32(heap_len as u32)
             .u32(0);
-        let mut item_offset = 0u64;
         for e in &order {
             w.u128(e.target.raw())
                 .u32(e.kind.raw())
-                .u32(as_u32(item_offset))
-                .u32(as_u32(e.bytes.len() as u64));
-            item_offset += e.bytes.len() as u64;
+                .u32(as_u32(spans.place(e.at)))
+                .u32(as_u32(e.len));
         }
         for (target, (perm, ovr)) in &self.masks {
             w.u128(target.raw()).u16(perm.bits()).u16(ovr.bits());
         }
-        for e in &order {
-            w.bytes(&e.bytes);
+        for span in spans.in_written_order() {
+            w.bytes(self.heap.get(span.start..span.end).unwrap_or(&[]));
         }
         debug_assert_eq!(w.position() as u64, total);
         Ok(out)
+    }
+}
+
+/// The union of the entries' heap ranges, as disjoint spans, and where each span goes in the
+/// written heap.
+struct Spans {
+    /// Sorted by `start` and disjoint.
+    list: Vec<Span>,
+    /// Indices into `list`, in the order the spans are written.
+    written: Vec<usize>,
+    /// The sum of the spans' lengths.
+    total: usize,
+    /// Where the next span to be placed goes.
+    cursor: usize,
+}
+
+struct Span {
+    start: usize,
+    end: usize,
+    /// Where `start` goes in the written heap, once placed.
+    new_start: Option<usize>,
+}
+
+impl Spans {
+    fn of(entries: &[OwnedEntry]) -> Self {
+        let mut ranges: Vec<(usize, usize)> =
+            entries.iter().map(|e| (e.at, e.at + e.len)).collect();
+        ranges.sort_unstable();
+        // Overlapping ranges merge; touching ones stay apart, so records keep their own order.
+        let mut list: Vec<Span> = Vec::new();
+        let mut total = 0;
+        for (start, end) in ranges {
+            match list.last_mut() {
+                Some(last) if start < last.end => {
+                    if end > last.end {
+                        total += end - last.end;
+                        last.end = end;
+                    }
+                }
+                _ => {
+                    list.push(Span {
+                        start,
+                        end,
+                        new_start: None,
+                    });
+                    total += end - start;
+                }
+            }
+        }
+        Self {
+            written: Vec::with_capacity(list.len()),
+            list,
+            total,
+            cursor: 0,
+        }
+    }
+
+    /// Where heap offset `at` (the start of some entry's range) goes in the written heap,
+    /// placing its span after those placed so far if it has no place yet.
+    fn place(&mut self, at: usize) -> usize {
+        // The last span starting at or before `at` contains it: every entry's range was
+        // merged into one.
+        let i = self
+            .list
+            .partition_point(|s| s.start <= at)
+            .saturating_sub(1);
+        let Some(span) = self.list.get_mut(i) else {
+            return 0;
+        };
+        let new_start = match span.new_start {
+            Some(new_start) => new_start,
+            None => {
+                let new_start = self.cursor;
+                span.new_start = Some(new_start);
+                self.cursor += span.end - span.start;
+                self.written.push(i);
+                new_start
+            }
+        };
+        new_start + (at - span.start)
+    }
+
+    /// The placed spans, in the order they were placed.
+    fn in_written_order(&self) -> impl Iterator<Item = &Span> {
+        self.written.iter().filter_map(|&i| self.list.get(i))
     }
 }

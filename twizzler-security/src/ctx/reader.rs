@@ -127,8 +127,9 @@ pub struct Entry<'a, M: ?Sized + CtxMem = [u8]> {
     /// The record's kind.
     pub kind: RecordKind,
     mem: &'a M,
-    at: usize,
-    len: usize,
+    /// Absolute offset of the record's bytes in the context (checked to lie inside the heap).
+    pub(super) at: usize,
+    pub(super) len: usize,
 }
 
 impl<M: ?Sized + CtxMem> Clone for Entry<'_, M> {
@@ -385,6 +386,11 @@ impl<'a> SecCtx<'a, [u8]> {
     /// Validates `bytes` as a context (see [`SecCtx::parse_mem`]).
     pub fn parse(bytes: &'a [u8]) -> Result<Self, CtxError> {
         Self::parse_mem(bytes)
+    }
+
+    /// The whole context's bytes (for the editor, which copies record bytes out of them).
+    pub(super) fn all_bytes(&self) -> &'a [u8] {
+        self.mem
     }
 
     /// Re-opens `bytes` that [`SecCtx::parse`] validated (see [`SecCtx::reopen_mem`]).
