@@ -18,6 +18,29 @@ use std::time::{Duration, Instant};
 /// kernel target).
 const BARE_METAL_TARGET: &str = "x86_64-unknown-none";
 
+/// Twizzler's second architecture, bare metal. Twizzler's aarch64 kernel target is soft-float
+/// too (its target spec has `"abi": "softfloat"` and `-neon,-fp-armv8`), so the `no_std` crates
+/// are built for the soft-float triple: hard-float `aarch64-unknown-none` would let the
+/// compiler use FP/NEON registers a kernel does not save.
+const AARCH64_BARE_METAL_TARGET: &str = "aarch64-unknown-none-softfloat";
+/// The hosted aarch64 target the test suites are cross-built for and run under `qemu-aarch64`.
+const AARCH64_LINUX_TARGET: &str = "aarch64-unknown-linux-gnu";
+/// The cross C compiler, also the linker (Debian package `gcc-aarch64-linux-gnu`).
+const AARCH64_GCC: &str = "aarch64-linux-gnu-gcc";
+/// Where Debian's cross packages put the aarch64 C library; `qemu-aarch64 -L` looks there for
+/// the dynamic loader and libc.
+const AARCH64_SYSROOT: &str = "/usr/aarch64-linux-gnu";
+/// QEMU's user-mode aarch64 emulator (Debian package `qemu-user`).
+const QEMU_USER: &str = "qemu-aarch64";
+/// The Debian packages the aarch64 test step needs. `libc6-dev-arm64-cross` (crt1.o, libc
+/// headers and link libraries) is only a Recommends of the cross gcc, so with
+/// `--no-install-recommends` it must be named.
+const AARCH64_PACKAGES: [&str; 3] = [
+    "gcc-aarch64-linux-gnu",
+    "libc6-dev-arm64-cross",
+    "qemu-user",
+];
+
 /// Default fuzzing time, in seconds, when `cargo xtask fuzz` is given none.
 const DEFAULT_FUZZ_SECONDS: u64 = 60;
 
@@ -163,6 +186,65 @@ fn test_steps() -> Vec<Step> {
             ]),
         },
         Step {
+            name: "aarch64 targets",
+            about: "rustup target add aarch64-unknown-none-softfloat aarch64-unknown-linux-gnu, \
+                    for those `rustup target list --installed` lacks",
+            action: Action::Custom(ensure_aarch64_targets),
+        },
+        Step {
+            name: "aarch64 cross tools",
+            about: "aarch64-linux-gnu-gcc --version, qemu-aarch64 --version and \
+                    /usr/aarch64-linux-gnu/lib/crt1.o; for what is missing, apt-get update and \
+                    apt-get install -y --no-install-recommends gcc-aarch64-linux-gnu \
+                    libc6-dev-arm64-cross qemu-user (needs root)",
+            action: Action::Custom(ensure_aarch64_tools),
+        },
+        Step {
+            name: "aarch64 bare-metal build (core only)",
+            about: "cargo build -p twizzler-capsec --no-default-features \
+                    --target aarch64-unknown-none-softfloat",
+            action: Action::Cargo(&[
+                "build",
+                "-p",
+                "twizzler-capsec",
+                "--no-default-features",
+                "--target",
+                AARCH64_BARE_METAL_TARGET,
+            ]),
+        },
+        Step {
+            name: "aarch64 bare-metal build (alloc)",
+            about: "the same, with --features alloc",
+            action: Action::Cargo(&[
+                "build",
+                "-p",
+                "twizzler-capsec",
+                "--no-default-features",
+                "--features",
+                "alloc",
+                "--target",
+                AARCH64_BARE_METAL_TARGET,
+            ]),
+        },
+        Step {
+            name: "aarch64 bare-metal build (kernel-hooks)",
+            about: "cargo build -p kernel-hooks --target aarch64-unknown-none-softfloat",
+            action: Action::Cargo(&[
+                "build",
+                "-p",
+                "kernel-hooks",
+                "--target",
+                AARCH64_BARE_METAL_TARGET,
+            ]),
+        },
+        Step {
+            name: "aarch64 tests (qemu-aarch64)",
+            about: "cargo test -p twizzler-capsec -p kernel-hooks --target aarch64-unknown-linux-gnu \
+                    (unit, integration and doc tests), linked by aarch64-linux-gnu-gcc and run \
+                    under `qemu-aarch64 -L /usr/aarch64-linux-gnu`",
+            action: Action::Custom(aarch64_tests),
+        },
+        Step {
             name: "qemu",
             about: "qemu-system-x86_64 --version; when missing, apt-get update and \
                     apt-get install -y --no-install-recommends qemu-system-x86 (needs root)",
@@ -248,6 +330,18 @@ fn cmd_test(ws: &Workspace) -> ExitCode {
 /// The environment sets `RUSTUP_AUTO_INSTALL=0`, so nothing installs by itself: without this
 /// step the bare-metal builds fail with "can't find crate for `core`".
 fn ensure_bare_metal_target(ws: &Workspace) -> Result<(), String> {
+    ensure_rustup_targets(ws, &[BARE_METAL_TARGET])
+}
+
+/// Step: makes sure the aarch64 targets are installed: the soft-float bare-metal one for the
+/// `no_std` builds, and the Linux one the test suites are cross-built for.
+fn ensure_aarch64_targets(ws: &Workspace) -> Result<(), String> {
+    ensure_rustup_targets(ws, &[AARCH64_BARE_METAL_TARGET, AARCH64_LINUX_TARGET])
+}
+
+/// Runs `rustup target add` for those of `targets` that `rustup target list --installed`
+/// does not list.
+fn ensure_rustup_targets(ws: &Workspace, targets: &[&str]) -> Result<(), String> {
     let listed = Command::new("rustup")
         .args(["target", "list", "--installed"])
         .current_dir(&ws.root)
@@ -255,9 +349,10 @@ fn ensure_bare_metal_target(ws: &Workspace) -> Result<(), String> {
         .output()
         .map_err(|e| {
             format!(
-                "cannot run `rustup` ({e}); it is needed to install the {BARE_METAL_TARGET} \
-                 target (install rustup from https://rustup.rs, or add the target to your \
-                 toolchain by other means)"
+                "cannot run `rustup` ({e}); it is needed to install the {} target(s) (install \
+                 rustup from https://rustup.rs, or add the targets to your toolchain by other \
+                 means)",
+                targets.join(", ")
             )
         })?;
     if !listed.status.success() {
@@ -267,12 +362,21 @@ fn ensure_bare_metal_target(ws: &Workspace) -> Result<(), String> {
         ));
     }
     let stdout = String::from_utf8_lossy(&listed.stdout);
-    if stdout.lines().any(|l| l.trim() == BARE_METAL_TARGET) {
-        println!("{BARE_METAL_TARGET} is already installed");
+    let mut missing = Vec::new();
+    for &target in targets {
+        if stdout.lines().any(|l| l.trim() == target) {
+            println!("{target} is already installed");
+        } else {
+            missing.push(target);
+        }
+    }
+    if missing.is_empty() {
         return Ok(());
     }
-    println!("{BARE_METAL_TARGET} is not installed; installing it");
-    run(ws, "rustup", &["target", "add", BARE_METAL_TARGET])
+    println!("{} not installed; installing", missing.join(", "));
+    let mut args = vec!["target", "add"];
+    args.extend(missing);
+    run(ws, "rustup", &args)
 }
 
 /// Step: `cargo fmt --all --check`. Under CI, rustfmt's diff is printed without colour codes
@@ -286,15 +390,107 @@ fn check_format(ws: &Workspace) -> Result<(), String> {
 }
 
 // ---------------------------------------------------------------------------------------------
+// aarch64
+
+/// Step: makes sure the cross C compiler (also the linker), the aarch64 C library and
+/// `qemu-aarch64` are there, installing the Debian packages of those that are not.
+fn ensure_aarch64_tools(ws: &Workspace) -> Result<(), String> {
+    let missing = missing_aarch64_packages();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    println!("missing: {}; installing with apt-get", missing.join(", "));
+    apt_install(
+        ws,
+        &missing,
+        "the aarch64 cross toolchain (aarch64-linux-gnu-gcc, its C library, qemu-aarch64)",
+    )?;
+    let still = missing_aarch64_packages();
+    if still.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{} installed, but still missing: {}",
+            missing.join(", "),
+            still.join(", ")
+        ))
+    }
+}
+
+/// The packages of [`AARCH64_PACKAGES`] whose program does not run or whose files are absent.
+fn missing_aarch64_packages() -> Vec<&'static str> {
+    let [gcc_package, libc_package, qemu_package] = AARCH64_PACKAGES;
+    let mut missing = Vec::new();
+    if tool_version(AARCH64_GCC).is_none() {
+        missing.push(gcc_package);
+    }
+    if !Path::new(AARCH64_SYSROOT).join("lib/crt1.o").is_file() {
+        missing.push(libc_package);
+    }
+    if tool_version(QEMU_USER).is_none() {
+        missing.push(qemu_package);
+    }
+    missing
+}
+
+/// Step: the core's and the engine's unit and integration tests, cross-built for aarch64 Linux
+/// and run under QEMU user-mode emulation.
+///
+/// The variables go on this one command: the cross linker, the runner, and the C compiler for
+/// blake3's build script (which compiles its NEON code for the target, as on a real aarch64
+/// Linux host). Doc tests run too: since Rust 1.89 cargo cross-compiles them on stable and runs
+/// them through the same runner and linker.
+fn aarch64_tests(ws: &Workspace) -> Result<(), String> {
+    let runner = format!("{QEMU_USER} -L {AARCH64_SYSROOT}");
+    let env = [
+        ("CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER", AARCH64_GCC),
+        (
+            "CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER",
+            runner.as_str(),
+        ),
+        ("CC_aarch64_unknown_linux_gnu", AARCH64_GCC),
+    ];
+    run_env(
+        &ws.root,
+        &env,
+        "cargo",
+        &[
+            "test",
+            "-p",
+            "twizzler-capsec",
+            "-p",
+            "kernel-hooks",
+            "--target",
+            AARCH64_LINUX_TARGET,
+        ],
+    )
+}
+
+// ---------------------------------------------------------------------------------------------
 // The QEMU test kernel
 
 /// Step: makes sure `qemu-system-x86_64` runs, installing Debian's `qemu-system-x86` with apt
 /// when it does not.
 fn ensure_qemu(ws: &Workspace) -> Result<(), String> {
-    if qemu_version().is_some() {
+    if tool_version(QEMU).is_some() {
         return Ok(());
     }
     println!("{QEMU} is not installed; installing {QEMU_PACKAGE} with apt-get");
+    apt_install(
+        ws,
+        &[QEMU_PACKAGE],
+        &format!("QEMU's x86_64 system emulator ({QEMU})"),
+    )?;
+    tool_version(QEMU)
+        .map(|_| ())
+        .ok_or_else(|| format!("{QEMU_PACKAGE} was installed but `{QEMU} --version` still fails"))
+}
+
+/// Installs Debian `packages` with `apt-get update` and `apt-get install -y
+/// --no-install-recommends`; `what` names what they provide, for the error messages. Needs
+/// root; the error says so.
+fn apt_install(ws: &Workspace, packages: &[&str], what: &str) -> Result<(), String> {
+    let list = packages.join(" ");
     let apt_missing = Command::new("apt-get")
         .arg("--version")
         .stdout(Stdio::null())
@@ -303,36 +499,29 @@ fn ensure_qemu(ws: &Workspace) -> Result<(), String> {
         .is_err();
     if apt_missing {
         return Err(format!(
-            "{QEMU} is missing and there is no apt-get to install it with; install QEMU's \
-             x86_64 system emulator by other means (Debian/Ubuntu package: {QEMU_PACKAGE})"
+            "{what} is missing and there is no apt-get to install it with; install it by other \
+             means (Debian/Ubuntu packages: {list})"
         ));
     }
     let hint = format!(
-        "installing {QEMU_PACKAGE} needs root (run `sudo apt-get update && sudo apt-get \
-         install -y {QEMU_PACKAGE}`, or run xtask as root)"
+        "installing {list} needs root (run `sudo apt-get update && sudo apt-get install -y \
+         --no-install-recommends {list}`, or run xtask as root)"
     );
     run(ws, "apt-get", &["update"]).map_err(|e| format!("{e}; {hint}"))?;
-    let mut cmd = Command::new("apt-get");
-    cmd.args(["install", "-y", "--no-install-recommends", QEMU_PACKAGE])
-        .env("DEBIAN_FRONTEND", "noninteractive");
-    println!("$ apt-get install -y --no-install-recommends {QEMU_PACKAGE}");
-    let status = cmd
-        .status()
-        .map_err(|e| format!("cannot run apt-get: {e}; {hint}"))?;
-    if !status.success() {
-        return Err(format!(
-            "`apt-get install -y {QEMU_PACKAGE}` {}; {hint}",
-            describe_status(status)
-        ));
-    }
-    qemu_version()
-        .map(|_| ())
-        .ok_or_else(|| format!("{QEMU_PACKAGE} was installed but `{QEMU} --version` still fails"))
+    let mut args = vec!["install", "-y", "--no-install-recommends"];
+    args.extend_from_slice(packages);
+    run_env(
+        &ws.root,
+        &[("DEBIAN_FRONTEND", "noninteractive")],
+        "apt-get",
+        &args,
+    )
+    .map_err(|e| format!("{e}; {hint}"))
 }
 
-/// The first line of `qemu-system-x86_64 --version`, printed, if QEMU runs.
-fn qemu_version() -> Option<String> {
-    let out = Command::new(QEMU).arg("--version").output().ok()?;
+/// The first line of `program --version`, printed, if the program runs.
+fn tool_version(program: &str) -> Option<String> {
+    let out = Command::new(program).arg("--version").output().ok()?;
     if !out.status.success() {
         return None;
     }
@@ -649,10 +838,24 @@ fn run(ws: &Workspace, program: &str, args: &[&str]) -> Result<(), String> {
 
 /// Runs `program args` in `dir` with inherited stdio; `Err` says what went wrong.
 fn run_in(dir: &Path, program: &str, args: &[&str]) -> Result<(), String> {
-    let shown = command_line(program, args);
+    run_env(dir, &[], program, args)
+}
+
+/// [`run_in`] with extra environment variables for this command only (shown before the
+/// command, as a shell would take them).
+fn run_env(dir: &Path, env: &[(&str, &str)], program: &str, args: &[&str]) -> Result<(), String> {
+    let mut shown = String::new();
+    for (var, value) in env {
+        if value.contains(char::is_whitespace) {
+            let _ = write!(shown, "{var}={value:?} ");
+        } else {
+            let _ = write!(shown, "{var}={value} ");
+        }
+    }
+    shown.push_str(&command_line(program, args));
     println!("$ {shown}");
     let mut cmd = Command::new(program);
-    cmd.args(args).current_dir(dir);
+    cmd.args(args).current_dir(dir).envs(env.iter().copied());
     if in_ci() {
         // Logs, not a terminal: no colour codes, no progress bars. Nothing here ever prompts.
         for (var, value) in [
@@ -745,10 +948,14 @@ COMMANDS:
     test
         Runs every check, in order, stopping at the first failure:
 {steps}        Ends with one line `xtask: N passed, M failed` (N and M count steps), which CI
-        reads. Installs the {BARE_METAL_TARGET} target through rustup when missing
-        (RUSTUP_AUTO_INSTALL=0 means nothing installs by itself), and {QEMU_PACKAGE}
-        through apt-get when `{QEMU} --version` fails (needs root). QEMU runs
-        with a {timeout} s timeout. This is what CI runs (.ci/run).
+        reads. Installs the {BARE_METAL_TARGET}, {AARCH64_BARE_METAL_TARGET}
+        and {AARCH64_LINUX_TARGET} targets through rustup when missing
+        (RUSTUP_AUTO_INSTALL=0 means nothing installs by itself); through apt-get (needs
+        root), those of {aarch64_packages}
+        whose `{AARCH64_GCC} --version`, {AARCH64_SYSROOT}/lib/crt1.o or
+        `{QEMU_USER} --version` is missing, and {QEMU_PACKAGE} when
+        `{QEMU} --version` fails. The QEMU kernel runs with a {timeout} s timeout.
+        This is what CI runs (.ci/run).
 
     bench [criterion args...]
         Runs the criterion benchmarks: cargo bench -p benches -p dist-bridge --benches
@@ -775,6 +982,7 @@ ENVIRONMENT:
 Every command runs from the workspace root (the kernel's cargo commands from {KERNEL_DIR})
 with the child's output shown as it comes.
 ",
-        timeout = QEMU_TIMEOUT.as_secs()
+        timeout = QEMU_TIMEOUT.as_secs(),
+        aarch64_packages = AARCH64_PACKAGES.join(" "),
     )
 }
