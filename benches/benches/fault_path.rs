@@ -15,7 +15,7 @@ use criterion::{BatchSize, BenchmarkId, Criterion, criterion_group, criterion_ma
 use kernel_hooks::{Decision, Engine, Fault, SecCtxMgr};
 use rand_chacha::ChaCha20Rng;
 use rand_chacha::rand_core::SeedableRng;
-use twizzler_capsec::{AccessKind, SigningKey, SigningScheme};
+use twizzler_capsec::{AccessKind, Protections, SigningKey, SigningScheme};
 
 const SIZES: [u128; 3] = [1, 100, 10_000];
 
@@ -162,6 +162,35 @@ fn bench_invalidation_stream(c: &mut Criterion) {
     g.finish();
 }
 
+/// Our hit against upstream Twizzler's cached check (`benches::upstream`), in one group and
+/// one run: the same object, the same kind of fault, caches holding 1, 100 and 10,000 objects'
+/// decisions (ours holds at most its capacity; the entry faulted on is always present). Ours
+/// checks the generation, epoch, `kuid`, expiry and gates on every hit; upstream's checks
+/// none of them.
+fn bench_versus_upstream(c: &mut Criterion) {
+    let mut g = c.benchmark_group("hit_vs_upstream");
+    g.measurement_time(Duration::from_secs(3));
+    for n in SIZES {
+        let up = benches::upstream::SecCtxMgr::with_cached(CTX, n);
+        let target = obj(n / 2);
+        assert!(up.fault(target, Protections::READ).is_some());
+        g.bench_function(BenchmarkId::new("upstream_btreemap", n), |b| {
+            b.iter(|| up.fault(black_box(target), black_box(Protections::READ)))
+        });
+        let e = engine(n, SigningScheme::Ed25519, false, 1);
+        let t = SecCtxMgr::new(CTX);
+        check(e.decide(&t, &read(1)));
+        let mut page = 0u64;
+        g.bench_function(BenchmarkId::new("engine_decide", n), |b| {
+            b.iter(|| {
+                page = page % 16 + 1;
+                e.decide(&t, black_box(&read(page)))
+            })
+        });
+    }
+    g.finish();
+}
+
 /// Hits from several threads sharing one engine (the machine has two cores): every thread on
 /// the same object (one cache set, its spinlock contended) or each on its own object (its own
 /// set). Time per decision, as seen by one thread.
@@ -272,6 +301,7 @@ fn bench_revoked(c: &mut Criterion) {
 criterion_group!(
     benches,
     bench_decide,
+    bench_versus_upstream,
     bench_invalidation_stream,
     bench_contention,
     bench_denials,

@@ -181,3 +181,66 @@ pub mod host {
         fn unmap(&self, _what: Unmap) {}
     }
 }
+
+/// A reproduction of upstream Twizzler's cached permission check (`src/kernel/src/security.rs`
+/// and the call in `memory/context/virtmem/fault.rs`), to measure our hit against in the same
+/// run: `SecCtxMgr::check_active_access` locks the thread's manager to clone the active
+/// context's `Arc`, locks that context's cache, looks the object up in a
+/// `BTreeMap<ObjID, PermsInfo>` and copies the entry out; the fault handler then tests
+/// `provide & !restrict & access == access`. Upstream's kernel mutex is a spinlock when
+/// uncontended, as `spin::Mutex` is. Nothing here checks expiry, revocation, generations or
+/// gates: that is the point of the comparison.
+pub mod upstream {
+    use std::collections::BTreeMap;
+    use std::sync::Arc;
+
+    use spin::Mutex;
+    use twizzler_capsec::{Expiry, ObjID, PermsInfo, Protections};
+
+    /// Upstream's `SecurityContext`, reduced to its cache.
+    pub struct SecurityContext {
+        cache: Mutex<BTreeMap<ObjID, PermsInfo>>,
+    }
+
+    /// Upstream's `SecCtxMgr`: the active context behind a mutex, its id behind a spinlock.
+    pub struct SecCtxMgr {
+        active: Mutex<Arc<SecurityContext>>,
+        active_id: Mutex<ObjID>,
+    }
+
+    impl SecCtxMgr {
+        /// A thread whose active context `ctx` has cached read-write for objects `0..n`.
+        pub fn with_cached(ctx: ObjID, n: u128) -> Self {
+            let cache = (0..n)
+                .map(|i| {
+                    let perms = PermsInfo {
+                        ctx,
+                        provide: Protections::READ | Protections::WRITE,
+                        restrict: Protections::empty(),
+                        valid_until: Expiry::NEVER,
+                    };
+                    (crate::host::obj(i), perms)
+                })
+                .collect();
+            Self {
+                active: Mutex::new(Arc::new(SecurityContext {
+                    cache: Mutex::new(cache),
+                })),
+                active_id: Mutex::new(ctx),
+            }
+        }
+
+        /// The active context's id (upstream's `active_id`, a spinlock).
+        pub fn active_id(&self) -> ObjID {
+            *self.active_id.lock()
+        }
+
+        /// Upstream's `check_active_access` on a cached object, then the fault handler's test.
+        /// `None` where upstream would evaluate the context (not cached).
+        pub fn fault(&self, target: ObjID, access: Protections) -> Option<PermsInfo> {
+            let active = self.active.lock().clone();
+            let perms = *active.cache.lock().get(&target)?;
+            (perms.provide & !perms.restrict & access == access).then_some(perms)
+        }
+    }
+}

@@ -17,7 +17,8 @@
 //!   when a fetch switches contexts) or [`Decision::Violation`] with the reason;
 //! - [`VerifyCache`]: verified decisions per (context, object), stamped with the engine's
 //!   epoch, the object's `kuid` and default protections and the records' earliest expiry, so a
-//!   hit costs a hash, a lock and a few compares; and [`RecordMemo`], the signature checks
+//!   hit costs a hash and a few loads and compares, with no lock (seqlocked sets); and
+//!   [`RecordMemo`], the signature checks
 //!   that succeeded, so a record still present after a context edit is not verified again;
 //! - revocation and invalidation ([`Engine::revoke_key`], [`Engine::revoke_record`], after the
 //!   host recorded the revocation in its own sets, which may hold millions;
@@ -105,23 +106,48 @@
 
 extern crate alloc;
 
+// Built with `--cfg loom` (see `tests/loom_cache.rs`), the crate is only its lock-free
+// primitives, over loom's atomics: the engine, which must be `const`-constructible, is not.
+mod seq;
+pub mod seqset;
+mod sync;
+
+#[cfg(not(loom))]
 mod authority;
+#[cfg(not(loom))]
 pub mod cache;
+#[cfg(not(loom))]
 mod ctx_bytes;
+#[cfg(not(loom))]
 mod engine;
+#[cfg(not(loom))]
 mod fault;
+#[cfg(not(loom))]
 mod host;
+#[cfg(not(loom))]
 pub mod memo;
+#[cfg(not(loom))]
 mod mgr;
+#[cfg(not(loom))]
 mod stats;
+#[cfg(not(loom))]
 mod ticket;
 
+#[cfg(not(loom))]
 pub use cache::{ObjectPerms, VerifyCache};
+#[cfg(not(loom))]
 pub use ctx_bytes::CtxBytes;
+#[cfg(not(loom))]
 pub use engine::{Engine, INVALIDATION_LIST, Invalidation, MAX_VERIFICATIONS_PER_FAULT};
+#[cfg(not(loom))]
 pub use fault::{Decision, DenyCause, Fault, Violation};
+#[cfg(not(loom))]
 pub use host::{Host, ObjectInfo, Unmap, UnmapGranularity};
+#[cfg(not(loom))]
 pub use memo::RecordMemo;
+#[cfg(not(loom))]
 pub use mgr::{AttachError, DetachError, KERNEL_SCTX, SecCtxMgr, SwitchResult};
+#[cfg(not(loom))]
 pub use stats::Stats;
+#[cfg(not(loom))]
 pub use ticket::MapTicket;

@@ -9,7 +9,9 @@
 //! clone is taken under the parent's lock, so it is one consistent state) and has a kernel
 //! form ([`SecCtxMgr::new_kernel`]). The inactive list lives on the heap: attaching and
 //! cloning allocate, always with the lock released; the fault path reads it one entry at a
-//! time under the lock and never allocates.
+//! time under the lock and never allocates. The active context's id is also published under
+//! a sequence counter, so a fault reads it without taking the lock (upstream keeps a separate
+//! spinlock for it).
 
 use alloc::vec::Vec;
 use core::fmt;
@@ -21,6 +23,7 @@ use crate::cache::ObjectPerms;
 use crate::engine::Engine;
 use crate::fault::{Fault, Violation};
 use crate::host::{Host, ObjectInfo};
+use crate::seq::SeqWords;
 
 /// The context id of kernel threads (as upstream's `KERNEL_SCTX`): the engine grants them
 /// everything the object's bounds allow.
@@ -84,13 +87,22 @@ struct Inner {
 /// One thread's contexts.
 pub struct SecCtxMgr {
     inner: Mutex<Inner>,
+    /// `inner.active`, low word first, written under `inner`'s lock; read without it.
+    active: SeqWords<2>,
+}
+
+/// An id as the two words [`SecCtxMgr::active`] publishes.
+const fn id_words(id: ObjID) -> [u64; 2] {
+    [id.raw() as u64, (id.raw() >> 64) as u64]
 }
 
 impl Clone for SecCtxMgr {
     /// A copy of one consistent state of the lists (see [`SecCtxMgr::snapshot`]).
     fn clone(&self) -> Self {
+        let inner = self.snapshot();
         Self {
-            inner: Mutex::new(self.snapshot()),
+            active: SeqWords::new(id_words(inner.active)),
+            inner: Mutex::new(inner),
         }
     }
 }
@@ -114,6 +126,7 @@ impl SecCtxMgr {
                 active,
                 inactive: Vec::new(),
             }),
+            active: SeqWords::new(id_words(active)),
         }
     }
 
@@ -128,8 +141,13 @@ impl SecCtxMgr {
     }
 
     /// The active context.
+    #[inline]
     pub fn active_id(&self) -> ObjID {
-        self.inner.lock().active
+        match self.active.read() {
+            Some([lo, hi]) => ObjID::new(u128::from(lo) | (u128::from(hi) << 64)),
+            // Switches kept racing with the read: ask the lock.
+            None => self.inner.lock().active,
+        }
     }
 
     /// The inactive context at position `i` in the order they are tried, if there is one.
@@ -225,6 +243,7 @@ impl SecCtxMgr {
         };
         let old = inner.active;
         inner.active = ctx;
+        self.active.write(id_words(ctx));
         if let Some(slot) = inner.inactive.get_mut(at) {
             *slot = old;
         }

@@ -12,8 +12,9 @@
 //! Why that suffices: a decision is served from one cache entry, in one cache set. Everything
 //! that takes a grant away (revocation, context or key invalidation, expiry, eviction, flush)
 //! removes the entries it affects, and each removal bumps its set's removal counter *under the
-//! set's lock, before* the engine calls `unmap`. A ticket records the set and the counter it
-//! saw. If the counter still matches while the kernel holds the page-table lock, no removal
+//! set's lock, before* the engine calls `unmap`, in the same seqlocked write that takes the
+//! entry out of the set's mirror (see [`crate::seqset`]). A ticket records the set and the
+//! counter a lookup saw in the same published state as the entry it read. If the counter still matches while the kernel holds the page-table lock, no removal
 //! has happened in that set since the decision, so any later one will call `unmap`, which
 //! waits for the lock and then removes the entry just installed. If it does not match, some
 //! entry of the set was removed (perhaps another one): decide again, usually a cache hit.

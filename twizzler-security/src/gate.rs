@@ -33,6 +33,7 @@ impl Gate {
     };
 
     /// Makes a gate, checking its arithmetic.
+    #[inline]
     pub const fn new(offset: u64, length: u64, align: u64) -> Result<Self, GateError> {
         if length == 0 {
             return Err(GateError::ZeroLength);
@@ -69,6 +70,7 @@ impl Gate {
     }
 
     /// One past the last byte of the range (cannot overflow, by the invariant).
+    #[inline]
     pub const fn end(&self) -> u64 {
         self.offset + self.length
     }
@@ -76,6 +78,7 @@ impl Gate {
     /// Whether page `page` (bytes `page * 4096 .. (page + 1) * 4096`) lies entirely inside the
     /// range. A page the range covers only in part is not covered: enforcement never
     /// over-grants.
+    #[inline]
     pub const fn covers_page(&self, page: u64) -> bool {
         let Some(start) = page.checked_mul(PAGE_SIZE) else {
             return false;
@@ -87,6 +90,7 @@ impl Gate {
     }
 
     /// Whether `offset` is an allowed entry point: inside the range and a multiple of `align`.
+    #[inline]
     pub const fn allows_entry(&self, offset: u64) -> bool {
         offset >= self.offset && offset < self.end() && offset.is_multiple_of(self.align)
     }

@@ -42,6 +42,7 @@ pub enum AccessKind {
 
 impl AccessKind {
     /// The rights the access needs.
+    #[inline]
     pub const fn required(self) -> Protections {
         match self {
             Self::Read => Protections::READ,
@@ -111,6 +112,7 @@ impl Access {
     }
 
     /// The page the access falls in.
+    #[inline]
     pub const fn page(&self) -> u64 {
         self.offset / PAGE_SIZE
     }
@@ -133,6 +135,7 @@ pub struct PermsInfo {
 impl PermsInfo {
     /// Whether the rights `access` are granted (`access & !restrict & provide == access`, the
     /// expression of Twizzler's fault handler).
+    #[inline]
     pub fn grants(&self, access: Protections) -> bool {
         access & !self.restrict & self.provide == access
     }
@@ -200,6 +203,7 @@ impl Grant {
     ///   point of the gate.
     ///
     /// Errors with the verdict that explains why it contributes nothing.
+    #[inline]
     pub fn contribution(&self, access: &Access) -> Result<Protections, Verdict> {
         let data_bits = Protections::READ | Protections::WRITE;
         let covers = self.gate.covers_page(access.page());

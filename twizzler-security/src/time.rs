@@ -31,6 +31,7 @@ impl Expiry {
 
     /// Whether it has expired at time `now` (ns since the epoch): an expiry of `t` grants up to
     /// but not including `t`.
+    #[inline]
     pub const fn is_expired(self, now: u64) -> bool {
         self.0 != 0 && now >= self.0
     }

@@ -159,6 +159,13 @@ fn test_steps() -> Vec<Step> {
             action: Action::Cargo(&["test", "--workspace"]),
         },
         Step {
+            name: "loom: lock-free cache lookups",
+            about: "RUSTFLAGS=\"--cfg loom\" cargo test -p kernel-hooks --test loom_cache --release, \
+                    in target/loom: every interleaving (two preemptions) of a fault's lock-free \
+                    hit racing a revocation sweep, an eviction and a stale insert",
+            action: Action::Custom(loom_cache),
+        },
+        Step {
             name: "bare-metal build (core only)",
             about: "cargo build -p twizzler-capsec --no-default-features \
                     --target x86_64-unknown-none",
@@ -387,6 +394,32 @@ fn check_format(ws: &Workspace) -> Result<(), String> {
     } else {
         run_cargo(ws, &["fmt", "--all", "--check"])
     }
+}
+
+/// Step: the loom model of the cache's lock-free lookups (`kernel-hooks/tests/loom_cache.rs`).
+///
+/// `--cfg loom` changes every crate's build, so it gets its own target directory rather than
+/// invalidating the workspace's; release mode, because loom runs the model hundreds of
+/// thousands of times.
+fn loom_cache(ws: &Workspace) -> Result<(), String> {
+    let target_dir = ws.root.join("target").join("loom");
+    let target_dir = target_dir.to_string_lossy();
+    run_env(
+        &ws.root,
+        &[
+            ("RUSTFLAGS", "--cfg loom"),
+            ("CARGO_TARGET_DIR", &target_dir),
+        ],
+        "cargo",
+        &[
+            "test",
+            "-p",
+            "kernel-hooks",
+            "--test",
+            "loom_cache",
+            "--release",
+        ],
+    )
 }
 
 // ---------------------------------------------------------------------------------------------

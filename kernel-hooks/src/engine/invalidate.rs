@@ -86,7 +86,7 @@ impl<H: Host> Engine<H> {
     pub fn invalidate_ctx(&self, ctx: ObjID) -> Invalidation {
         self.validated.lock().forget(ctx);
         let old = self.epoch.fetch_add(1, Ordering::AcqRel);
-        let mut inv = self.sweep(old, |e| e.ctx == ctx);
+        let mut inv = self.sweep(old, |e| e.snap.ctx == ctx);
         if H::UNMAP_GRANULARITY == UnmapGranularity::PerContext {
             self.host.unmap(Unmap::Context(ctx));
             inv.push(Unmap::Context(ctx));
@@ -111,11 +111,11 @@ impl<H: Host> Engine<H> {
         // this, and the sweep notes every entry it keeps, so none is lost.
         self.next_expiry.store(0, Ordering::Release);
         self.retain_where(|e| {
-            if e.valid_until.is_expired(now) {
+            if e.snap.valid_until.is_expired(now) {
                 return false;
             }
             self.next_expiry
-                .fetch_max(expiry_key(e.valid_until), Ordering::AcqRel);
+                .fetch_max(expiry_key(e.snap.valid_until), Ordering::AcqRel);
             true
         })
     }
@@ -128,8 +128,8 @@ impl<H: Host> Engine<H> {
             if affected(e) {
                 return false;
             }
-            if e.stamp.epoch == old {
-                e.stamp.epoch = new;
+            if e.snap.stamp.epoch == old {
+                e.snap.stamp.epoch = new;
             }
             true
         })

@@ -3,18 +3,17 @@
 //! - this module: deciding a fault ([`Engine::decide`]) and the lookups upstream's
 //!   `SecCtxMgr` offers, from the cache or by reading and verifying the context;
 //! - [`read`]: reading a context inside the host's scope, and noticing it change;
-//! - [`invalidate`]: revocation, invalidation and expiry, and the unmaps they cause;
-//! - [`explain`]: why a denied fault was denied.
+//! - [`invalidate`]: revocation, invalidation and expiry, and the unmaps they cause.
 //!
 //! # Locks
 //!
-//! The engine's locks are the cache sets' spinlocks, the validated-context table's spinlock
-//! and the memo sets' spinlocks (the revocation sets are the host's). None is held
+//! The engine's locks are the cache sets' writer locks (a hit takes none: it reads the set's
+//! seqlocked mirror), the validated-context table's spinlock and the memo sets' spinlocks
+//! (the revocation sets are the host's). None is held
 //! while another is taken, none is held across a call into the host, and nothing is
 //! allocated under any of them. A thread's [`SecCtxMgr`] lock is taken only to copy one id
 //! out of it.
 
-mod explain;
 mod invalidate;
 mod read;
 
@@ -32,7 +31,7 @@ pub use invalidate::{INVALIDATION_LIST, Invalidation};
 use crate::authority::EngineAuthority;
 use crate::cache::{CachedPerms, Deps, Evaluated, ObjectPerms, Stamp, VerifyCache};
 use crate::ctx_bytes::CtxBytes;
-use crate::fault::{Decision, Fault, Violation};
+use crate::fault::{Decision, DenyCause, Fault, Violation};
 use crate::host::{Host, ObjectInfo};
 use crate::memo::RecordMemo;
 use crate::mgr::{KERNEL_SCTX, SecCtxMgr};
@@ -62,13 +61,17 @@ struct Looked {
     eval: Evaluated,
     flags: CtxFlags,
     ticket: MapTicket,
+    /// Why the entry does not grant the access, when it does not (worked out in the same
+    /// lookup, so a denial reads the cache once).
+    cause: Option<DenyCause>,
 }
 
 /// The page-fault decision engine.
 ///
 /// Generic over the [`Host`] kernel; `const`-constructible, heap-free and all zero bytes when
 /// new, so a kernel keeps it in a `static` in `.bss`. Safe to share between CPUs: the caches
-/// are split into spinlocked sets, revocations move an epoch, counters are atomics.
+/// are split into sets read without a lock and written under a lock each, revocations move
+/// an epoch, counters are atomics.
 pub struct Engine<H: Host> {
     host: H,
     cache: VerifyCache,
@@ -184,6 +187,50 @@ impl<H: Host> Engine<H> {
     /// instruction fetch must land on an entry point of the gate to switch). The thread is not
     /// switched: `Map::switch_to` names the context the kernel switches to.
     pub fn decide(&self, thread: &SecCtxMgr, fault: &Fault) -> Decision {
+        match self.decide_hit(thread, fault) {
+            Some(d) => d,
+            None => self.decide_slow(thread, fault),
+        }
+    }
+
+    /// The common case, kept small: the active context's fresh cache entry grants the fault.
+    /// No lock is taken (the thread's active id and the cache set are read under sequence
+    /// counters), nothing is written but the set's hit counter, and the host is asked only the
+    /// time. Anything else (a miss, a denial, a switch, the kernel's context, a set being
+    /// written) is `None`, and [`Engine::decide_slow`] decides in full.
+    #[inline]
+    fn decide_hit(&self, thread: &SecCtxMgr, fault: &Fault) -> Option<Decision> {
+        if fault.offset < PAGE_SIZE || fault.offset >= MAX_OBJECT_SIZE {
+            return None;
+        }
+        let active = thread.active_id();
+        if active == KERNEL_SCTX {
+            return None;
+        }
+        let now = self.now();
+        let stamp = self.stamp(&fault.object);
+        let access = data_or_exec(fault);
+        let needed = fault.kind.required();
+        let (eval, ticket) =
+            self.cache
+                .serve(active, fault.target, &stamp, now, &access, needed)?;
+        // As in `with_entry`: a hit counts only under an unchanged epoch (see `MapTicket`).
+        if self.epoch.load(Ordering::Acquire) != stamp.epoch {
+            return None;
+        }
+        Some(Decision::Map {
+            prots: eval.perms.provide,
+            pages: eval.pages,
+            ctx: active,
+            switch_to: None,
+            valid_until: eval.perms.valid_until,
+            ticket,
+        })
+    }
+
+    /// Everything [`Engine::decide_hit`] does not serve.
+    #[inline(never)]
+    fn decide_slow(&self, thread: &SecCtxMgr, fault: &Fault) -> Decision {
         match self.search(thread, fault) {
             Ok((looked, switch_to)) => Decision::Map {
                 prots: looked.eval.perms.provide,
@@ -248,7 +295,7 @@ impl<H: Host> Engine<H> {
         }
         let now = self.now();
         let budget = fault_budget();
-        self.with_entry(ctx, target, object, now, &budget, |e| e.object_perms())
+        self.with_entry(ctx, target, object, now, &budget, |e| e.snap.object_perms())
             .map(|(p, _)| p)
     }
 
@@ -290,7 +337,14 @@ impl<H: Host> Engine<H> {
                 return Ok((l, Some(ctx)));
             }
         }
-        Err(self.diagnose(active, fault, provided, now, &budget))
+        Err(Violation::Denied {
+            ctx: active,
+            needed,
+            provided,
+            // The active context's entry did not grant, so its lookup explained why, from what
+            // the entry remembers: nothing is read or verified again.
+            cause: looked.cause.unwrap_or(DenyCause::NoRecord),
+        })
     }
 
     fn stamp(&self, object: &ObjectInfo) -> Stamp {
@@ -374,15 +428,18 @@ impl<H: Host> Engine<H> {
         budget: &Cell<u32>,
     ) -> Result<Looked, Violation> {
         let needed = access.kind.required();
-        let ((eval, flags, complete), ticket) =
+        let ((eval, flags, complete, cause), ticket) =
             self.with_entry(ctx_id, fault.target, &fault.object, now, budget, |e| {
-                (e.evaluate(&access), e.flags, e.complete)
+                let eval = e.snap.evaluate(&access);
+                let cause = (!eval.perms.grants(needed)).then(|| e.deny_cause(&access, needed));
+                (eval, e.snap.flags, e.snap.complete, cause)
             })?;
         if complete || eval.perms.grants(needed) {
             return Ok(Looked {
                 eval,
                 flags,
                 ticket,
+                cause,
             });
         }
         // The entry holds fewer grants than the context has valid records: the rule in full.
@@ -391,12 +448,13 @@ impl<H: Host> Engine<H> {
         self.read_ctx(ctx_id, |ctx| {
             self.evaluate_uncached(ctx_id, ctx, fault, access, now, ticket, budget)
         })
+        .map(|looked| Looked { cause, ..looked })
     }
 
     /// Caches `entry` (noting its expiry for the timer first), unmaps what it evicted, and
     /// returns the ticket of decisions made from it.
     fn insert(&self, entry: CachedPerms) -> MapTicket {
-        self.note_expiry(entry.valid_until);
+        self.note_expiry(entry.snap.valid_until);
         let (evicted, ticket) = self.cache.insert(entry);
         if let Some(r) = evicted {
             Counters::bump(&self.counters.evictions);
@@ -484,6 +542,7 @@ impl<H: Host> Engine<H> {
             },
             flags: ctx.flags(),
             ticket,
+            cause: None,
         }
     }
 }
@@ -525,6 +584,7 @@ fn kernel_grant() -> Looked {
         // The kernel's context is never left through the fault path.
         flags: CtxFlags::UNDETACHABLE,
         ticket: MapTicket(Ticket::Kernel),
+        cause: None,
     }
 }
 

@@ -1,0 +1,274 @@
+//! An entry of the cache: what it was derived from ([`Stamp`]), what it depends on
+//! ([`Deps`]), why records did not count ([`Failure`]), and the entry itself
+//! ([`CachedPerms`]).
+
+use twizzler_capsec::{Access, CtxFlags, Expiry, Grant, ObjID, Protections, RecordId, Verdict};
+
+use super::MAX_GRANTS;
+use super::snapshot::Snapshot;
+use super::words::{HOT_WORDS, key_words};
+use crate::fault::DenyCause;
+use crate::seqset::{KEY_WORDS, Mirrored};
+
+/// Key objects one entry remembers depending on.
+const MAX_KUIDS: usize = 4;
+/// Record ids (fingerprints) one entry remembers depending on.
+const MAX_RECORDS: usize = 12;
+
+/// What an entry was derived from, and so what must not have changed for it to hit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Stamp {
+    /// The engine's epoch.
+    pub epoch: u64,
+    /// The object's `kuid`.
+    pub kuid: Option<ObjID>,
+    /// The object's default protections.
+    pub default_prots: Protections,
+}
+
+impl Stamp {
+    pub(super) const ZERO: Stamp = Stamp {
+        epoch: 0,
+        kuid: None,
+        default_prots: Protections::empty(),
+    };
+}
+
+/// The keys and records an entry was derived from.
+///
+/// Records are remembered by a 64-bit fingerprint of their id, so a revocation may also
+/// match an unrelated entry: that only unmaps more than needed. When the lists overflow the
+/// entry depends on everything.
+#[derive(Clone, Copy, Debug)]
+pub struct Deps {
+    kuids: [ObjID; MAX_KUIDS],
+    n_kuids: u8,
+    records: [u64; MAX_RECORDS],
+    n_records: u8,
+    overflow: bool,
+}
+
+impl Deps {
+    /// No dependencies.
+    pub const EMPTY: Deps = Deps {
+        kuids: [ObjID::new(0); MAX_KUIDS],
+        n_kuids: 0,
+        records: [0; MAX_RECORDS],
+        n_records: 0,
+        overflow: false,
+    };
+
+    fn fingerprint(id: &RecordId) -> u64 {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(&id.0[..8]);
+        u64::from_le_bytes(b)
+    }
+
+    /// Notes that the entry consulted key object `kuid`.
+    pub fn add_kuid(&mut self, kuid: ObjID) {
+        let n = usize::from(self.n_kuids);
+        if self.kuids[..n].contains(&kuid) {
+            return;
+        }
+        match self.kuids.get_mut(n) {
+            Some(slot) => {
+                *slot = kuid;
+                self.n_kuids += 1;
+            }
+            None => self.overflow = true,
+        }
+    }
+
+    /// Notes that the entry derives from the record `id`.
+    pub fn add_record(&mut self, id: &RecordId) {
+        let fp = Self::fingerprint(id);
+        let n = usize::from(self.n_records);
+        if self.records[..n].contains(&fp) {
+            return;
+        }
+        match self.records.get_mut(n) {
+            Some(slot) => {
+                *slot = fp;
+                self.n_records += 1;
+            }
+            None => self.overflow = true,
+        }
+    }
+
+    /// Whether revoking (or changing) key object `kuid` may take something away from the
+    /// entry.
+    pub fn uses_kuid(&self, kuid: ObjID) -> bool {
+        self.overflow || self.kuids[..usize::from(self.n_kuids)].contains(&kuid)
+    }
+
+    /// Whether revoking record `id` may take something away from the entry.
+    pub fn uses_record(&self, id: &RecordId) -> bool {
+        self.overflow
+            || self.records[..usize::from(self.n_records)].contains(&Self::fingerprint(id))
+    }
+}
+
+/// The failure an entry keeps. Not an `Option<Verdict>`: that one's `None` is a niche value of
+/// `Verdict`'s tag, not zero bytes, and an unused entry must be all zero bytes so that a
+/// `static` engine lives in `.bss` (with `Option` it moved 194 KB into `.data`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Failure {
+    /// No record failed.
+    None = 0,
+    /// The most telling failure.
+    Some(Verdict) = 1,
+}
+
+impl Failure {
+    /// As an `Option`.
+    pub fn get(self) -> Option<Verdict> {
+        match self {
+            Self::None => None,
+            Self::Some(v) => Some(v),
+        }
+    }
+}
+
+/// The verified grants of one context for one object: what lookups read ([`Snapshot`]), and
+/// what explains a denial and finds the entry at a revocation.
+#[derive(Clone, Copy, Debug)]
+pub struct CachedPerms {
+    /// What lookups read.
+    pub snap: Snapshot,
+    /// Whether the context files any record under the object.
+    pub seen: bool,
+    /// Why the most telling record that did not count failed (malformed, bound elsewhere,
+    /// invalid, unchecked past the budget): kept so a denial is explained without reading or
+    /// verifying anything again.
+    pub failure: Failure,
+    /// What it depends on.
+    pub deps: Deps,
+}
+
+/// How much a verdict explains a denial: a record that is invalid says more than one that is
+/// for another context.
+fn rank(v: &Verdict) -> u8 {
+    match v {
+        Verdict::Invalid(_) => 7,
+        Verdict::NotAnEntry => 6,
+        Verdict::OutsideGate => 5,
+        Verdict::NoUsefulRights => 4,
+        Verdict::WrongHolder(_) => 3,
+        Verdict::WrongTarget(_) => 2,
+        Verdict::Malformed(_) => 1,
+        Verdict::Counted(_) | Verdict::Redundant => 0,
+    }
+}
+
+impl CachedPerms {
+    /// The value of an unused way: all zero bytes.
+    const UNUSED: CachedPerms = CachedPerms {
+        snap: Snapshot {
+            ctx: ObjID::new(0),
+            target: ObjID::new(0),
+            stamp: Stamp::ZERO,
+            valid_until: Expiry::NEVER,
+            allowed: Protections::empty(),
+            flags: CtxFlags::empty(),
+            grants: [None; MAX_GRANTS],
+            complete: false,
+        },
+        seen: false,
+        failure: Failure::None,
+        deps: Deps::EMPTY,
+    };
+
+    /// An entry with no grants yet.
+    pub fn new(
+        ctx: ObjID,
+        target: ObjID,
+        stamp: Stamp,
+        allowed: Protections,
+        flags: CtxFlags,
+    ) -> Self {
+        Self {
+            snap: Snapshot {
+                ctx,
+                target,
+                stamp,
+                allowed,
+                flags,
+                complete: true,
+                ..Self::UNUSED.snap
+            },
+            ..Self::UNUSED
+        }
+    }
+
+    /// Adds the grant of a record that counted and expires at `expires`.
+    ///
+    /// A grant that does not fit makes the entry incomplete (faults it cannot grant are then
+    /// decided by the rule in full), but the entry still expires with it and depends on it:
+    /// the entry is what every later expiry, revocation and eviction finds, and unmaps, for
+    /// every page mapped under (context, object), whichever record granted it.
+    pub fn add_grant(&mut self, grant: Grant, expires: Expiry) {
+        let snap = &mut self.snap;
+        snap.valid_until = snap.valid_until.min(expires);
+        let same = snap
+            .grants
+            .iter_mut()
+            .flatten()
+            .find(|g| g.gate == grant.gate);
+        if let Some(same) = same {
+            same.prots |= grant.prots;
+        } else if let Some(slot) = snap.grants.iter_mut().find(|g| g.is_none()) {
+            *slot = Some(grant);
+        } else {
+            snap.complete = false;
+        }
+    }
+
+    /// Notes a record that did not count, keeping the most telling reason.
+    pub fn add_failure(&mut self, v: Verdict) {
+        if self.failure.get().is_none_or(|f| rank(&v) > rank(&f)) {
+            self.failure = Failure::Some(v);
+        }
+    }
+
+    /// Why `access`, which needs `needed`, is not granted, from what the entry remembers:
+    /// no record is read or verified again.
+    pub fn deny_cause(&self, access: &Access, needed: Protections) -> DenyCause {
+        let mut unmasked = self.snap.stamp.default_prots;
+        let mut best = self.failure.get();
+        for g in self.snap.grants() {
+            match g.contribution(access) {
+                Ok(c) => unmasked |= c,
+                Err(v) => {
+                    if best.is_none_or(|b| rank(&v) > rank(&b)) {
+                        best = Some(v);
+                    }
+                }
+            }
+        }
+        let perms = self.snap.evaluate(access).perms;
+        if unmasked.contains(needed) && !perms.grants(needed) {
+            DenyCause::Masked {
+                removed: needed & perms.restrict,
+            }
+        } else if let Some(v) = best {
+            DenyCause::Record(v)
+        } else if self.seen {
+            DenyCause::Record(Verdict::NoUsefulRights)
+        } else {
+            DenyCause::NoRecord
+        }
+    }
+}
+
+impl Mirrored<HOT_WORDS> for CachedPerms {
+    const UNUSED: Self = CachedPerms::UNUSED;
+
+    fn hot(&self) -> [u64; HOT_WORDS] {
+        self.snap.encode()
+    }
+
+    fn key(&self) -> [u64; KEY_WORDS] {
+        key_words(self.snap.ctx, self.snap.target)
+    }
+}

@@ -1,0 +1,192 @@
+//! [`VerifyCache`]: decisions already verified, keyed by (context, object).
+//!
+//! An entry keeps what the rule needs once signatures are checked: the grants (rights and
+//! gate) of the records that counted, the masks, the default protections and the context's
+//! flags. A hit recomputes the rights for the faulting page from those with a few compares:
+//! no decoding, no hashing, no signature work, no heap, no call into the host.
+//!
+//! Every entry is stamped with what it was derived from, and misses when any of it changed:
+//! the engine's epoch (bumped by every revocation, context invalidation and key
+//! invalidation), the object's `kuid` and default protections (which travel with the fault),
+//! and `valid_until`, the earliest expiry among the records it holds. It also records what it
+//! depends on (the key objects consulted and the ids of the records and their parents) so a
+//! revocation can find, and unmap, exactly the grants it takes away.
+//!
+//! The cache is set-associative: `SETS` sets of `WAYS` entries ([`SeqSet`]). A lookup reads
+//! a set without a lock: the part of each entry a hit needs ([`Snapshot`]) is mirrored in
+//! atomic words under a sequence counter, so a hit costs loads and compares and no store
+//! another CPU sees. Inserts and sweeps take the set's writer lock; nothing runs under it but
+//! compares and copies: [`VerifyCache::retain`] hands what it removed to its caller only after
+//! the lock is released. The empty cache is all zero bytes, so a `static` engine lives in
+//! `.bss`.
+
+mod entry;
+mod snapshot;
+mod words;
+
+use crate::seqset::SeqSet;
+use crate::ticket::{MapTicket, Ticket};
+use twizzler_capsec::{Access, ObjID, Protections};
+
+pub use entry::{CachedPerms, Deps, Failure, Stamp};
+pub use snapshot::{Evaluated, ObjectPerms, Snapshot};
+pub use words::HOT_WORDS;
+use words::key_words;
+
+/// Number of sets.
+pub const SETS: usize = 64;
+/// Entries per set.
+pub const WAYS: usize = 4;
+/// Grants one entry holds; an object with more valid records in one context is cached
+/// incomplete (see [`CachedPerms::complete`]).
+pub const MAX_GRANTS: usize = 4;
+
+/// A bounded, set-associative cache of verified decisions.
+pub struct VerifyCache {
+    sets: [SeqSet<CachedPerms, WAYS, HOT_WORDS>; SETS],
+}
+
+impl Default for VerifyCache {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// The key of an entry that was removed from the cache.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Removed {
+    /// The context.
+    pub ctx: ObjID,
+    /// The object.
+    pub target: ObjID,
+}
+
+impl Removed {
+    fn of(e: &CachedPerms) -> Self {
+        Self {
+            ctx: e.snap.ctx,
+            target: e.snap.target,
+        }
+    }
+}
+
+impl VerifyCache {
+    /// An empty cache.
+    pub const fn new() -> Self {
+        Self {
+            sets: [const { SeqSet::new() }; SETS],
+        }
+    }
+
+    #[inline]
+    fn set(&self, ctx: ObjID, target: ObjID) -> (usize, &SeqSet<CachedPerms, WAYS, HOT_WORDS>) {
+        // Object ids are often sequential: fold every bit of both ids into one word, then
+        // take the *top* bits of a multiplicative hash, which depend on all of the input.
+        let fold = |id: ObjID| (id.raw() as u64) ^ ((id.raw() >> 64) as u64).rotate_left(32);
+        let x = fold(target) ^ fold(ctx).wrapping_mul(0xC2B2_AE3D_27D4_EB4F);
+        let h = x.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        // SETS is a power of two: the top log2(SETS) bits index it.
+        let i = (h >> (u64::BITS - SETS.trailing_zeros())) as usize % SETS;
+        (i, &self.sets[i])
+    }
+
+    /// The ticket of a decision served from set `i` when its removal counter was `removals`.
+    fn ticket(i: usize, removals: u64) -> MapTicket {
+        MapTicket(Ticket::Entry {
+            // SETS fits a u16.
+            set: i as u16,
+            removals,
+        })
+    }
+
+    /// Whether no entry has left the set `ticket` names since it was taken.
+    pub fn is_current(&self, ticket: &MapTicket) -> Option<bool> {
+        match ticket.0 {
+            Ticket::Entry { set, removals } => Some(
+                self.sets
+                    .get(usize::from(set))
+                    .is_some_and(|s| s.removals() == removals),
+            ),
+            _ => None,
+        }
+    }
+
+    /// A hit without a lock: what the fresh entry for (`ctx`, `target`) provides for
+    /// `access`, if it grants `needed` ([`Snapshot::serve`]). `None` when there is no fresh
+    /// entry, it does not grant, or the set was being written: the caller then takes the slow
+    /// path, which also explains a denial.
+    #[inline]
+    pub fn serve(
+        &self,
+        ctx: ObjID,
+        target: ObjID,
+        stamp: &Stamp,
+        now: u64,
+        access: &Access,
+        needed: Protections,
+    ) -> Option<(Evaluated, MapTicket)> {
+        let (si, set) = self.set(ctx, target);
+        let (eval, removals) = set.lookup(&key_words(ctx, target), |w| {
+            Snapshot::serve(w, stamp, now, access, needed)
+        })?;
+        Some((eval, Self::ticket(si, removals)))
+    }
+
+    /// Runs `f` on the fresh entry for (`ctx`, `target`), if there is one, under the set's
+    /// writer lock (for what lookups do not read: why a denial was denied). `f` must only
+    /// compute.
+    pub fn with_fresh<R>(
+        &self,
+        ctx: ObjID,
+        target: ObjID,
+        stamp: &Stamp,
+        now: u64,
+        f: impl FnOnce(&CachedPerms) -> R,
+    ) -> Option<(R, MapTicket)> {
+        let (si, set) = self.set(ctx, target);
+        let (r, removals) = set.lookup_locked(&key_words(ctx, target), |e| {
+            e.snap.is_fresh(stamp, now).then(|| f(e))
+        })?;
+        Some((r, Self::ticket(si, removals)))
+    }
+
+    /// Hits served so far (see [`SeqSet::hits`]).
+    pub fn hits(&self) -> u64 {
+        self.sets.iter().map(SeqSet::hits).sum()
+    }
+
+    /// Inserts `entry`, replacing the entry for the same key if there is one. Returns the
+    /// key of another entry it evicted, whose mappings must go, and the ticket of decisions
+    /// served from the inserted entry.
+    pub fn insert(&self, entry: CachedPerms) -> (Option<Removed>, MapTicket) {
+        let (si, set) = self.set(entry.snap.ctx, entry.snap.target);
+        let (evicted, removals) = set.insert(entry);
+        (
+            evicted.as_ref().map(Removed::of),
+            Self::ticket(si, removals),
+        )
+    }
+
+    /// Visits every entry, one set at a time; those for which `keep` returns false are
+    /// removed. `keep` runs under the set's lock (it must only compute); `removed` runs after
+    /// the lock is released, once for each entry removed from that set, so it may call out.
+    pub fn retain(
+        &self,
+        mut keep: impl FnMut(&mut CachedPerms) -> bool,
+        mut removed: impl FnMut(Removed),
+    ) {
+        for set in &self.sets {
+            set.retain(&mut keep, |e| removed(Removed::of(&e)));
+        }
+    }
+
+    /// Number of entries held.
+    pub fn len(&self) -> usize {
+        self.sets.iter().map(SeqSet::len).sum()
+    }
+
+    /// Whether the cache holds nothing.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}

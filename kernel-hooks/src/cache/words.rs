@@ -1,0 +1,320 @@
+//! The words of a [`Snapshot`] in a set's mirror, and the hit served straight from them.
+
+use twizzler_capsec::{AccessKind, CtxFlags, Expiry, Gate, Grant, ObjID, PermsInfo, Protections};
+
+use super::MAX_GRANTS;
+use super::entry::Stamp;
+use super::snapshot::{Evaluated, OBJECT_PAGES, Snapshot};
+use crate::seqset::{KEY_WORDS, Way};
+use twizzler_capsec::Access;
+
+/// Words of a [`Snapshot`] in a set's mirror (see [`Snapshot::encode`]).
+pub const HOT_WORDS: usize = W_GATES + 3 * MAX_GRANTS;
+
+// The mirror's layout: the key (context, object: `KEY_WORDS`), then
+const W_EPOCH: usize = KEY_WORDS;
+/// The `kuid`, two words (zero when there is none).
+const W_KUID: usize = W_EPOCH + 1;
+/// Small fields: default protections (bits 0-15), allowed (16-31), flags (32-47), and the
+/// bits below.
+const W_SMALL: usize = W_KUID + 2;
+const W_VALID_UNTIL: usize = W_SMALL + 1;
+/// The summary a hit is served from (see [`Snapshot::summary`]): the rights a data access
+/// gets (bits 0-15), those a code access gets (16-31), and [`UNIFORM`].
+const W_SUMMARY: usize = W_VALID_UNTIL + 1;
+/// Each grant's rights, 16 bits each.
+const W_PROTS: usize = W_SUMMARY + 1;
+/// Each grant's gate: offset, length, align.
+const W_GATES: usize = W_PROTS + 1;
+
+/// Bits of the small-fields word.
+const KUID_SOME: u32 = 48;
+const COMPLETE: u32 = 49;
+const GRANT_PRESENT: u32 = 56;
+/// Bit of the summary word: the summary holds (every data grant covers the whole object).
+const UNIFORM: u64 = 1 << 32;
+
+fn id_words(id: ObjID) -> [u64; 2] {
+    [id.raw() as u64, (id.raw() >> 64) as u64]
+}
+
+fn id_of(lo: u64, hi: u64) -> ObjID {
+    ObjID::new(u128::from(lo) | (u128::from(hi) << 64))
+}
+
+/// The key words of (`ctx`, `target`) in a mirror.
+pub(crate) fn key_words(ctx: ObjID, target: ObjID) -> [u64; KEY_WORDS] {
+    let [c0, c1] = id_words(ctx);
+    let [t0, t1] = id_words(target);
+    [c0, c1, t0, t1]
+}
+
+impl Snapshot {
+    /// The words a set's mirror holds.
+    pub fn encode(&self) -> [u64; HOT_WORDS] {
+        let mut w = [0u64; HOT_WORDS];
+        let [c0, c1] = id_words(self.ctx);
+        let [t0, t1] = id_words(self.target);
+        let [k0, k1] = id_words(self.stamp.kuid.unwrap_or(ObjID::new(0)));
+        let mut small = u64::from(self.stamp.default_prots.bits())
+            | (u64::from(self.allowed.bits()) << 16)
+            | (u64::from(self.flags.bits()) << 32)
+            | (u64::from(self.stamp.kuid.is_some()) << KUID_SOME)
+            | (u64::from(self.complete) << COMPLETE);
+        let summary = match self.summary() {
+            Some((data, code)) => u64::from(data.bits()) | (u64::from(code.bits()) << 16) | UNIFORM,
+            None => 0,
+        };
+        let mut prots = 0u64;
+        let mut gates = [0u64; 3 * MAX_GRANTS];
+        for (i, (g, gate)) in self
+            .grants
+            .iter()
+            .zip(gates.chunks_exact_mut(3))
+            .enumerate()
+        {
+            if let Some(g) = g {
+                small |= 1 << (GRANT_PRESENT + i as u32);
+                prots |= u64::from(g.prots.bits()) << (16 * i);
+                gate.copy_from_slice(&[g.gate.offset(), g.gate.length(), g.gate.align()]);
+            }
+        }
+        let head = [
+            c0,
+            c1,
+            t0,
+            t1,
+            self.stamp.epoch,
+            k0,
+            k1,
+            small,
+            self.valid_until.raw(),
+            summary,
+            prots,
+        ];
+        for (dst, src) in w.iter_mut().zip(head.iter().chain(&gates)) {
+            *dst = *src;
+        }
+        w
+    }
+
+    /// The snapshot [`Snapshot::encode`] wrote into `w`; `None` if `w` is not such words (a
+    /// gate that does not validate), which a lookup treats as a miss.
+    pub fn decode(w: &[u64; HOT_WORDS]) -> Option<Self> {
+        let [
+            c0,
+            c1,
+            t0,
+            t1,
+            epoch,
+            k0,
+            k1,
+            small,
+            valid_until,
+            _summary,
+            prots,
+            gates @ ..,
+        ] = *w;
+        let mut grants = [None; MAX_GRANTS];
+        for (i, (slot, gate)) in grants.iter_mut().zip(gates.chunks_exact(3)).enumerate() {
+            if small & (1 << (GRANT_PRESENT + i as u32)) != 0 {
+                let &[offset, length, align] = gate else {
+                    return None;
+                };
+                *slot = Some(Grant {
+                    prots: Protections::from_bits_retain((prots >> (16 * i)) as u16),
+                    gate: Gate::new(offset, length, align).ok()?,
+                });
+            }
+        }
+        Some(Self {
+            ctx: id_of(c0, c1),
+            target: id_of(t0, t1),
+            stamp: Stamp {
+                epoch,
+                kuid: (small & (1 << KUID_SOME) != 0).then(|| id_of(k0, k1)),
+                default_prots: Protections::from_bits_retain(small as u16),
+            },
+            valid_until: Expiry::from_raw(valid_until),
+            allowed: Protections::from_bits_retain((small >> 16) as u16),
+            flags: CtxFlags::from_bits_retain((small >> 32) as u16),
+            grants,
+            complete: small & (1 << COMPLETE) != 0,
+        })
+    }
+
+    /// A hit, answered from a mirror's words: what `access` (needing `needed`) is provided,
+    /// if the entry is fresh for `stamp` at `now` and grants it; `None` otherwise (stale,
+    /// denying, or words that do not decode). Reads the summary word when it holds, and only
+    /// then; else decodes the grants and evaluates.
+    #[inline]
+    pub(crate) fn serve(
+        w: &Way<'_, HOT_WORDS>,
+        stamp: &Stamp,
+        now: u64,
+        access: &Access,
+        needed: Protections,
+    ) -> Option<Evaluated> {
+        let small = w.word(W_SMALL);
+        let kuid =
+            (small & (1 << KUID_SOME) != 0).then(|| id_of(w.word(W_KUID), w.word(W_KUID + 1)));
+        let valid_until = Expiry::from_raw(w.word(W_VALID_UNTIL));
+        if w.word(W_EPOCH) != stamp.epoch
+            || kuid != stamp.kuid
+            || small as u16 != stamp.default_prots.bits()
+            || valid_until.is_expired(now)
+            || access.page() == 0
+        {
+            return None;
+        }
+        let summary = w.word(W_SUMMARY);
+        if summary & UNIFORM != 0 && !access.entering {
+            let bits = match access.kind {
+                AccessKind::Exec => summary >> 16,
+                _ => summary,
+            };
+            let provide = Protections::from_bits_retain(bits as u16);
+            let allowed = Protections::from_bits_retain((small >> 16) as u16);
+            return provide.contains(needed).then(|| Evaluated {
+                perms: PermsInfo {
+                    ctx: id_of(w.word(0), w.word(1)),
+                    provide,
+                    restrict: Protections::all() & !allowed,
+                    valid_until,
+                },
+                pages: OBJECT_PAGES,
+            });
+        }
+        let snap = Snapshot::decode(&w.words())?;
+        let eval = snap.evaluate(access);
+        eval.perms.grants(needed).then_some(eval)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use core::sync::atomic::AtomicU64;
+
+    use proptest::prelude::*;
+    use twizzler_capsec::{Access, AccessKind, Expiry, Gate, Grant, MAX_OBJECT_SIZE, ObjID};
+    use twizzler_capsec::{PAGE_SIZE, Protections};
+
+    use super::{HOT_WORDS, Snapshot};
+    use crate::cache::{CachedPerms, Stamp};
+    use crate::seqset::Way;
+
+    fn prots() -> impl Strategy<Value = Protections> {
+        (0u16..8).prop_map(Protections::from_bits_truncate)
+    }
+
+    /// Gates: the whole object, all but the null page, a page range, part of a page, and code
+    /// entry points.
+    fn gate() -> impl Strategy<Value = Gate> {
+        let end = MAX_OBJECT_SIZE;
+        prop_oneof![
+            Just(Gate::new(0, end, 1).unwrap()),
+            Just(Gate::new(PAGE_SIZE, end - PAGE_SIZE, 1).unwrap()),
+            (1u64..64, 1u64..64)
+                .prop_map(|(a, n)| Gate::new(a * PAGE_SIZE, n * PAGE_SIZE, 1).unwrap()),
+            (1u64..64, 1u64..4000).prop_map(|(a, n)| Gate::new(a * PAGE_SIZE + 8, n, 1).unwrap()),
+            (1u64..64).prop_map(|a| Gate::new(a * PAGE_SIZE, 4 * PAGE_SIZE, 64).unwrap()),
+        ]
+    }
+
+    fn snapshot() -> impl Strategy<Value = Snapshot> {
+        (
+            any::<u128>(),
+            any::<u128>(),
+            any::<u64>(),
+            prop::option::of(any::<u128>()),
+            prots(),
+            prots(),
+            prop::collection::vec((prots(), gate(), any::<u64>()), 0..7),
+        )
+            .prop_map(
+                |(ctx, target, epoch, kuid, default_prots, allowed, grants)| {
+                    let stamp = Stamp {
+                        epoch,
+                        kuid: kuid.map(ObjID::new),
+                        default_prots,
+                    };
+                    let mut e = CachedPerms::new(
+                        ObjID::new(ctx),
+                        ObjID::new(target),
+                        stamp,
+                        allowed,
+                        twizzler_capsec::CtxFlags::empty(),
+                    );
+                    for (prots, gate, exp) in grants {
+                        e.add_grant(Grant { prots, gate }, Expiry::from_raw(exp));
+                    }
+                    e.snap
+                },
+            )
+    }
+
+    fn access() -> impl Strategy<Value = Access> {
+        (
+            prop_oneof![
+                Just(AccessKind::Read),
+                Just(AccessKind::Write),
+                Just(AccessKind::Exec)
+            ],
+            prop_oneof![0u64..70 * PAGE_SIZE, 0..MAX_OBJECT_SIZE],
+            any::<bool>(),
+        )
+            .prop_map(|(kind, offset, entering)| Access {
+                kind,
+                offset,
+                entering,
+            })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 2000, failure_persistence: None, ..ProptestConfig::default() })]
+
+        /// The mirror's words give back the snapshot.
+        #[test]
+        fn words_round_trip(s in snapshot()) {
+            prop_assert_eq!(Snapshot::decode(&s.encode()), Some(s));
+        }
+
+        /// The summary a hit is served from agrees with the rule on every page but the null
+        /// page, for accesses by a thread already in the context.
+        #[test]
+        fn summary_agrees_with_evaluate(s in snapshot(), a in access()) {
+            if let Some((data, code)) = s.summary()
+                && a.page() > 0
+                && !a.entering
+            {
+                let eval = s.evaluate(&a);
+                let want = if a.kind == AccessKind::Exec { code } else { data };
+                prop_assert_eq!(eval.perms.provide, want);
+                prop_assert_eq!(eval.pages, super::OBJECT_PAGES);
+            }
+        }
+
+        /// A hit served from the words is exactly a fresh entry that grants, evaluated.
+        #[test]
+        fn serve_is_fresh_and_granting(
+            s in snapshot(),
+            a in access(),
+            needed in prots(),
+            now in any::<u64>(),
+            other_epoch in any::<bool>(),
+        ) {
+            let words = s.encode().map(AtomicU64::new);
+            let way = Way::<HOT_WORDS>::new(&words);
+            let stamp = if other_epoch {
+                Stamp { epoch: s.stamp.epoch.wrapping_add(1), ..s.stamp }
+            } else {
+                s.stamp
+            };
+            let served = Snapshot::serve(&way, &stamp, now, &a, needed);
+            let eval = s.evaluate(&a);
+            let want = (s.is_fresh(&stamp, now) && a.page() > 0 && eval.perms.grants(needed))
+                .then_some(eval);
+            prop_assert_eq!(served, want);
+        }
+    }
+}
