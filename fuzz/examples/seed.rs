@@ -15,7 +15,7 @@ use twizzler_capsec::{
     SecCtxEditor, Signature, SigningScheme,
 };
 use twizzler_capsec_fuzz::{
-    CTX, CTX_P256, OBJ, OBJ_CODE, OBJ_NOKEY, OBJ_P256, ed25519_signing, p256_signing,
+    CTX, CTX_P256, CheckRule, OBJ, OBJ_CODE, OBJ_NOKEY, OBJ_P256, ed25519_signing, p256_signing,
     signing_key_for,
 };
 
@@ -308,7 +308,33 @@ fn main() {
             .map(|c| c.encode().to_vec())
             .chain(dels.iter().map(|d| d.encode().to_vec())),
     );
-    write_all(&root, "ctx_parse", ctxs);
+    write_all(&root, "ctx_parse", ctxs.clone());
+
+    // ctx_parse_fast: the same contexts behind each kind of check rule (all pass, all fail,
+    // half pass / half fail, half pass / half unchecked) and a sampling phase.
+    let rules = [
+        CheckRule::ALL_PASS,
+        CheckRule::ALL_FAIL,
+        CheckRule::from_byte(0x80 | 32),
+        CheckRule::from_byte(0xc0 | 32),
+    ];
+    write_all(
+        &root,
+        "ctx_parse_fast",
+        ctxs.iter().flat_map(|c| {
+            rules.iter().enumerate().map(move |(i, r)| {
+                let mut v = vec![r.byte(), i as u8];
+                v.extend_from_slice(c);
+                v
+            })
+        }),
+    );
+
+    // rule_fast and engine read their input as a program (every byte string is one), so
+    // deterministic pseudo-random programs of a few lengths are good seeds, next to a few
+    // written by hand.
+    write_all(&root, "rule_fast", rule_programs());
+    write_all(&root, "engine", engine_programs());
 
     // key_decode: selector byte (0 signature, 1 verifying key, 2 signing key) + encoding.
     let ed = ed25519_signing();
@@ -328,4 +354,89 @@ fn main() {
         with(2, &p.encode()[..]),
     ];
     write_all(&root, "key_decode", keys);
+}
+
+/// `n` deterministic pseudo-random bytes (BLAKE3-derived record ids of a counter).
+fn noise(seed: u64, n: usize) -> Vec<u8> {
+    let mut out = Vec::with_capacity(n + 32);
+    let mut i = 0u64;
+    while out.len() < n {
+        let mut block = seed.to_le_bytes().to_vec();
+        block.extend_from_slice(&i.to_le_bytes());
+        out.extend_from_slice(&twizzler_capsec::RecordId::of(&block).0);
+        i += 1;
+    }
+    out.truncate(n);
+    out
+}
+
+/// Programs for `rule_fast`: header (check rule, sampling phase, time, default rights,
+/// revocation, pick, offset, flags, global mask), masks, then records.
+fn rule_programs() -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    for (i, rule) in [0x00u8, 0x00, 0x00, 0x40, 0xa0, 0xe0]
+        .into_iter()
+        .enumerate()
+    {
+        for len in [48usize, 160, 600] {
+            let mut p = noise(i as u64 * 1000 + len as u64, len);
+            p[0] = rule;
+            p[1] = len as u8;
+            out.push(p);
+        }
+    }
+    // By hand: all checks pass, sampling phase 0, now = 1, no default rights, nothing
+    // revoked, all rights allowed, no masks, 4 capabilities on OBJ for CTX0, whole object,
+    // never expiring.
+    let mut p = vec![0x00, 0, 0, 0, 0, 0, 0x00, 0x10, 0, 0, 0, 0, 0, 7, 0, 4];
+    for prots in [1u8, 3, 7, 5] {
+        // kind (cap), hash, target OBJ, holder CTX0 (i = 4 -> CTX[0]), prots, whole gate,
+        // never, Ed25519, fill byte.
+        p.extend_from_slice(&[0, 0, 0, 4, prots, 0, 0, 0, prots]);
+    }
+    out.push(p);
+    out
+}
+
+/// Programs for `engine`: default rights of OBJ and OBJ_CODE, four context selectors, the
+/// attach mask, then operations.
+fn engine_programs() -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    for i in 0..12u64 {
+        out.push(noise(7000 + i, 64 + 48 * i as usize));
+    }
+    // By hand: CTX0 with pool records 0..=5, CTX1 with 12..=14, CTX2 empty, CTX_P256 with the
+    // P-256 capability; every context attached; then faults with repeats on OBJ and
+    // OBJ_CODE, an edit, revocations, clock moves, expiry and a key rotation.
+    let mut p = vec![0, 0];
+    p.extend_from_slice(&[6 << 3, 0, 1, 2, 3, 4, 5]);
+    p.extend_from_slice(&[3 << 3, 12, 13, 14]);
+    p.push(0);
+    p.extend_from_slice(&[1 << 3, 7]);
+    p.push(0x0f);
+    let fault = |target: u8, off: &[u8], kind: u8| {
+        let mut f = vec![4, target];
+        f.extend_from_slice(off);
+        f.push(kind);
+        f
+    };
+    for kind in 0..3u8 {
+        p.extend(fault(0, &[1, 0, 0x10, 0], kind)); // OBJ, page 1
+        p.extend(fault(0, &[1, 1, 0x20, 0], kind)); // OBJ, page 2
+        p.extend(fault(2, &[3, 0], kind)); // OBJ_CODE 0x2000
+        p.extend(fault(3, &[1, 0, 0, 0], kind)); // OBJ_P256
+        p.extend(fault(0, &[0, 0x10, 0], kind)); // the null page
+    }
+    p.extend_from_slice(&[7, 0, 0, 6]); // CTX0: add pool record 6
+    p.extend(fault(3, &[1, 0, 0, 0], 0));
+    p.extend_from_slice(&[8, 1, 1]); // revoke pool record 1
+    p.extend(fault(0, &[1, 0, 0, 0], 1));
+    p.extend_from_slice(&[10, 3, 1]); // one second later, expire
+    p.extend(fault(0, &[1, 0, 0, 0], 0));
+    p.extend_from_slice(&[14]); // rotate the Ed25519 key
+    p.extend(fault(0, &[1, 0, 0, 0], 0));
+    p.extend_from_slice(&[9, 1]); // revoke the P-256 key
+    p.extend(fault(3, &[1, 0, 0, 0], 0));
+    out.push(p);
+    out
 }

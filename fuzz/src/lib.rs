@@ -3,6 +3,11 @@
 //! The seed generator signs records with exactly these keys, for exactly these objects, so that
 //! seeded inputs reach the "signature verifies" paths of `verify`, `verify_signatures` and
 //! `evaluate` under the [`FuzzAuthority`] the targets use.
+//!
+//! Also here: [`CheapAuthority`] (signature checks answered from their ids, for the fast
+//! targets), [`check_context`] (the context oracles `ctx_parse`, `ctx_parse_fast` and
+//! `rule_fast` share), [`Cursor`] and the unsigned record builders of `rule_fast`, and
+//! [`engine`], the host and pool of the `engine` target.
 
 use std::cell::RefCell;
 
@@ -184,3 +189,14 @@ pub fn le_u64_at(data: &[u8], at: usize) -> u64 {
     }
     u64::from_le_bytes(b)
 }
+
+mod cheap;
+mod ctx_check;
+mod cursor;
+pub mod engine;
+mod records;
+
+pub use cheap::{CheapAuthority, CheckOutcome, CheckRule};
+pub use ctx_check::{Authorities, CheapSignatures, RealSignatures, RuleParams, check_context};
+pub use cursor::Cursor;
+pub use records::{ID_POOL, cap_from, del_from, dummy_signature, expiry_from, gate_from};
