@@ -87,13 +87,15 @@ struct Inner {
 /// One thread's contexts.
 pub struct SecCtxMgr {
     inner: Mutex<Inner>,
-    /// `inner.active`, low word first, written under `inner`'s lock; read without it.
-    active: SeqWords<2>,
+    /// `inner.active` (low word first) and how many inactive contexts there are, written
+    /// under `inner`'s lock; read without it.
+    active: SeqWords<3>,
 }
 
-/// An id as the two words [`SecCtxMgr::active`] publishes.
-const fn id_words(id: ObjID) -> [u64; 2] {
-    [id.raw() as u64, (id.raw() >> 64) as u64]
+/// What [`SecCtxMgr::active`] publishes for `inner`.
+fn published(inner: &Inner) -> [u64; 3] {
+    let id = inner.active.raw();
+    [id as u64, (id >> 64) as u64, inner.inactive.len() as u64]
 }
 
 impl Clone for SecCtxMgr {
@@ -101,7 +103,7 @@ impl Clone for SecCtxMgr {
     fn clone(&self) -> Self {
         let inner = self.snapshot();
         Self {
-            active: SeqWords::new(id_words(inner.active)),
+            active: SeqWords::new(published(&inner)),
             inner: Mutex::new(inner),
         }
     }
@@ -126,7 +128,7 @@ impl SecCtxMgr {
                 active,
                 inactive: Vec::new(),
             }),
-            active: SeqWords::new(id_words(active)),
+            active: SeqWords::new([active.raw() as u64, (active.raw() >> 64) as u64, 0]),
         }
     }
 
@@ -143,10 +145,23 @@ impl SecCtxMgr {
     /// The active context.
     #[inline]
     pub fn active_id(&self) -> ObjID {
+        self.active_and_inactive_count().0
+    }
+
+    /// The active context and the number of inactive ones, read without the lock (from one
+    /// state of the lists).
+    #[inline]
+    pub(crate) fn active_and_inactive_count(&self) -> (ObjID, usize) {
         match self.active.read() {
-            Some([lo, hi]) => ObjID::new(u128::from(lo) | (u128::from(hi) << 64)),
-            // Switches kept racing with the read: ask the lock.
-            None => self.inner.lock().active,
+            Some([lo, hi, n]) => (
+                ObjID::new(u128::from(lo) | (u128::from(hi) << 64)),
+                usize::try_from(n).unwrap_or(usize::MAX),
+            ),
+            // Changes kept racing with the read: ask the lock.
+            None => {
+                let inner = self.inner.lock();
+                (inner.active, inner.inactive.len())
+            }
         }
     }
 
@@ -197,6 +212,7 @@ impl SecCtxMgr {
             }
             if inner.inactive.len() < inner.inactive.capacity() {
                 inner.inactive.push(ctx);
+                self.active.write(published(&inner));
                 return Ok(());
             }
             let needed = inner.inactive.len() + 1;
@@ -204,6 +220,7 @@ impl SecCtxMgr {
                 bigger.extend_from_slice(&inner.inactive);
                 bigger.push(ctx);
                 let old = core::mem::replace(&mut inner.inactive, bigger);
+                self.active.write(published(&inner));
                 drop(inner);
                 drop(old);
                 return Ok(());
@@ -227,6 +244,7 @@ impl SecCtxMgr {
             .position(|c| *c == ctx)
             .ok_or(DetachError::NotAttached(ctx))?;
         inner.inactive.remove(at);
+        self.active.write(published(&inner));
         Ok(())
     }
 
@@ -243,7 +261,7 @@ impl SecCtxMgr {
         };
         let old = inner.active;
         inner.active = ctx;
-        self.active.write(id_words(ctx));
+        self.active.write(published(&inner));
         if let Some(slot) = inner.inactive.get_mut(at) {
             *slot = old;
         }

@@ -151,13 +151,15 @@ proptest! {
         let ctx = SecCtx::parse(&bytes).unwrap();
         let t = SecCtxMgr::new(CTX_A);
         let keys = Keys(&w);
-        // Twice: the second pass is served from the cache.
+        // Twice: the second pass is served from the cache. A denial the second time (explained
+        // from the entry by the fast path) must be exactly the first one (the full search).
+        let mut first_pass = Vec::new();
         for pass in 0..2 {
-            for &(target, offset, kind) in &accesses {
+            for (i, &(target, offset, kind)) in accesses.iter().enumerate() {
                 let rule = evaluate(CTX_A, &ctx, target, NONE, &keys, Access { kind, offset, entering: false }, T0);
                 let d = w.decide(&t, target, offset, kind);
                 if rule.grants(kind.required()) {
-                    match d {
+                    match d.clone() {
                         Decision::Map { prots, pages, switch_to, .. } => {
                             prop_assert_eq!(prots, rule.provide, "pass {}", pass);
                             prop_assert_eq!(switch_to, None);
@@ -173,6 +175,12 @@ proptest! {
                 } else {
                     let denied = matches!(d, Decision::Violation(Violation::Denied { .. }));
                     prop_assert!(denied, "rule denies, engine said {:?}", d);
+                    if pass == 1 {
+                        prop_assert_eq!(Some(&d), first_pass.get(i), "a repeated denial changed");
+                    }
+                }
+                if pass == 0 {
+                    first_pass.push(d);
                 }
             }
         }

@@ -30,8 +30,8 @@ use twizzler_capsec::{Access, ObjID, Protections};
 
 pub use entry::{CachedPerms, Deps, Failure, Stamp};
 pub use snapshot::{Evaluated, ObjectPerms, Snapshot};
-pub use words::HOT_WORDS;
 use words::key_words;
+pub use words::{HOT_WORDS, Served};
 
 /// Number of sets.
 pub const SETS: usize = 64;
@@ -111,10 +111,10 @@ impl VerifyCache {
         }
     }
 
-    /// A hit without a lock: what the fresh entry for (`ctx`, `target`) provides for
-    /// `access`, if it grants `needed` ([`Snapshot::serve`]). `None` when there is no fresh
-    /// entry, it does not grant, or the set was being written: the caller then takes the slow
-    /// path, which also explains a denial.
+    /// A hit without a lock: what the fresh entry for (`ctx`, `target`) says about `access`,
+    /// needing `needed` ([`Snapshot::serve`]). `None` when there is no fresh entry, an
+    /// incomplete one does not grant, or the set was being written: the caller then takes the
+    /// slow path.
     #[inline]
     pub fn serve(
         &self,
@@ -124,12 +124,12 @@ impl VerifyCache {
         now: u64,
         access: &Access,
         needed: Protections,
-    ) -> Option<(Evaluated, MapTicket)> {
+    ) -> Option<(Served, MapTicket)> {
         let (si, set) = self.set(ctx, target);
-        let (eval, removals) = set.lookup(&key_words(ctx, target), |w| {
+        let (served, removals) = set.lookup(&key_words(ctx, target), |w| {
             Snapshot::serve(w, stamp, now, access, needed)
         })?;
-        Some((eval, Self::ticket(si, removals)))
+        Some((served, Self::ticket(si, removals)))
     }
 
     /// Runs `f` on the fresh entry for (`ctx`, `target`), if there is one, under the set's

@@ -143,10 +143,12 @@ impl Snapshot {
         })
     }
 
-    /// A hit, answered from a mirror's words: what `access` (needing `needed`) is provided,
-    /// if the entry is fresh for `stamp` at `now` and grants it; `None` otherwise (stale,
-    /// denying, or words that do not decode). Reads the summary word when it holds, and only
-    /// then; else decodes the grants and evaluates.
+    /// A hit, answered from a mirror's words, if the entry is fresh for `stamp` at `now`:
+    /// what `access` (needing `needed`) is provided if it is granted, or what the entry
+    /// provides and the context's flags if it is not and the entry is complete (the rule in
+    /// full would say the same). `None` otherwise (stale, incomplete and not granting, or words
+    /// that do not decode). Reads the summary word when it holds, and only then; else decodes
+    /// the grants and evaluates.
     #[inline]
     pub(crate) fn serve(
         w: &Way<'_, HOT_WORDS>,
@@ -154,7 +156,7 @@ impl Snapshot {
         now: u64,
         access: &Access,
         needed: Protections,
-    ) -> Option<Evaluated> {
+    ) -> Option<Served> {
         let small = w.word(W_SMALL);
         let kuid =
             (small & (1 << KUID_SOME) != 0).then(|| id_of(w.word(W_KUID), w.word(W_KUID + 1)));
@@ -167,6 +169,13 @@ impl Snapshot {
         {
             return None;
         }
+        let complete = small & (1 << COMPLETE) != 0;
+        let denied = |provided| {
+            complete.then(|| Served::Deny {
+                provided,
+                flags: CtxFlags::from_bits_retain((small >> 32) as u16),
+            })
+        };
         let summary = w.word(W_SUMMARY);
         if summary & UNIFORM != 0 && !access.entering {
             let bits = match access.kind {
@@ -174,8 +183,11 @@ impl Snapshot {
                 _ => summary,
             };
             let provide = Protections::from_bits_retain(bits as u16);
+            if !provide.contains(needed) {
+                return denied(provide);
+            }
             let allowed = Protections::from_bits_retain((small >> 16) as u16);
-            return provide.contains(needed).then(|| Evaluated {
+            return Some(Served::Grant(Evaluated {
                 perms: PermsInfo {
                     ctx: id_of(w.word(0), w.word(1)),
                     provide,
@@ -183,12 +195,30 @@ impl Snapshot {
                     valid_until,
                 },
                 pages: OBJECT_PAGES,
-            });
+            }));
         }
         let snap = Snapshot::decode(&w.words())?;
         let eval = snap.evaluate(access);
-        eval.perms.grants(needed).then_some(eval)
+        if eval.perms.grants(needed) {
+            Some(Served::Grant(eval))
+        } else {
+            denied(eval.perms.provide)
+        }
     }
+}
+
+/// What a fresh cache entry says about an access ([`Snapshot::serve`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Served {
+    /// Granted: what is provided, and the pages the same decision holds for.
+    Grant(Evaluated),
+    /// Not granted, by an entry that holds every record that counted.
+    Deny {
+        /// What the entry provides for the access.
+        provided: Protections,
+        /// The context's flags (whether the thread may look further).
+        flags: CtxFlags,
+    },
 }
 
 #[cfg(test)]
@@ -199,7 +229,7 @@ mod tests {
     use twizzler_capsec::{Access, AccessKind, Expiry, Gate, Grant, MAX_OBJECT_SIZE, ObjID};
     use twizzler_capsec::{PAGE_SIZE, Protections};
 
-    use super::{HOT_WORDS, Snapshot};
+    use super::{HOT_WORDS, Served, Snapshot};
     use crate::cache::{CachedPerms, Stamp};
     use crate::seqset::Way;
 
@@ -312,8 +342,15 @@ mod tests {
             };
             let served = Snapshot::serve(&way, &stamp, now, &a, needed);
             let eval = s.evaluate(&a);
-            let want = (s.is_fresh(&stamp, now) && a.page() > 0 && eval.perms.grants(needed))
-                .then_some(eval);
+            let want = if !s.is_fresh(&stamp, now) || a.page() == 0 {
+                None
+            } else if eval.perms.grants(needed) {
+                Some(Served::Grant(eval))
+            } else if s.complete {
+                Some(Served::Deny { provided: eval.perms.provide, flags: s.flags })
+            } else {
+                None
+            };
             prop_assert_eq!(served, want);
         }
     }

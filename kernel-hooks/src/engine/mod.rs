@@ -29,7 +29,7 @@ use twizzler_capsec::{
 pub use invalidate::{INVALIDATION_LIST, Invalidation};
 
 use crate::authority::EngineAuthority;
-use crate::cache::{CachedPerms, Deps, Evaluated, ObjectPerms, Stamp, VerifyCache};
+use crate::cache::{CachedPerms, Deps, Evaluated, ObjectPerms, Served, Stamp, VerifyCache};
 use crate::ctx_bytes::CtxBytes;
 use crate::fault::{Decision, DenyCause, Fault, Violation};
 use crate::host::{Host, ObjectInfo};
@@ -203,7 +203,7 @@ impl<H: Host> Engine<H> {
         if fault.offset < PAGE_SIZE || fault.offset >= MAX_OBJECT_SIZE {
             return None;
         }
-        let active = thread.active_id();
+        let (active, inactive) = thread.active_and_inactive_count();
         if active == KERNEL_SCTX {
             return None;
         }
@@ -211,9 +211,15 @@ impl<H: Host> Engine<H> {
         let stamp = self.stamp(&fault.object);
         let access = data_or_exec(fault);
         let needed = fault.kind.required();
-        let (eval, ticket) =
+        let (served, ticket) =
             self.cache
                 .serve(active, fault.target, &stamp, now, &access, needed)?;
+        let eval = match served {
+            Served::Grant(eval) => eval,
+            Served::Deny { provided, flags } => {
+                return self.deny_hit(active, inactive, fault, &stamp, now, provided, flags);
+            }
+        };
         // As in `with_entry`: a hit counts only under an unchanged epoch (see `MapTicket`).
         if self.epoch.load(Ordering::Acquire) != stamp.epoch {
             return None;
@@ -226,6 +232,49 @@ impl<H: Host> Engine<H> {
             valid_until: eval.perms.valid_until,
             ticket,
         })
+    }
+
+    /// A repeated denial, from the active context's complete entry, when there is nowhere
+    /// else to look (the context is `UNDETACHABLE`, or the thread has no inactive context):
+    /// the violation the full search would give, explained from the entry under its set's
+    /// lock, without the search's bookkeeping. `None` when the thread has inactive contexts to
+    /// try, or the entry changed meanwhile.
+    #[allow(clippy::too_many_arguments)]
+    fn deny_hit(
+        &self,
+        active: ObjID,
+        inactive: usize,
+        fault: &Fault,
+        stamp: &Stamp,
+        now: u64,
+        provided: Protections,
+        flags: CtxFlags,
+    ) -> Option<Decision> {
+        let needed = fault.kind.required();
+        let violation = if flags.contains(CtxFlags::UNDETACHABLE) {
+            Violation::Undetachable {
+                ctx: active,
+                needed,
+                provided,
+            }
+        } else if inactive == 0 {
+            let access = data_or_exec(fault);
+            let (cause, _) = self
+                .cache
+                .with_fresh(active, fault.target, stamp, now, |e| {
+                    e.deny_cause(&access, needed)
+                })?;
+            Violation::Denied {
+                ctx: active,
+                needed,
+                provided,
+                cause,
+            }
+        } else {
+            return None;
+        };
+        (self.epoch.load(Ordering::Acquire) == stamp.epoch)
+            .then_some(Decision::Violation(violation))
     }
 
     /// Everything [`Engine::decide_hit`] does not serve.
