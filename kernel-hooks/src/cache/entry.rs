@@ -246,10 +246,17 @@ impl CachedPerms {
                 }
             }
         }
-        let perms = self.snap.evaluate(access).perms;
-        if unmasked.contains(needed) && !perms.grants(needed) {
+        // What `Snapshot::evaluate` provides: the same contributions, masked (it provides
+        // nothing on the null page, which no fault reaches here with).
+        let provide = if access.page() == 0 {
+            Protections::empty()
+        } else {
+            unmasked & self.snap.allowed
+        };
+        let restrict = Protections::all() & !self.snap.allowed;
+        if unmasked.contains(needed) && needed & !restrict & provide != needed {
             DenyCause::Masked {
-                removed: needed & perms.restrict,
+                removed: needed & restrict,
             }
         } else if let Some(v) = best {
             DenyCause::Record(v)
