@@ -11,7 +11,7 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use benches::host::{BenchHost, CTX, INFO, denial_engine, fault_engine, obj};
-use criterion::{BatchSize, BenchmarkId, Criterion, criterion_group, criterion_main};
+use criterion::{BatchSize, Bencher, BenchmarkId, Criterion, criterion_group, criterion_main};
 use kernel_hooks::{Decision, Engine, Fault, SecCtxMgr};
 use rand_chacha::ChaCha20Rng;
 use rand_chacha::rand_core::SeedableRng;
@@ -31,6 +31,17 @@ fn engine(
 
 fn read(page: u64) -> Fault {
     Fault::new(obj(0), INFO, page * 4096, AccessKind::Read)
+}
+
+/// Times a miss on page 1: `flush` (untimed) before each decision, so the decision verifies.
+fn cold_miss(b: &mut Bencher<'_>, e: &Engine<BenchHost>, t: &SecCtxMgr) {
+    b.iter_batched(
+        || {
+            e.flush();
+        },
+        |()| e.decide(t, black_box(&read(1))),
+        BatchSize::PerIteration,
+    )
 }
 
 fn check(d: Decision) {
@@ -64,15 +75,7 @@ fn bench_decide(c: &mut Criterion) {
             let e = engine(n, scheme, false, 1);
             let t = SecCtxMgr::new(CTX);
             check(e.decide(&t, &read(1)));
-            miss.bench_function(BenchmarkId::from_parameter(n), |b| {
-                b.iter_batched(
-                    || {
-                        e.flush();
-                    },
-                    |()| e.decide(&t, black_box(&read(1))),
-                    BatchSize::PerIteration,
-                )
-            });
+            miss.bench_function(BenchmarkId::from_parameter(n), |b| cold_miss(b, &e, &t));
         }
         miss.finish();
     }
@@ -158,6 +161,25 @@ fn bench_invalidation_stream(c: &mut Criterion) {
             s.verifies - before.verifies,
             s.memo_hits - before.memo_hits,
         );
+    }
+    g.finish();
+}
+
+/// A miss (after `flush`, so every signature is verified) with 1, 4, 5, 16 and 64 valid
+/// records for the faulting object, each with its own gate: the entry holds four grants, so
+/// 5 and more make it incomplete. The cost should grow by one verification per record, with
+/// no step past four (the per-record time is printed).
+fn bench_miss_records(c: &mut Criterion) {
+    let mut g = c.benchmark_group("decide_miss_records");
+    g.measurement_time(Duration::from_secs(5));
+    g.sample_size(20);
+    let key = SigningKey::generate(SigningScheme::Ed25519, &mut ChaCha20Rng::seed_from_u64(5));
+    for k in [1u64, 4, 5, 16, 64] {
+        let e = benches::host::records_engine(k, &key);
+        let t = SecCtxMgr::new(CTX);
+        check(e.decide(&t, &read(1)));
+        assert_eq!(e.stats().verifies, k, "a miss verifies every record once");
+        g.bench_function(BenchmarkId::from_parameter(k), |b| cold_miss(b, &e, &t));
     }
     g.finish();
 }
@@ -285,15 +307,7 @@ fn bench_revoked(c: &mut Criterion) {
         }
         let t = SecCtxMgr::new(CTX);
         check(e.decide(&t, &read(1)));
-        g.bench_function(BenchmarkId::from_parameter(n), |b| {
-            b.iter_batched(
-                || {
-                    e.flush();
-                },
-                |()| e.decide(&t, black_box(&read(1))),
-                BatchSize::PerIteration,
-            )
-        });
+        g.bench_function(BenchmarkId::from_parameter(n), |b| cold_miss(b, &e, &t));
     }
     g.finish();
 }
@@ -302,6 +316,7 @@ criterion_group!(
     benches,
     bench_decide,
     bench_versus_upstream,
+    bench_miss_records,
     bench_invalidation_stream,
     bench_contention,
     bench_denials,

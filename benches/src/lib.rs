@@ -87,6 +87,35 @@ pub mod host {
         }))
     }
 
+    /// An engine over one object, `obj(0)` (key `key`), and one context, `ed`'s.
+    fn one_object_engine(ed: &SecCtxEditor, key: &SigningKey) -> Box<Engine<BenchHost>> {
+        Box::new(Engine::new(BenchHost {
+            objects: [(obj(0), INFO)].into(),
+            keys: [(KUID, key.verifying_key())].into(),
+            ctx: CTX,
+            versions: vec![ed.encode().expect("benchmark contexts encode")],
+            current: AtomicUsize::new(0),
+            now: NOW,
+            revoked_keys: HashSet::new(),
+            revoked_records: HashSet::new(),
+        }))
+    }
+
+    /// An engine whose context holds `k` valid read capabilities for `obj(0)`, all signed with
+    /// `key` and all covering page 1, each with its own gate (pages `1..=i + 1`), so none merges
+    /// with another in the cache entry: a miss verifies `k` signatures, and past the entry's
+    /// grant slots the entry is incomplete.
+    pub fn records_engine(k: u64, key: &SigningKey) -> Box<Engine<BenchHost>> {
+        let mut e = SecCtxEditor::new();
+        for i in 0..k {
+            let mut g = CapGrant::new(obj(0), CTX, Protections::READ);
+            g.gate = twizzler_capsec::Gate::new(4096, (i + 1) * 4096, 1)
+                .expect("a page range inside the object");
+            e.add_cap(&Cap::mint(g, key).expect("benchmark keys sign"));
+        }
+        one_object_engine(&e, key)
+    }
+
     /// An engine whose context denies faults on `obj(0)`: with `bad` true it holds `n` records
     /// for `obj(0)` signed by the wrong key; with `bad` false it holds `n` valid records for
     /// other objects and none for `obj(0)`. `key` signs for every object; `wrong` is another key.
@@ -112,16 +141,7 @@ pub mod host {
                 e.add_cap(&Cap::from_parts(g, *first.signature()));
             }
         }
-        Box::new(Engine::new(BenchHost {
-            objects: [(obj(0), INFO)].into(),
-            keys: [(KUID, key.verifying_key())].into(),
-            ctx: CTX,
-            versions: vec![e.encode().expect("benchmark contexts encode")],
-            current: AtomicUsize::new(0),
-            now: NOW,
-            revoked_keys: HashSet::new(),
-            revoked_records: HashSet::new(),
-        }))
+        one_object_engine(&e, key)
     }
 
     /// The benchmark host.

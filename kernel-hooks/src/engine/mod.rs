@@ -187,51 +187,59 @@ impl<H: Host> Engine<H> {
     /// instruction fetch must land on an entry point of the gate to switch). The thread is not
     /// switched: `Map::switch_to` names the context the kernel switches to.
     pub fn decide(&self, thread: &SecCtxMgr, fault: &Fault) -> Decision {
-        match self.decide_hit(thread, fault) {
-            Some(d) => d,
-            None => self.decide_slow(thread, fault),
-        }
-    }
-
-    /// The common case, kept small: the active context's fresh cache entry grants the fault.
-    /// No lock is taken (the thread's active id and the cache set are read under sequence
-    /// counters), nothing is written but the set's hit counter, and the host is asked only the
-    /// time. Anything else (a miss, a denial, a switch, the kernel's context, a set being
-    /// written) is `None`, and [`Engine::decide_slow`] decides in full.
-    #[inline]
-    fn decide_hit(&self, thread: &SecCtxMgr, fault: &Fault) -> Option<Decision> {
-        if fault.offset < PAGE_SIZE || fault.offset >= MAX_OBJECT_SIZE {
-            return None;
-        }
-        let (active, inactive) = thread.active_and_inactive_count();
-        if active == KERNEL_SCTX {
-            return None;
-        }
-        let now = self.now();
-        let stamp = self.stamp(&fault.object);
-        let access = data_or_exec(fault);
-        let needed = fault.kind.required();
-        let (served, ticket) =
-            self.cache
-                .serve(active, fault.target, &stamp, now, &access, needed)?;
-        let eval = match served {
-            Served::Grant(eval) => eval,
-            Served::Deny { provided, flags } => {
-                return self.deny_hit(active, inactive, fault, &stamp, now, provided, flags);
+        // The common case first, kept small: the active context's fresh cache entry decides.
+        // No lock is taken (the thread's active id and the cache set are read under sequence
+        // counters), nothing is written but the set's hit counter, and the host is asked only
+        // the time. Anything else (a miss, an incomplete entry that denies, a switch, the
+        // kernel's context, a set being written) leaves the block, and `decide_slow` decides
+        // in full. (A labelled block rather than a function returning `Option<Decision>`: the
+        // decision is built in place, not copied out of an option.)
+        'hit: {
+            if fault.offset < PAGE_SIZE || fault.offset >= MAX_OBJECT_SIZE {
+                break 'hit;
             }
-        };
-        // As in `with_entry`: a hit counts only under an unchanged epoch (see `MapTicket`).
-        if self.epoch.load(Ordering::Acquire) != stamp.epoch {
-            return None;
+            let (active, inactive) = thread.active_and_inactive_count();
+            if active == KERNEL_SCTX {
+                break 'hit;
+            }
+            let now = self.now();
+            let epoch = self.epoch.load(Ordering::Acquire);
+            let stamp = Stamp {
+                epoch,
+                kuid: fault.object.kuid,
+                default_prots: fault.object.default_prots,
+            };
+            let access = data_or_exec(fault);
+            let needed = fault.kind.required();
+            let Some((served, ticket)) =
+                self.cache
+                    .serve(active, fault.target, &stamp, now, &access, needed)
+            else {
+                break 'hit;
+            };
+            let eval = match served {
+                Served::Grant(eval) => eval,
+                Served::Deny { provided, flags } => {
+                    match self.deny_hit(active, inactive, fault, &stamp, now, provided, flags) {
+                        Some(v) => return Decision::Violation(v),
+                        None => break 'hit,
+                    }
+                }
+            };
+            // As in `with_entry`: a hit counts only under an unchanged epoch (see `MapTicket`).
+            if self.epoch.load(Ordering::Acquire) != epoch {
+                break 'hit;
+            }
+            return Decision::Map {
+                prots: eval.perms.provide,
+                pages: eval.pages,
+                ctx: active,
+                switch_to: None,
+                valid_until: eval.perms.valid_until,
+                ticket,
+            };
         }
-        Some(Decision::Map {
-            prots: eval.perms.provide,
-            pages: eval.pages,
-            ctx: active,
-            switch_to: None,
-            valid_until: eval.perms.valid_until,
-            ticket,
-        })
+        self.decide_slow(thread, fault)
     }
 
     /// A repeated denial, from the active context's complete entry, when there is nowhere
@@ -249,7 +257,7 @@ impl<H: Host> Engine<H> {
         now: u64,
         provided: Protections,
         flags: CtxFlags,
-    ) -> Option<Decision> {
+    ) -> Option<Violation> {
         let needed = fault.kind.required();
         let violation = if flags.contains(CtxFlags::UNDETACHABLE) {
             Violation::Undetachable {
@@ -273,11 +281,10 @@ impl<H: Host> Engine<H> {
         } else {
             return None;
         };
-        (self.epoch.load(Ordering::Acquire) == stamp.epoch)
-            .then_some(Decision::Violation(violation))
+        (self.epoch.load(Ordering::Acquire) == stamp.epoch).then_some(violation)
     }
 
-    /// Everything [`Engine::decide_hit`] does not serve.
+    /// Everything the common case at the top of [`Engine::decide`] does not serve.
     #[inline(never)]
     fn decide_slow(&self, thread: &SecCtxMgr, fault: &Fault) -> Decision {
         match self.search(thread, fault) {

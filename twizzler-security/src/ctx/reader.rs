@@ -389,6 +389,7 @@ impl<'a> SecCtx<'a, [u8]> {
     }
 
     /// The whole context's bytes (for the editor, which copies record bytes out of them).
+    #[cfg(feature = "alloc")]
     pub(super) fn all_bytes(&self) -> &'a [u8] {
         self.mem
     }
