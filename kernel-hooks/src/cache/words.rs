@@ -158,12 +158,16 @@ impl Snapshot {
         needed: Protections,
     ) -> Option<Served> {
         let small = w.word(W_SMALL);
-        let kuid =
-            (small & (1 << KUID_SOME) != 0).then(|| id_of(w.word(W_KUID), w.word(W_KUID + 1)));
+        // The stamp's `kuid` as the words hold it: compared word by word.
+        let [k0, k1] = id_words(stamp.kuid.unwrap_or(ObjID::new(0)));
+        let stamp_small =
+            u64::from(stamp.default_prots.bits()) | (u64::from(stamp.kuid.is_some()) << KUID_SOME);
+        let stamp_bits = 0xffff | (1 << KUID_SOME);
         let valid_until = Expiry::from_raw(w.word(W_VALID_UNTIL));
         if w.word(W_EPOCH) != stamp.epoch
-            || kuid != stamp.kuid
-            || small as u16 != stamp.default_prots.bits()
+            || small & stamp_bits != stamp_small
+            || w.word(W_KUID) != k0
+            || w.word(W_KUID + 1) != k1
             || valid_until.is_expired(now)
             || access.page() == 0
         {
@@ -331,14 +335,18 @@ mod tests {
             a in access(),
             needed in prots(),
             now in any::<u64>(),
-            other_epoch in any::<bool>(),
+            perturb in 0u8..6,
+            kuid in any::<u128>(),
         ) {
             let words = s.encode().map(AtomicU64::new);
             let way = Way::<HOT_WORDS>::new(&words);
-            let stamp = if other_epoch {
-                Stamp { epoch: s.stamp.epoch.wrapping_add(1), ..s.stamp }
-            } else {
-                s.stamp
+            // The fault's stamp: the entry's, or one differing in one field.
+            let stamp = match perturb {
+                0 => Stamp { epoch: s.stamp.epoch.wrapping_add(1), ..s.stamp },
+                1 => Stamp { kuid: None, ..s.stamp },
+                2 => Stamp { kuid: Some(ObjID::new(kuid)), ..s.stamp },
+                3 => Stamp { default_prots: s.stamp.default_prots ^ Protections::READ, ..s.stamp },
+                _ => s.stamp,
             };
             let served = Snapshot::serve(&way, &stamp, now, &a, needed);
             let eval = s.evaluate(&a);
