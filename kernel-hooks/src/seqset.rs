@@ -40,6 +40,22 @@ pub trait Mirrored<const H: usize>: Copy {
     fn hot(&self) -> [u64; H];
     /// The entry's key: the first [`KEY_WORDS`] of [`Mirrored::hot`].
     fn key(&self) -> [u64; KEY_WORDS];
+    /// Which word of [`Mirrored::hot`] holds the entry's stamp: the one word a sweep that
+    /// re-stamps an entry ([`Retain::Restamped`]) changes.
+    const STAMP_WORD: usize;
+    /// Word [`Mirrored::STAMP_WORD`] of [`Mirrored::hot`], computed alone.
+    fn stamp_word(&self) -> u64;
+}
+
+/// What a sweep ([`SeqSet::retain`]) does with an entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Retain {
+    /// Keep it as it is.
+    Keep,
+    /// Keep it; its stamp word ([`Mirrored::STAMP_WORD`]) changed, nothing else did.
+    Restamped,
+    /// Remove it.
+    Remove,
 }
 
 /// One way of a set's mirror, as a lookup reads it: each word loaded on its own (`Relaxed`),
@@ -263,33 +279,41 @@ impl<T: Mirrored<H>, const W: usize, const H: usize> SeqSet<T, W, H> {
         (evicted, self.removals.load(Ordering::Relaxed))
     }
 
-    /// Visits every entry under the writers' lock; those for which `keep` returns false are
-    /// removed (and the removal counted), the others may be changed by `keep`. Publishes the
-    /// result, releases the lock, and only then calls `removed` for each entry removed, so it
-    /// may call out (unmap). `keep` runs inside the write: lookups of the set meanwhile retry
-    /// (or take the slow path), so it must only compute.
-    pub fn retain(&self, mut keep: impl FnMut(&mut T) -> bool, mut removed: impl FnMut(T)) {
+    /// Visits every entry under the writers' lock: `sweep` says what to do with each (and
+    /// may re-stamp it, saying so). Publishes the result in one write (storing only the stamp
+    /// words that changed; no write at all when nothing did), releases the lock, and only then
+    /// calls `removed` for each entry removed, so it may call out (unmap).
+    pub fn retain(&self, mut sweep: impl FnMut(&mut T) -> Retain, mut removed: impl FnMut(T)) {
         let mut gone: [Option<T>; W] = [None; W];
         {
             let mut guard = self.writer.lock();
             let ways = &mut *guard;
+            let mut what = [Retain::Keep; W];
+            for (i, what) in what.iter_mut().enumerate() {
+                if ways.live[i] {
+                    *what = sweep(&mut ways.ways[i]);
+                }
+            }
+            if what.iter().all(|w| *w == Retain::Keep) {
+                return;
+            }
+            let mut any_removed = false;
+            for (i, (what, gone)) in what.iter().zip(&mut gone).enumerate() {
+                if *what == Retain::Remove {
+                    ways.live[i] = false;
+                    *gone = Some(ways.ways[i]);
+                    any_removed = true;
+                }
+            }
             self.seq.write(|| {
-                let mut any = false;
-                for (i, gone) in gone.iter_mut().enumerate() {
-                    if !ways.live[i] {
-                        continue;
-                    }
-                    let way = &mut ways.ways[i];
-                    let before = way.hot();
-                    if keep(way) {
-                        self.publish_way(i, Some(&before), &way.hot());
-                    } else {
-                        ways.live[i] = false;
-                        *gone = Some(*way);
-                        any = true;
+                for (i, what) in what.iter().enumerate() {
+                    if *what == Retain::Restamped
+                        && let Some(w) = self.mirror.get(i).and_then(|m| m.get(T::STAMP_WORD))
+                    {
+                        w.store(ways.ways[i].stamp_word(), Ordering::Relaxed);
                     }
                 }
-                if any {
+                if any_removed {
                     self.removals.fetch_add(1, Ordering::Relaxed);
                     self.publish_live(ways);
                 }

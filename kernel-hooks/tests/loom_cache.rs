@@ -14,7 +14,7 @@
 //! (in its own target directory); built without `--cfg loom` it is empty.
 #![cfg(loom)]
 
-use kernel_hooks::seqset::{KEY_WORDS, Mirrored, SeqSet};
+use kernel_hooks::seqset::{KEY_WORDS, Mirrored, Retain, SeqSet};
 use loom::sync::atomic::{AtomicU64, Ordering};
 use loom::sync::{Arc, Mutex};
 use loom::thread;
@@ -48,6 +48,12 @@ impl Mirrored<H> for Entry {
 
     fn key(&self) -> [u64; KEY_WORDS] {
         [self.key, 0, 0, 0]
+    }
+
+    const STAMP_WORD: usize = KEY_WORDS;
+
+    fn stamp_word(&self) -> u64 {
+        payload(self)
     }
 }
 
@@ -106,12 +112,13 @@ fn revoke(set: &Set, epoch: &AtomicU64, pt: &PageTables, k: u64) {
     set.retain(
         |e| {
             if e.key == k {
-                return false;
+                return Retain::Remove;
             }
             if e.epoch == old {
                 e.epoch = old + 1;
+                return Retain::Restamped;
             }
-            true
+            Retain::Keep
         },
         |e| removed.push(e.key),
     );

@@ -6,7 +6,7 @@ use twizzler_capsec::{Access, CtxFlags, Expiry, Grant, ObjID, Protections, Recor
 
 use super::MAX_GRANTS;
 use super::snapshot::Snapshot;
-use super::words::{HOT_WORDS, key_words};
+use super::words::{HOT_WORDS, W_EPOCH, key_words};
 use crate::fault::DenyCause;
 use crate::seqset::{KEY_WORDS, Mirrored};
 
@@ -277,5 +277,11 @@ impl Mirrored<HOT_WORDS> for CachedPerms {
 
     fn key(&self) -> [u64; KEY_WORDS] {
         key_words(self.snap.ctx, self.snap.target)
+    }
+
+    const STAMP_WORD: usize = W_EPOCH;
+
+    fn stamp_word(&self) -> u64 {
+        self.snap.stamp.epoch
     }
 }

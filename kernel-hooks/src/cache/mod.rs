@@ -24,6 +24,7 @@ mod entry;
 mod snapshot;
 mod words;
 
+pub use crate::seqset::Retain;
 use crate::seqset::SeqSet;
 use crate::ticket::{MapTicket, Ticket};
 use twizzler_capsec::{Access, ObjID, Protections};
@@ -167,16 +168,17 @@ impl VerifyCache {
         )
     }
 
-    /// Visits every entry, one set at a time; those for which `keep` returns false are
-    /// removed. `keep` runs under the set's lock (it must only compute); `removed` runs after
-    /// the lock is released, once for each entry removed from that set, so it may call out.
+    /// Visits every entry, one set at a time: `sweep` says whether to keep, re-stamp or remove
+    /// it (see [`Retain`]); it runs under the set's lock (it must only compute). `removed`
+    /// runs after the lock is released, once for each entry removed from that set, so it may
+    /// call out.
     pub fn retain(
         &self,
-        mut keep: impl FnMut(&mut CachedPerms) -> bool,
+        mut sweep: impl FnMut(&mut CachedPerms) -> Retain,
         mut removed: impl FnMut(Removed),
     ) {
         for set in &self.sets {
-            set.retain(&mut keep, |e| removed(Removed::of(&e)));
+            set.retain(&mut sweep, |e| removed(Removed::of(&e)));
         }
     }
 

@@ -12,7 +12,7 @@ use twizzler_capsec::Access;
 pub const HOT_WORDS: usize = W_GATES + 3 * MAX_GRANTS;
 
 // The mirror's layout: the key (context, object: `KEY_WORDS`), then
-const W_EPOCH: usize = KEY_WORDS;
+pub(super) const W_EPOCH: usize = KEY_WORDS;
 /// The `kuid`, two words (zero when there is none).
 const W_KUID: usize = W_EPOCH + 1;
 /// Small fields: default protections (bits 0-15), allowed (16-31), flags (32-47), and the

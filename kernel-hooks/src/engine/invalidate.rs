@@ -14,7 +14,7 @@ use heapless::Vec;
 use twizzler_capsec::{ObjID, RecordId};
 
 use super::{Engine, expiry_key};
-use crate::cache::{CachedPerms, Removed};
+use crate::cache::{CachedPerms, Removed, Retain};
 use crate::host::{Host, Unmap, UnmapGranularity};
 use crate::stats::Counters;
 
@@ -99,7 +99,7 @@ impl<H: Host> Engine<H> {
     pub fn flush(&self) -> Invalidation {
         self.memo.clear();
         self.epoch.fetch_add(1, Ordering::AcqRel);
-        self.retain_where(|_| false)
+        self.retain_where(|_| Retain::Remove)
     }
 
     /// Removes and unmaps every decision whose records have expired by the engine's current
@@ -112,11 +112,11 @@ impl<H: Host> Engine<H> {
         self.next_expiry.store(0, Ordering::Release);
         self.retain_where(|e| {
             if e.snap.valid_until.is_expired(now) {
-                return false;
+                return Retain::Remove;
             }
             self.next_expiry
                 .fetch_max(expiry_key(e.snap.valid_until), Ordering::AcqRel);
-            true
+            Retain::Keep
         })
     }
 
@@ -126,20 +126,21 @@ impl<H: Host> Engine<H> {
         let new = old.wrapping_add(1);
         self.retain_where(|e| {
             if affected(e) {
-                return false;
+                return Retain::Remove;
             }
             if e.snap.stamp.epoch == old {
                 e.snap.stamp.epoch = new;
+                return Retain::Restamped;
             }
-            true
+            Retain::Keep
         })
     }
 
-    /// Keeps the entries `keep` accepts, removes the others, and unmaps what they granted (after each set's
-    /// lock is released).
-    fn retain_where(&self, keep: impl FnMut(&mut CachedPerms) -> bool) -> Invalidation {
+    /// Sweeps the cache with `sweep` (keep, re-stamp or remove each entry), and unmaps what
+    /// the removed ones granted (after each set's lock is released).
+    fn retain_where(&self, sweep: impl FnMut(&mut CachedPerms) -> Retain) -> Invalidation {
         let mut inv = Invalidation::default();
-        self.cache.retain(keep, |r| {
+        self.cache.retain(sweep, |r| {
             Counters::bump(&self.counters.invalidated);
             self.unmap_removed(r, &mut inv);
         });
