@@ -197,14 +197,7 @@ impl<T: Mirrored<H>, const W: usize, const H: usize> SeqSet<T, W, H> {
             if !self.seq.read_valid(s) {
                 continue;
             }
-            let r = answer?;
-            // A statistic: a plain increment, which may lose counts when CPUs hit the same
-            // set at once, rather than a locked one on every hit.
-            self.hits.0.store(
-                self.hits.0.load(Ordering::Relaxed).wrapping_add(1),
-                Ordering::Relaxed,
-            );
-            return Some((r, removals));
+            return Some((answer?, removals));
         }
         None
     }
@@ -219,7 +212,6 @@ impl<T: Mirrored<H>, const W: usize, const H: usize> SeqSet<T, W, H> {
         let ways = self.writer.lock();
         let i = ways.find::<H>(key)?;
         let r = f(&ways.ways[i])?;
-        self.hits.0.fetch_add(1, Ordering::Relaxed);
         Some((r, self.removals.load(Ordering::Acquire)))
     }
 
@@ -329,7 +321,18 @@ impl<T: Mirrored<H>, const W: usize, const H: usize> SeqSet<T, W, H> {
         self.removals.load(Ordering::Acquire)
     }
 
-    /// Lookups served so far. Lock-free hits are counted with a plain increment: when several
+    /// Counts a lookup that served (the caller counts it once it is sure the answer is used).
+    /// A statistic: a plain increment, which may lose counts when CPUs hit the same set at
+    /// once, rather than a locked one on every hit.
+    #[inline]
+    pub fn count_hit(&self) {
+        self.hits.0.store(
+            self.hits.0.load(Ordering::Relaxed).wrapping_add(1),
+            Ordering::Relaxed,
+        );
+    }
+
+    /// Hits counted so far ([`SeqSet::count_hit`]). When several
     /// CPUs hit the same set at the same moment a few counts may be lost.
     pub fn hits(&self) -> u64 {
         self.hits.0.load(Ordering::Relaxed)

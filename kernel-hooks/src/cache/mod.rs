@@ -151,6 +151,17 @@ impl VerifyCache {
         Some((r, Self::ticket(si, removals)))
     }
 
+    /// Counts a hit served from the set `ticket` names (see [`SeqSet::count_hit`]): the engine
+    /// calls it once it keeps the answer (the epoch did not move).
+    #[inline]
+    pub fn count_hit(&self, ticket: &MapTicket) {
+        if let Ticket::Entry { set, .. } = ticket.0
+            && let Some(s) = self.sets.get(usize::from(set))
+        {
+            s.count_hit();
+        }
+    }
+
     /// Hits served so far (see [`SeqSet::hits`]).
     pub fn hits(&self) -> u64 {
         self.sets.iter().map(SeqSet::hits).sum()

@@ -221,7 +221,10 @@ impl<H: Host> Engine<H> {
                 Served::Grant(eval) => eval,
                 Served::Deny { provided, flags } => {
                     match self.deny_hit(active, inactive, fault, &stamp, now, provided, flags) {
-                        Some(v) => return Decision::Violation(v),
+                        Some(v) => {
+                            self.cache.count_hit(&ticket);
+                            return Decision::Violation(v);
+                        }
                         None => break 'hit,
                     }
                 }
@@ -230,6 +233,7 @@ impl<H: Host> Engine<H> {
             if self.epoch.load(Ordering::Acquire) != epoch {
                 break 'hit;
             }
+            self.cache.count_hit(&ticket);
             return Decision::Map {
                 prots: eval.perms.provide,
                 pages: eval.pages,
@@ -454,6 +458,7 @@ impl<H: Host> Engine<H> {
                 // old stamp) after that revocation's sweep passed its set: its ticket would look
                 // current. Only a hit under an unchanged epoch counts.
                 if self.epoch.load(Ordering::Acquire) == stamp.epoch {
+                    self.cache.count_hit(&hit.1);
                     return Ok(hit);
                 }
                 continue;
