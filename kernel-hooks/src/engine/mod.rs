@@ -194,6 +194,8 @@ impl<H: Host> Engine<H> {
         // kernel's context, a set being written) leaves the block, and `decide_slow` decides
         // in full. (A labelled block rather than a function returning `Option<Decision>`: the
         // decision is built in place, not copied out of an option.)
+        // The time, once read: the slow path reuses it (a miss asks the host's clock once).
+        let mut clock = None;
         'hit: {
             if fault.offset < PAGE_SIZE || fault.offset >= MAX_OBJECT_SIZE {
                 break 'hit;
@@ -203,6 +205,7 @@ impl<H: Host> Engine<H> {
                 break 'hit;
             }
             let now = self.now();
+            clock = Some(now);
             let epoch = self.epoch.load(Ordering::Acquire);
             let stamp = Stamp {
                 epoch,
@@ -243,7 +246,7 @@ impl<H: Host> Engine<H> {
                 ticket,
             };
         }
-        self.decide_slow(thread, fault)
+        self.decide_slow(thread, fault, clock)
     }
 
     /// A repeated denial, from the active context's complete entry, when there is nowhere
@@ -290,8 +293,8 @@ impl<H: Host> Engine<H> {
 
     /// Everything the common case at the top of [`Engine::decide`] does not serve.
     #[inline(never)]
-    fn decide_slow(&self, thread: &SecCtxMgr, fault: &Fault) -> Decision {
-        match self.search(thread, fault) {
+    fn decide_slow(&self, thread: &SecCtxMgr, fault: &Fault, now: Option<u64>) -> Decision {
+        match self.search(thread, fault, now) {
             Ok((looked, switch_to)) => Decision::Map {
                 prots: looked.eval.perms.provide,
                 pages: looked.eval.pages,
@@ -333,7 +336,7 @@ impl<H: Host> Engine<H> {
     /// The rights of the first of the thread's contexts that grants `fault` (`perms.ctx`
     /// names it), or the violation. Does not switch.
     pub fn search_access(&self, thread: &SecCtxMgr, fault: &Fault) -> Result<PermsInfo, Violation> {
-        self.search(thread, fault).map(|(l, _)| l.eval.perms)
+        self.search(thread, fault, None).map(|(l, _)| l.eval.perms)
     }
 
     /// Context `ctx`'s rights on object `target` as a whole (upstream's
@@ -359,10 +362,13 @@ impl<H: Host> Engine<H> {
             .map(|(p, _)| p)
     }
 
+    /// The full decision: the active context, then (unless it is `UNDETACHABLE`) the
+    /// inactive ones. `now` is the engine's time if the caller read it already.
     fn search(
         &self,
         thread: &SecCtxMgr,
         fault: &Fault,
+        now: Option<u64>,
     ) -> Result<(Looked, Option<ObjID>), Violation> {
         check_bounds(fault)?;
         let needed = fault.kind.required();
@@ -371,7 +377,7 @@ impl<H: Host> Engine<H> {
         if active == KERNEL_SCTX {
             return Ok((kernel_grant(), None));
         }
-        let now = self.now();
+        let now = now.unwrap_or_else(|| self.now());
         let budget = fault_budget();
         let looked = self.lookup_access(active, fault, access, now, &budget)?;
         if looked.eval.perms.grants(needed) {
