@@ -90,3 +90,33 @@ fn concurrent_faults_and_revocations() {
     let s = w.engine.stats();
     assert!(s.hits > 0 && s.misses > 0, "{s:?}");
 }
+
+/// A thread's active context is read without a lock (published under a sequence counter): a
+/// reader racing switches sees one of the two contexts, never a mix of their ids' halves, and
+/// the inactive count of the same state.
+#[test]
+fn the_active_id_read_without_a_lock_is_never_torn() {
+    // Ids differing in both 64-bit halves, so a torn read would show as a third id.
+    let a = ObjID::new(0x1111_1111_1111_1111_2222_2222_2222_2222);
+    let b = ObjID::new(0x3333_3333_3333_3333_4444_4444_4444_4444);
+    let t = SecCtxMgr::new(a);
+    t.attach(b).unwrap();
+    let done = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let (t, done) = (&t, &done);
+        s.spawn(move || {
+            for i in 0..200_000 {
+                t.switch_context(if i % 2 == 0 { b } else { a });
+            }
+            done.store(true, Ordering::SeqCst);
+        });
+        let mut seen = [0u64; 2];
+        while !done.load(Ordering::SeqCst) {
+            let id = t.active_id();
+            assert!(id == a || id == b, "torn active id {id:?}");
+            seen[usize::from(id == b)] += 1;
+            assert_eq!(t.inactive_count(), 1);
+        }
+        assert!(seen[0] + seen[1] > 0);
+    });
+}
