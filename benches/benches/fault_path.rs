@@ -210,6 +210,15 @@ fn bench_versus_upstream(c: &mut Criterion) {
             })
         });
     }
+    // A capability with a data gate (page 1 only): the entry has no page-independent summary,
+    // so the hit decodes its grant and applies the rule to it.
+    let key = SigningKey::generate(SigningScheme::Ed25519, &mut ChaCha20Rng::seed_from_u64(7));
+    let e = benches::host::records_engine(1, &key);
+    let t = SecCtxMgr::new(CTX);
+    check(e.decide(&t, &read(1)));
+    g.bench_function("engine_decide_gated", |b| {
+        b.iter(|| e.decide(&t, black_box(&read(1))))
+    });
     g.finish();
 }
 
