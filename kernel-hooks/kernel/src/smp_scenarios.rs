@@ -197,19 +197,9 @@ fn race(
             lasts.push(format!("CPU {} did not finish", i + 1));
             continue;
         };
-        match &r.outcome {
-            Outcome::Denied {
-                why: Denial::Engine(v),
-                ..
-            } => {
-                if reason.is_none() {
-                    reason = Some(format!("{v}"));
-                }
-            }
-            other => {
-                ok = false;
-                lasts.push(format!("CPU {}: {other}", i + 1));
-            }
+        if let Err(other) = note_engine_denial(&r.outcome, &mut reason) {
+            ok = false;
+            lasts.push(format!("CPU {}: {other}", i + 1));
         }
         let last = r.regs.rbx;
         if last != u64::MAX && last >= r_seq {
@@ -722,19 +712,9 @@ fn switch_vs_detach() -> Race {
             continue;
         };
         accesses += report.regs.r12;
-        match &report.outcome {
-            Outcome::Denied {
-                why: Denial::Engine(v),
-                ..
-            } => {
-                if reason.is_none() {
-                    reason = Some(format!("{v}"));
-                }
-            }
-            other => {
-                ok = false;
-                problems.push(format!("round {round}: {other}"));
-            }
+        if let Err(other) = note_engine_denial(&report.outcome, &mut reason) {
+            ok = false;
+            problems.push(format!("round {round}: {other}"));
         }
         let on_data: Vec<_> = report.faults_on(SWITCH_DATA).collect();
         let last = on_data.len().saturating_sub(1);
@@ -773,5 +753,25 @@ fn switch_vs_detach() -> Race {
         ok,
         reason,
         cycles: 0,
+    }
+}
+
+/// For a task that must end denied by the engine: keeps the engine's reason for the first
+/// such denial in `reason`; any other outcome is returned, to be reported.
+fn note_engine_denial<'a>(
+    outcome: &'a Outcome,
+    reason: &mut Option<String>,
+) -> Result<(), &'a Outcome> {
+    match outcome {
+        Outcome::Denied {
+            why: Denial::Engine(v),
+            ..
+        } => {
+            if reason.is_none() {
+                *reason = Some(format!("{v}"));
+            }
+            Ok(())
+        }
+        other => Err(other),
     }
 }
