@@ -57,18 +57,20 @@ impl Seq {
 }
 
 /// `N` words published together under a [`Seq`]: readers take no lock, writers hold a lock of
-/// their own.
+/// their own. (Only the thread manager uses it, which is not built under loom.)
+#[cfg(not(loom))]
 pub(crate) struct SeqWords<const N: usize> {
     seq: Seq,
     words: [AtomicU64; N],
 }
 
 /// How many times [`SeqWords::read`] tries before it gives up.
+#[cfg(not(loom))]
 const READ_ATTEMPTS: usize = 4;
 
+#[cfg(not(loom))]
 impl<const N: usize> SeqWords<N> {
     /// Words holding `init`.
-    #[cfg(not(loom))]
     pub(crate) const fn new(init: [u64; N]) -> Self {
         let mut words = [const { AtomicU64::new(0) }; N];
         let mut i = 0;
@@ -79,15 +81,6 @@ impl<const N: usize> SeqWords<N> {
         Self {
             seq: Seq::new(),
             words,
-        }
-    }
-
-    /// Words holding `init`.
-    #[cfg(loom)]
-    pub(crate) fn new(init: [u64; N]) -> Self {
-        Self {
-            seq: Seq::new(),
-            words: init.map(AtomicU64::new),
         }
     }
 
