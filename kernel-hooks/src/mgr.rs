@@ -148,6 +148,12 @@ impl SecCtxMgr {
         self.active_and_inactive_count().0
     }
 
+    /// Publishes `inner` (held under the lock) for readers that take none: every change to
+    /// the active context or the inactive list calls this before the lock is released.
+    fn publish(&self, inner: &Inner) {
+        self.active.write(published(inner));
+    }
+
     /// The active context and the number of inactive ones, read without the lock (from one
     /// state of the lists).
     #[inline]
@@ -212,7 +218,7 @@ impl SecCtxMgr {
             }
             if inner.inactive.len() < inner.inactive.capacity() {
                 inner.inactive.push(ctx);
-                self.active.write(published(&inner));
+                self.publish(&inner);
                 return Ok(());
             }
             let needed = inner.inactive.len() + 1;
@@ -220,7 +226,7 @@ impl SecCtxMgr {
                 bigger.extend_from_slice(&inner.inactive);
                 bigger.push(ctx);
                 let old = core::mem::replace(&mut inner.inactive, bigger);
-                self.active.write(published(&inner));
+                self.publish(&inner);
                 drop(inner);
                 drop(old);
                 return Ok(());
@@ -244,7 +250,7 @@ impl SecCtxMgr {
             .position(|c| *c == ctx)
             .ok_or(DetachError::NotAttached(ctx))?;
         inner.inactive.remove(at);
-        self.active.write(published(&inner));
+        self.publish(&inner);
         Ok(())
     }
 
@@ -261,7 +267,7 @@ impl SecCtxMgr {
         };
         let old = inner.active;
         inner.active = ctx;
-        self.active.write(published(&inner));
+        self.publish(&inner);
         if let Some(slot) = inner.inactive.get_mut(at) {
             *slot = old;
         }

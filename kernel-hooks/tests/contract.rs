@@ -36,6 +36,26 @@ fn a_hit_calls_nothing_in_the_host_but_the_clock() {
     assert_eq!(w.engine.stats().hits, 99);
 }
 
+/// A decision reads the host's clock once, hit or miss (the miss once read it twice: once
+/// before the lock-free lookup found nothing, and again in the full search).
+#[test]
+fn a_decision_reads_the_clock_once() {
+    let w = World::new();
+    w.write_ctx(CTX_A, &ctx_with(&[&w.cap(FILE, CTX_A, RW)]));
+    let t = SecCtxMgr::new(CTX_A);
+    let reads = || {
+        w.host()
+            .clock_reads
+            .load(std::sync::atomic::Ordering::SeqCst)
+    };
+    let before = reads();
+    assert_eq!(mapped(&w.decide(&t, FILE, PAGE, Read)), Some(RW));
+    assert_eq!(reads() - before, 1, "a miss");
+    let before = reads();
+    assert_eq!(mapped(&w.decide(&t, FILE, 2 * PAGE, Read)), Some(RW));
+    assert_eq!(reads() - before, 1, "a hit");
+}
+
 /// A host whose `unmap` calls back into the engine (every set's lock, the revocation lock and
 /// the counters): if the engine called it while holding one of its own locks, this would spin
 /// for ever.

@@ -44,6 +44,8 @@ pub struct TestHost {
     pub unmapped: Mutex<Vec<Unmap>>,
     /// Host calls other than the clock, counted (to show that a hit makes none).
     pub calls: AtomicU64,
+    /// Reads of the clock, counted apart (a decision reads it once).
+    pub clock_reads: AtomicU64,
     /// The revocation sets, of any size (the engine keeps none).
     revoked_keys: Mutex<HashSet<ObjID>>,
     revoked_records: Mutex<HashSet<RecordId>>,
@@ -58,6 +60,7 @@ impl Default for TestHost {
             now: AtomicU64::new(T0),
             unmapped: Mutex::default(),
             calls: AtomicU64::new(0),
+            clock_reads: AtomicU64::new(0),
             revoked_keys: Mutex::default(),
             revoked_records: Mutex::default(),
         }
@@ -160,6 +163,7 @@ impl Host for TestHost {
     }
 
     fn monotonic_ns(&self) -> u64 {
+        self.clock_reads.fetch_add(1, Ordering::SeqCst);
         self.now.load(Ordering::SeqCst)
     }
 
