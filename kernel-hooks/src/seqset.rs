@@ -186,13 +186,14 @@ impl<T: Mirrored<H>, const W: usize, const H: usize> SeqSet<T, W, H> {
                 continue;
             };
             let live = self.live.load(Ordering::Relaxed);
-            let mut answer = None;
-            for (i, way) in self.mirror.iter().enumerate() {
-                if live & (1 << i) != 0 && Way(way).has_key(key) {
-                    answer = f(&Way(way));
-                    break;
-                }
-            }
+            // The way first, then `f` on it: `f` is inlined once, not into every step of the
+            // (unrolled) scan, which cost the hit register spills.
+            let found = (0..W).find(|&i| {
+                live & (1 << i) != 0 && self.mirror.get(i).is_some_and(|w| Way(w).has_key(key))
+            });
+            let answer = found
+                .and_then(|i| self.mirror.get(i))
+                .and_then(|w| f(&Way(w)));
             let removals = self.removals.load(Ordering::Relaxed);
             if !self.seq.read_valid(s) {
                 continue;

@@ -16,7 +16,7 @@ use kernel_hooks::{
 };
 use twizzler_capsec::ctx::HEADER_LEN;
 use twizzler_capsec::{
-    AccessKind::{Exec, Read, Write},
+    AccessKind::{self, Exec, Read, Write},
     CapGrant, Expiry, Gate, ObjID, PAGE_SIZE, Protections, SecCtxEditor, SigningKey, WRITING,
 };
 
@@ -809,4 +809,92 @@ fn a_first_fault_on_a_hostile_context_verifies_at_most_the_budget() {
     let t2 = SecCtxMgr::new(CTX_A);
     let d = w2.decide(&t2, FILE, PAGE, Read);
     assert!(mapped(&d).is_none_or(|p| RW.contains(p)));
+}
+
+/// A repeated denial is served from the cache's mirror without its lock: whatever the
+/// cause, it must explain exactly what the first (full) decision explained.
+#[test]
+fn a_repeated_denial_explains_what_the_first_did() {
+    let w = World::new();
+    let mut expired = CapGrant::new(FILE, CTX_A, RW);
+    expired.expires = Expiry::from_raw(T0 + 10);
+    let cases: Vec<(&str, SecCtxEditor, ObjID, AccessKind)> = vec![
+        ("bad signature", hostile_ctx(&w, 1), FILE, Read),
+        (
+            "copied capability",
+            ctx_with(&[&w.cap(FILE, CTX_B, RW)]),
+            FILE,
+            Read,
+        ),
+        (
+            "masked",
+            {
+                let mut e = ctx_with(&[&w.cap(FILE, CTX_A, RW)]);
+                e.set_mask(FILE, R, NONE);
+                e
+            },
+            FILE,
+            Write,
+        ),
+        (
+            "masked fetch",
+            {
+                let mut e = ctx_with(&[&w.cap(FILE, CTX_A, RX)]);
+                e.set_mask(FILE, R, NONE);
+                e
+            },
+            FILE,
+            Exec,
+        ),
+        (
+            "copied capability beside a code-only one",
+            ctx_with(&[&w.cap(FILE, CTX_A, X), &w.cap(FILE, CTX_B, RW)]),
+            FILE,
+            Read,
+        ),
+        ("no record", SecCtxEditor::new(), FILE, Read),
+        (
+            "too few rights",
+            ctx_with(&[&w.cap(FILE, CTX_A, R)]),
+            FILE,
+            Write,
+        ),
+        (
+            "no execution",
+            ctx_with(&[&w.cap(FILE, CTX_A, RW)]),
+            FILE,
+            Exec,
+        ),
+        (
+            "no key",
+            ctx_with(&[
+                &twizzler_capsec::Cap::mint(CapGrant::new(NOKEY, CTX_A, RW), w.key(FILE)).unwrap(),
+            ]),
+            NOKEY,
+            Read,
+        ),
+        ("expired", ctx_with(&[&w.cap_with(expired)]), FILE, Read),
+    ];
+    for (name, ctx, target, kind) in cases {
+        if name == "expired" {
+            w.host().advance(100);
+        }
+        w.write_ctx(CTX_A, &ctx);
+        let t = SecCtxMgr::new(CTX_A);
+        let first = violation(w.decide(&t, target, PAGE, kind));
+        assert!(matches!(first, Violation::Denied { .. }), "{name}: {first}");
+        let misses = w.engine.stats().misses;
+        for page in [PAGE, 7 * PAGE] {
+            assert_eq!(
+                violation(w.decide(&t, target, page, kind)),
+                first,
+                "{name}: page {page:#x}"
+            );
+        }
+        assert_eq!(
+            w.engine.stats().misses,
+            misses,
+            "{name}: repeated denial missed"
+        );
+    }
 }

@@ -234,6 +234,12 @@ impl CachedPerms {
     /// Why `access`, which needs `needed`, is not granted, from what the entry remembers:
     /// no record is read or verified again.
     pub fn deny_cause(&self, access: &Access, needed: Protections) -> DenyCause {
+        self.explain(access)
+            .cause(self.snap.allowed, self.seen, access.page(), needed)
+    }
+
+    /// What the entry's grants say about `access`, before masks (see [`Explanation`]).
+    pub fn explain(&self, access: &Access) -> Explanation {
         let mut unmasked = self.snap.stamp.default_prots;
         let mut best = self.failure.get();
         for g in self.snap.grants() {
@@ -246,21 +252,48 @@ impl CachedPerms {
                 }
             }
         }
+        Explanation { unmasked, best }
+    }
+}
+
+/// What an entry knows about one access: the rights its grants and the default protections
+/// contribute before masks, and the most telling reason a record contributed nothing.
+/// [`Explanation::cause`] turns it into a denial's cause. For a thread already in the
+/// context, on an entry whose data grants all cover the whole object, it is the same on
+/// every page but the null page, so the cache mirrors it for data and for code accesses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Explanation {
+    /// The rights contributed, before masks.
+    pub unmasked: Protections,
+    /// The most telling failure, of a record or of a grant for this access.
+    pub best: Option<Verdict>,
+}
+
+impl Explanation {
+    /// Why an access on `page` needing `needed` is denied, masks `allowed` applied, by a
+    /// context that files a record for the object (`seen`) or not.
+    pub fn cause(
+        &self,
+        allowed: Protections,
+        seen: bool,
+        page: u64,
+        needed: Protections,
+    ) -> DenyCause {
         // What `Snapshot::evaluate` provides: the same contributions, masked (it provides
         // nothing on the null page, which no fault reaches here with).
-        let provide = if access.page() == 0 {
+        let provide = if page == 0 {
             Protections::empty()
         } else {
-            unmasked & self.snap.allowed
+            self.unmasked & allowed
         };
-        let restrict = Protections::all() & !self.snap.allowed;
-        if unmasked.contains(needed) && needed & !restrict & provide != needed {
+        let restrict = Protections::all() & !allowed;
+        if self.unmasked.contains(needed) && needed & !restrict & provide != needed {
             DenyCause::Masked {
                 removed: needed & restrict,
             }
-        } else if let Some(v) = best {
+        } else if let Some(v) = self.best {
             DenyCause::Record(v)
-        } else if self.seen {
+        } else if seen {
             DenyCause::Record(Verdict::NoUsefulRights)
         } else {
             DenyCause::NoRecord
@@ -272,7 +305,7 @@ impl Mirrored<HOT_WORDS> for CachedPerms {
     const UNUSED: Self = CachedPerms::UNUSED;
 
     fn hot(&self) -> [u64; HOT_WORDS] {
-        self.snap.encode()
+        self.encode()
     }
 
     fn key(&self) -> [u64; KEY_WORDS] {

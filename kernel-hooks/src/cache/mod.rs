@@ -22,6 +22,7 @@
 
 mod entry;
 mod snapshot;
+mod verdict_words;
 mod words;
 
 pub use crate::seqset::Retain;
@@ -29,10 +30,10 @@ use crate::seqset::SeqSet;
 use crate::ticket::{MapTicket, Ticket};
 use twizzler_capsec::{Access, ObjID, Protections};
 
-pub use entry::{CachedPerms, Deps, Failure, Stamp};
+pub use entry::{CachedPerms, Deps, Explanation, Failure, Stamp};
 pub use snapshot::{Evaluated, ObjectPerms, Snapshot};
 use words::key_words;
-pub use words::{HOT_WORDS, Served};
+pub use words::{Explained, Granted, HOT_WORDS, Served};
 
 /// Number of sets.
 pub const SETS: usize = 64;
@@ -134,8 +135,8 @@ impl VerifyCache {
     }
 
     /// Runs `f` on the fresh entry for (`ctx`, `target`), if there is one, under the set's
-    /// writer lock (for what lookups do not read: why a denial was denied). `f` must only
-    /// compute.
+    /// writer lock (for what lookups do not read: why a denial was denied when the mirror
+    /// does not say, see [`Explained`]). `f` must only compute.
     pub fn with_fresh<R>(
         &self,
         ctx: ObjID,

@@ -1,15 +1,19 @@
 //! The words of a [`Snapshot`] in a set's mirror, and the hit served straight from them.
 
-use twizzler_capsec::{AccessKind, CtxFlags, Expiry, Gate, Grant, ObjID, PermsInfo, Protections};
+use twizzler_capsec::{AccessKind, CtxFlags, Expiry, Gate, Grant, ObjID, Protections};
 
 use super::MAX_GRANTS;
-use super::entry::Stamp;
+use super::entry::{CachedPerms, Explanation, Stamp};
 use super::snapshot::{Evaluated, OBJECT_PAGES, Snapshot};
+use super::verdict_words::{self, VERDICT_WORDS};
+use crate::fault::DenyCause;
 use crate::seqset::{KEY_WORDS, Way};
-use twizzler_capsec::Access;
+use core::ops::Range;
+use twizzler_capsec::{Access, PAGE_SIZE};
 
-/// Words of a [`Snapshot`] in a set's mirror (see [`Snapshot::encode`]).
-pub const HOT_WORDS: usize = W_GATES + 3 * MAX_GRANTS;
+/// Words of an entry in a set's mirror: its [`Snapshot`] (see [`Snapshot::encode`]), then
+/// what explains a denial (see [`CachedPerms::encode`]).
+pub const HOT_WORDS: usize = W_DENY_CODE + VERDICT_WORDS;
 
 // The mirror's layout: the key (context, object: `KEY_WORDS`), then
 pub(super) const W_EPOCH: usize = KEY_WORDS;
@@ -26,6 +30,14 @@ const W_SUMMARY: usize = W_VALID_UNTIL + 1;
 const W_PROTS: usize = W_SUMMARY + 1;
 /// Each grant's gate: offset, length, align.
 const W_GATES: usize = W_PROTS + 1;
+/// What explains a denial, when the summary holds ([`Explanation`], for a data access and
+/// for a code access by a thread in the context): the rights contributed before masks, data
+/// (bits 0-15) and code (16-31), whether the context files a record for the object
+/// ([`SEEN`]), and whether the words below are written ([`EXPLAINED`]).
+const W_DENY: usize = W_GATES + 3 * MAX_GRANTS;
+/// The most telling failure for a data access, then for a code access.
+const W_DENY_DATA: usize = W_DENY + 1;
+const W_DENY_CODE: usize = W_DENY_DATA + VERDICT_WORDS;
 
 /// Bits of the small-fields word.
 const KUID_SOME: u32 = 48;
@@ -33,6 +45,9 @@ const COMPLETE: u32 = 49;
 const GRANT_PRESENT: u32 = 56;
 /// Bit of the summary word: the summary holds (every data grant covers the whole object).
 const UNIFORM: u64 = 1 << 32;
+/// Bits of the denial word.
+const SEEN: u64 = 1 << 32;
+const EXPLAINED: u64 = 1 << 33;
 
 fn id_words(id: ObjID) -> [u64; 2] {
     [id.raw() as u64, (id.raw() >> 64) as u64]
@@ -113,8 +128,9 @@ impl Snapshot {
             valid_until,
             _summary,
             prots,
-            gates @ ..,
+            rest @ ..,
         ] = *w;
+        let gates = rest.get(..3 * MAX_GRANTS)?;
         let mut grants = [None; MAX_GRANTS];
         for (i, (slot, gate)) in grants.iter_mut().zip(gates.chunks_exact(3)).enumerate() {
             if small & (1 << (GRANT_PRESENT + i as u32)) != 0 {
@@ -141,6 +157,27 @@ impl Snapshot {
             grants,
             complete: small & (1 << COMPLETE) != 0,
         })
+    }
+
+    /// The words that explain a denial from the summary (see [`Snapshot::serve`]), as
+    /// [`CachedPerms::encode`] wrote them for `access`'s kind; `None` when there are none.
+    #[inline]
+    fn explained(w: &Way<'_, HOT_WORDS>, small: u64, access: &Access) -> Explained {
+        let deny = w.word(W_DENY);
+        if deny & EXPLAINED == 0 {
+            return Explained::NONE;
+        }
+        let (unmasked, at) = match access.kind {
+            AccessKind::Exec => (deny >> 16, W_DENY_CODE),
+            _ => (deny, W_DENY_DATA),
+        };
+        // The verdict's first word uses its low 32 bits (see `verdict_words`).
+        let head = (w.word(at) & 0xffff_ffff)
+            | ((unmasked & 0xff) << X_UNMASKED)
+            | (((small >> 16) & 0xff) << X_ALLOWED)
+            | if deny & SEEN != 0 { X_SEEN } else { 0 }
+            | X_PRESENT;
+        Explained([head, w.word(at + 1), w.word(at + 2)])
     }
 
     /// A hit, answered from a mirror's words, if the entry is fresh for `stamp` at `now`:
@@ -174,10 +211,11 @@ impl Snapshot {
             return None;
         }
         let complete = small & (1 << COMPLETE) != 0;
-        let denied = |provided| {
+        let denied = |provided, explained| {
             complete.then(|| Served::Deny {
                 provided,
                 flags: CtxFlags::from_bits_retain((small >> 32) as u16),
+                explained,
             })
         };
         let summary = w.word(W_SUMMARY);
@@ -188,25 +226,42 @@ impl Snapshot {
             };
             let provide = Protections::from_bits_retain(bits as u16);
             if !provide.contains(needed) {
-                return denied(provide);
+                return denied(provide, Self::explained(w, small, access));
             }
-            let allowed = Protections::from_bits_retain((small >> 16) as u16);
-            return Some(Served::Grant(Evaluated {
-                perms: PermsInfo {
-                    ctx: id_of(w.word(0), w.word(1)),
-                    provide,
-                    restrict: Protections::all() & !allowed,
-                    valid_until,
-                },
+            return Some(Served::Grant(Granted {
+                provide,
+                valid_until,
                 pages: OBJECT_PAGES,
             }));
         }
         let snap = Snapshot::decode(&w.words())?;
         let eval = snap.evaluate(access);
         if eval.perms.grants(needed) {
-            Some(Served::Grant(eval))
+            Some(Served::Grant(Granted::from(eval)))
         } else {
-            denied(eval.perms.provide)
+            denied(eval.perms.provide, Explained::NONE)
+        }
+    }
+}
+
+/// A grant served from a mirror: what a mapping needs, and nothing more (the caller knows
+/// the context; the hit path builds its decision from these three).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Granted {
+    /// The rights provided.
+    pub provide: Protections,
+    /// Until when.
+    pub valid_until: Expiry,
+    /// The pages the same decision holds for.
+    pub pages: Range<u64>,
+}
+
+impl From<Evaluated> for Granted {
+    fn from(e: Evaluated) -> Self {
+        Self {
+            provide: e.perms.provide,
+            valid_until: e.perms.valid_until,
+            pages: e.pages,
         }
     }
 }
@@ -214,15 +269,86 @@ impl Snapshot {
 /// What a fresh cache entry says about an access ([`Snapshot::serve`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Served {
-    /// Granted: what is provided, and the pages the same decision holds for.
-    Grant(Evaluated),
+    /// Granted.
+    Grant(Granted),
     /// Not granted, by an entry that holds every record that counted.
     Deny {
         /// What the entry provides for the access.
         provided: Protections,
         /// The context's flags (whether the thread may look further).
         flags: CtxFlags,
+        /// What explains it, when the mirror does (see [`CachedPerms::encode`]); else
+        /// ([`Explained::NONE`]) the entry explains it under the set's lock
+        /// ([`CachedPerms::deny_cause`]).
+        explained: Explained,
     },
+}
+
+/// The mirror's words that explain a denial, copied out of a lock-free lookup as they are
+/// (plain words: moving a decoded [`DenyCause`] out through the lookup's answer cost the
+/// denial more than the decoding), three words so that a denial's answer is no larger than a
+/// grant's. [`Explained::cause`] decodes them.
+///
+/// The failure's words (see `verdict_words`), with the rest packed into the first word's
+/// upper half: the rights contributed before masks and those the masks allow (the low eight
+/// bits of each, which hold every right: a cause only looks at the rights an access needs),
+/// whether the context files a record for the object, and whether there is anything here.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Explained([u64; VERDICT_WORDS]);
+
+const X_UNMASKED: u32 = 32;
+const X_ALLOWED: u32 = 40;
+const X_SEEN: u64 = 1 << 48;
+const X_PRESENT: u64 = 1 << 49;
+
+impl Explained {
+    /// Nothing explained: the entry explains it under its set's lock.
+    pub const NONE: Explained = Explained([0; VERDICT_WORDS]);
+
+    /// Why an access on `page` needing `needed` is denied, if the words say (they do not
+    /// carry every failure: then only a cause that does not depend on it, the masks, is known
+    /// here).
+    pub fn cause(&self, page: u64, needed: Protections) -> Option<DenyCause> {
+        let [head, p0, p1] = self.0;
+        if head & X_PRESENT == 0 {
+            return None;
+        }
+        let best = verdict_words::decode([head & 0xffff_ffff, p0, p1]);
+        let rights = |shift: u32| Protections::from_bits_retain(((head >> shift) & 0xff) as u16);
+        let explanation = Explanation {
+            unmasked: rights(X_UNMASKED),
+            best: best.flatten(),
+        };
+        let cause = explanation.cause(rights(X_ALLOWED), head & X_SEEN != 0, page, needed);
+        (best.is_some() || matches!(cause, DenyCause::Masked { .. })).then_some(cause)
+    }
+}
+
+impl CachedPerms {
+    /// The words a set's mirror holds: the snapshot's, then, when the summary holds, what
+    /// explains a denial to a data access and to a code access by a thread in the context
+    /// (the same on every page but the null page there).
+    pub fn encode(&self) -> [u64; HOT_WORDS] {
+        let mut w = self.snap.encode();
+        if self.snap.summary().is_some() {
+            let data = self.explain(&Access::read(PAGE_SIZE));
+            let code = self.explain(&Access::exec(PAGE_SIZE));
+            let mut deny = u64::from(data.unmasked.bits())
+                | (u64::from(code.unmasked.bits()) << 16)
+                | EXPLAINED;
+            if self.seen {
+                deny |= SEEN;
+            }
+            let words = [deny]
+                .into_iter()
+                .chain(verdict_words::encode(data.best))
+                .chain(verdict_words::encode(code.best));
+            for (dst, src) in w.iter_mut().skip(W_DENY).zip(words) {
+                *dst = src;
+            }
+        }
+        w
+    }
 }
 
 #[cfg(test)]
@@ -233,9 +359,11 @@ mod tests {
     use twizzler_capsec::{Access, AccessKind, Expiry, Gate, Grant, MAX_OBJECT_SIZE, ObjID};
     use twizzler_capsec::{PAGE_SIZE, Protections};
 
-    use super::{HOT_WORDS, Served, Snapshot};
+    use super::{Explained, HOT_WORDS, Served, Snapshot};
     use crate::cache::{CachedPerms, Stamp};
+    use crate::fault::DenyCause;
     use crate::seqset::Way;
+    use twizzler_capsec::{DecodeError, Verdict};
 
     fn prots() -> impl Strategy<Value = Protections> {
         (0u16..8).prop_map(Protections::from_bits_truncate)
@@ -256,17 +384,31 @@ mod tests {
     }
 
     fn snapshot() -> impl Strategy<Value = Snapshot> {
+        entry().prop_map(|e| e.snap)
+    }
+
+    /// Entries: a snapshot, whether the context files a record for the object, and the most
+    /// telling failure (sometimes one the mirror does not carry).
+    fn entry() -> impl Strategy<Value = CachedPerms> {
+        let failure = prop_oneof![
+            2 => prop::option::of(crate::cache::verdict_words::strategies::verdict()),
+            1 => Just(Some(Verdict::Malformed(DecodeError::InvalidKey))),
+        ];
         (
-            any::<u128>(),
-            any::<u128>(),
-            any::<u64>(),
-            prop::option::of(any::<u128>()),
-            prots(),
-            prots(),
-            prop::collection::vec((prots(), gate(), any::<u64>()), 0..7),
+            any::<bool>(),
+            failure,
+            (
+                any::<u128>(),
+                any::<u128>(),
+                any::<u64>(),
+                prop::option::of(any::<u128>()),
+                prots(),
+                prots(),
+                prop::collection::vec((prots(), gate(), any::<u64>()), 0..7),
+            ),
         )
             .prop_map(
-                |(ctx, target, epoch, kuid, default_prots, allowed, grants)| {
+                |(seen, failure, (ctx, target, epoch, kuid, default_prots, allowed, grants))| {
                     let stamp = Stamp {
                         epoch,
                         kuid: kuid.map(ObjID::new),
@@ -282,7 +424,11 @@ mod tests {
                     for (prots, gate, exp) in grants {
                         e.add_grant(Grant { prots, gate }, Expiry::from_raw(exp));
                     }
-                    e.snap
+                    e.seen = seen;
+                    if let Some(v) = failure {
+                        e.add_failure(v);
+                    }
+                    e
                 },
             )
     }
@@ -328,17 +474,21 @@ mod tests {
             }
         }
 
-        /// A hit served from the words is exactly a fresh entry that grants, evaluated.
+        /// A hit served from the words is exactly a fresh entry that grants, evaluated, or a
+        /// complete one that denies, with the cause the entry gives under the lock whenever
+        /// the mirror carries one (always, when the summary holds and the record that
+        /// explains it is not malformed).
         #[test]
         fn serve_is_fresh_and_granting(
-            s in snapshot(),
+            e in entry(),
             a in access(),
             needed in prots(),
             now in any::<u64>(),
             perturb in 0u8..6,
             kuid in any::<u128>(),
         ) {
-            let words = s.encode().map(AtomicU64::new);
+            let s = e.snap;
+            let words = e.encode().map(AtomicU64::new);
             let way = Way::<HOT_WORDS>::new(&words);
             // The fault's stamp: the entry's, or one differing in one field.
             let stamp = match perturb {
@@ -348,14 +498,24 @@ mod tests {
                 3 => Stamp { default_prots: s.stamp.default_prots ^ Protections::READ, ..s.stamp },
                 _ => s.stamp,
             };
-            let served = Snapshot::serve(&way, &stamp, now, &a, needed);
+            // The cause, decoded, in place of the words that explain it.
+            let served = Snapshot::serve(&way, &stamp, now, &a, needed).map(|s| match s {
+                Served::Deny { provided, flags, explained } => {
+                    (Served::Deny { provided, flags, explained: Explained::NONE }, explained.cause(a.page(), needed))
+                }
+                s => (s, None),
+            });
             let eval = s.evaluate(&a);
             let want = if !s.is_fresh(&stamp, now) || a.page() == 0 {
                 None
             } else if eval.perms.grants(needed) {
-                Some(Served::Grant(eval))
+                Some((Served::Grant(eval.into()), None))
             } else if s.complete {
-                Some(Served::Deny { provided: eval.perms.provide, flags: s.flags })
+                let explained = s.summary().is_some()
+                    && !a.entering
+                    && !matches!(e.deny_cause(&a, needed), DenyCause::Record(Verdict::Malformed(_)));
+                let cause = explained.then(|| e.deny_cause(&a, needed));
+                Some((Served::Deny { provided: eval.perms.provide, flags: s.flags, explained: Explained::NONE }, cause))
             } else {
                 None
             };

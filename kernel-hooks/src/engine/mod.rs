@@ -29,7 +29,9 @@ use twizzler_capsec::{
 pub use invalidate::{INVALIDATION_LIST, Invalidation};
 
 use crate::authority::EngineAuthority;
-use crate::cache::{CachedPerms, Deps, Evaluated, ObjectPerms, Served, Stamp, VerifyCache};
+use crate::cache::{
+    CachedPerms, Deps, Evaluated, Explained, ObjectPerms, Served, Stamp, VerifyCache,
+};
 use crate::ctx_bytes::CtxBytes;
 use crate::fault::{Decision, DenyCause, Fault, Violation};
 use crate::host::{Host, ObjectInfo};
@@ -220,10 +222,15 @@ impl<H: Host> Engine<H> {
             else {
                 break 'hit;
             };
-            let eval = match served {
-                Served::Grant(eval) => eval,
-                Served::Deny { provided, flags } => {
-                    match self.deny_hit(active, inactive, fault, &stamp, now, provided, flags) {
+            let granted = match served {
+                Served::Grant(g) => g,
+                Served::Deny {
+                    provided,
+                    flags,
+                    explained,
+                } => {
+                    let why = (provided, flags, explained);
+                    match self.deny_hit(active, inactive, fault, &stamp, now, why) {
                         Some(v) => {
                             self.cache.count_hit(&ticket);
                             return Decision::Violation(v);
@@ -238,11 +245,11 @@ impl<H: Host> Engine<H> {
             }
             self.cache.count_hit(&ticket);
             return Decision::Map {
-                prots: eval.perms.provide,
-                pages: eval.pages,
+                prots: granted.provide,
+                pages: granted.pages,
                 ctx: active,
                 switch_to: None,
-                valid_until: eval.perms.valid_until,
+                valid_until: granted.valid_until,
                 ticket,
             };
         }
@@ -251,10 +258,10 @@ impl<H: Host> Engine<H> {
 
     /// A repeated denial, from the active context's complete entry, when there is nowhere
     /// else to look (the context is `UNDETACHABLE`, or the thread has no inactive context):
-    /// the violation the full search would give, explained from the entry under its set's
-    /// lock, without the search's bookkeeping. `None` when the thread has inactive contexts to
-    /// try, or the entry changed meanwhile.
-    #[allow(clippy::too_many_arguments)]
+    /// the violation the full search would give, without the search's bookkeeping. `why` is
+    /// what the lock-free lookup served: what the entry provides, the context's flags, and the
+    /// cause if the mirror holds it; else the entry explains it under its set's lock. `None`
+    /// when the thread has inactive contexts to try, or the entry changed meanwhile.
     fn deny_hit(
         &self,
         active: ObjID,
@@ -262,9 +269,9 @@ impl<H: Host> Engine<H> {
         fault: &Fault,
         stamp: &Stamp,
         now: u64,
-        provided: Protections,
-        flags: CtxFlags,
+        why: (Protections, CtxFlags, Explained),
     ) -> Option<Violation> {
+        let (provided, flags, explained) = why;
         let needed = fault.kind.required();
         let violation = if flags.contains(CtxFlags::UNDETACHABLE) {
             Violation::Undetachable {
@@ -273,12 +280,17 @@ impl<H: Host> Engine<H> {
                 provided,
             }
         } else if inactive == 0 {
-            let access = data_or_exec(fault);
-            let (cause, _) = self
-                .cache
-                .with_fresh(active, fault.target, stamp, now, |e| {
-                    e.deny_cause(&access, needed)
-                })?;
+            let cause = match explained.cause(data_or_exec(fault).page(), needed) {
+                Some(c) => c,
+                None => {
+                    let access = data_or_exec(fault);
+                    self.cache
+                        .with_fresh(active, fault.target, stamp, now, |e| {
+                            e.deny_cause(&access, needed)
+                        })?
+                        .0
+                }
+            };
             Violation::Denied {
                 ctx: active,
                 needed,
