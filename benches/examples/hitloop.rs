@@ -1,0 +1,51 @@
+//! A loop of one kind of fault, for instruction counts that do not depend on the machine's
+//! load: run it under `valgrind --tool=callgrind` with N and 2N iterations and divide the
+//! difference by N (see `docs/BENCHMARKS.md`). `engine`: a granted hit; `deny`: a repeated
+//! denial (one badly signed record); anything else: the reproduction of upstream's check.
+
+use benches::host::{CTX, INFO, denial_engine, fault_engine, obj};
+use kernel_hooks::{Fault, SecCtxMgr};
+use rand_chacha::ChaCha20Rng;
+use rand_chacha::rand_core::SeedableRng;
+use std::hint::black_box;
+use twizzler_capsec::{AccessKind, Protections, SigningKey, SigningScheme};
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let (Some(which), Some(n)) = (args.next(), args.next().and_then(|n| n.parse::<u64>().ok()))
+    else {
+        eprintln!("usage: hitloop engine|deny|upstream ITERATIONS");
+        std::process::exit(2);
+    };
+    let which = which.as_str();
+    let key = SigningKey::generate(SigningScheme::Ed25519, &mut ChaCha20Rng::seed_from_u64(1));
+    let wrong = SigningKey::generate(SigningScheme::Ed25519, &mut ChaCha20Rng::seed_from_u64(2));
+    let e = fault_engine(1, &key, false, 1);
+    let d = denial_engine(1, &key, &wrong, true);
+    let t = SecCtxMgr::new(CTX);
+    let up = benches::upstream::SecCtxMgr::with_cached(CTX, 1);
+    let f = Fault::new(obj(0), INFO, 4096, AccessKind::Read);
+    black_box(e.decide(&t, &f));
+    black_box(d.decide(&t, &f));
+    let start = std::time::Instant::now();
+    match which {
+        "engine" => {
+            for _ in 0..n {
+                black_box(e.decide(&t, black_box(&f)));
+            }
+        }
+        "deny" => {
+            for _ in 0..n {
+                black_box(d.decide(&t, black_box(&f)));
+            }
+        }
+        _ => {
+            for _ in 0..n {
+                black_box(up.fault(black_box(obj(0)), black_box(Protections::READ)));
+            }
+        }
+    }
+    eprintln!(
+        "{which}: {:.2} ns/iter",
+        start.elapsed().as_nanos() as f64 / n as f64
+    );
+}
