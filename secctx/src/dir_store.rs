@@ -1,4 +1,9 @@
-//! [`DirStore`]: an object store in a directory, one file per object.
+//! [`DirStore`]: the previous object store format, one file per object in a directory.
+//!
+//! Kept to read stores written before the database store ([`crate::DbStore`]) and migrate
+//! them ([`crate::db_store::migrate`], `keytool store migrate`). It is not an
+//! [`crate::ObjectStore`]: each of its changes is atomic for one object, but several objects
+//! cannot change together, and every change rewrites the whole object.
 //!
 //! # Layout
 //!
@@ -62,7 +67,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use twizzler_capsec::{ObjID, Protections};
 
-use crate::store::{ObjMeta, Object, ObjectStore, StoreError};
+use crate::store::{ObjMeta, Object, StoreError};
 
 /// The first four bytes of every object file.
 pub const MAGIC: [u8; 4] = *b"TZOB";
@@ -513,16 +518,18 @@ impl DirStore {
     }
 }
 
-impl ObjectStore for DirStore {
+/// The store's operations. Each is atomic for its one object; several objects cannot change
+/// together, which is why this is no longer an [`crate::ObjectStore`].
+impl DirStore {
     /// Reads `<id>.obj`, without taking the lock. A missing file is
     /// [`StoreError::NotFound`]; a damaged one [`StoreError::Corrupt`].
-    fn get(&self, id: ObjID) -> Result<Object, StoreError> {
+    pub fn get(&self, id: ObjID) -> Result<Object, StoreError> {
         self.read(id)
     }
 
     /// Writes `<id>.obj` under the object's lock, unless it exists. Fails with
     /// [`StoreError::Rejected`] if the default protections have unknown bits.
-    fn create(&self, obj: &Object) -> Result<(), StoreError> {
+    pub fn create(&self, obj: &Object) -> Result<(), StoreError> {
         let bytes = Self::encode_checked(obj)?;
         let _lock = self.lock(obj.id)?;
         let path = self.object_path(obj.id);
@@ -544,7 +551,7 @@ impl ObjectStore for DirStore {
     /// Reads, edits and atomically rewrites `<id>.obj`, holding the object's lock from before
     /// the read until after the rename. The edit cannot move the object: its id is put back
     /// to `id` afterwards. Secret-ness may change: the new file gets the new mode.
-    fn update<E: From<StoreError>>(
+    pub fn update<E: From<StoreError>>(
         &self,
         id: ObjID,
         edit: impl FnOnce(&mut Object) -> Result<(), E>,
@@ -560,7 +567,7 @@ impl ObjectStore for DirStore {
 
     /// Deletes `<id>.obj` under the object's lock and fsyncs the directory. The lock file
     /// stays.
-    fn remove(&self, id: ObjID) -> Result<(), StoreError> {
+    pub fn remove(&self, id: ObjID) -> Result<(), StoreError> {
         let _lock = self.lock(id)?;
         let path = self.object_path(id);
         match fs::remove_file(&path) {
@@ -577,7 +584,7 @@ impl ObjectStore for DirStore {
 
     /// The ids of the `<32 lower-case hex digits>.obj` names in the directory, sorted.
     /// Temporary files, lock files and any other name are ignored.
-    fn list(&self) -> Result<Vec<ObjID>, StoreError> {
+    pub fn list(&self) -> Result<Vec<ObjID>, StoreError> {
         let io_err = |op, source| StoreError::Io {
             id: None,
             path: self.dir.clone(),
@@ -597,6 +604,16 @@ impl ObjectStore for DirStore {
 }
 
 /// The id named by an object file name: exactly 32 lower-case hex digits, then `.obj`.
+/// Whether directory `dir` holds any object file of this format (`<id>.obj`): a store to
+/// migrate, not to open as a database store.
+pub fn holds_objects(dir: &Path) -> bool {
+    fs::read_dir(dir).is_ok_and(|entries| {
+        entries
+            .flatten()
+            .any(|e| e.file_name().to_str().and_then(parse_object_name).is_some())
+    })
+}
+
 fn parse_object_name(name: &str) -> Option<ObjID> {
     let hex = name.strip_suffix(OBJ_SUFFIX)?;
     let canonical = hex.len() == 32

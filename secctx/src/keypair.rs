@@ -154,21 +154,33 @@ pub fn store_keypair<S: ObjectStore, R: CryptoRng + ?Sized>(
     rng: &mut R,
 ) -> Result<(), KeyError> {
     let sk_data = seal_signing_key(key, ids, passphrase, kdf, rng)?;
-    store_verifying_key(store, ids.verifying, &key.verifying_key())?;
-    let created = store.create(&Object {
-        id: ids.signing,
-        meta: ObjMeta {
-            secret: true,
-            ..ObjMeta::plain()
-        },
-        data: sk_data.to_vec(),
-    });
-    if let Err(e) = created {
-        // Do not leave half a key pair behind.
-        let _ = store.remove(ids.verifying);
-        return Err(e.into());
+    // Both halves in one transaction: a key pair is never half there.
+    store.transact(|tx| {
+        tx.create(&verifying_key_object(ids.verifying, &key.verifying_key()))?;
+        tx.create(&Object {
+            id: ids.signing,
+            meta: ObjMeta {
+                secret: true,
+                ..ObjMeta::plain()
+            },
+            data: sk_data.to_vec(),
+        })?;
+        Ok::<(), KeyError>(())
+    })
+}
+
+/// The object holding verifying key `key` as object `id`.
+fn verifying_key_object(id: ObjID, key: &VerifyingKey) -> Object {
+    let mut data = Vec::with_capacity(8 + KEY_ENCODED_LEN);
+    data.extend_from_slice(VK_MAGIC);
+    data.extend_from_slice(&VERSION.to_le_bytes());
+    data.extend_from_slice(&0u16.to_le_bytes());
+    data.extend_from_slice(&key.encode());
+    Object {
+        id,
+        meta: ObjMeta::plain(),
+        data,
     }
-    Ok(())
 }
 
 /// Stores a verifying key alone as object `id` (a public key imported without its secret
@@ -178,16 +190,7 @@ pub fn store_verifying_key<S: ObjectStore>(
     id: ObjID,
     key: &VerifyingKey,
 ) -> Result<(), KeyError> {
-    let mut data = Vec::with_capacity(8 + KEY_ENCODED_LEN);
-    data.extend_from_slice(VK_MAGIC);
-    data.extend_from_slice(&VERSION.to_le_bytes());
-    data.extend_from_slice(&0u16.to_le_bytes());
-    data.extend_from_slice(&key.encode());
-    store.create(&Object {
-        id,
-        meta: ObjMeta::plain(),
-        data,
-    })?;
+    store.create(&verifying_key_object(id, key))?;
     Ok(())
 }
 
@@ -312,8 +315,10 @@ pub fn signing_key_info(obj: &Object) -> Result<SigningKeyInfo, KeyError> {
     if d.get(..4) != Some(&SK_MAGIC[..]) {
         return Err(malformed(id, "not a signing-key object (bad magic)"));
     }
-    if u16_at(d, 4) != Some(VERSION) {
-        return Err(malformed(id, "unsupported version"));
+    match u16_at(d, 4) {
+        Some(VERSION) => {}
+        Some(v) => return Err(malformed(id, format!("unsupported version {v}"))),
+        None => return Err(malformed(id, "truncated header")),
     }
     let protected = match u16_at(d, 6) {
         Some(PLAIN) => false,

@@ -2,8 +2,9 @@
 //! security-context editing and an access simulator that runs the kernel's own decision.
 //!
 //! - [`store`]: the [`ObjectStore`] trait (objects with a `kuid`, default protections and
-//!   bytes), [`DirStore`] (one file per object, atomic replacement, advisory locks) and
-//!   [`MemStore`];
+//!   bytes, ranged reads and writes, names, multi-object transactions), [`DbStore`] (pages in
+//!   an embedded transactional database, shared by processes) and [`MemStore`];
+//!   [`DirStore`] is the previous one-file-per-object format, kept to migrate from;
 //! - [`keypair`]: key-pair objects, the signing key optionally sealed under a passphrase
 //!   (Argon2id + XChaCha20-Poly1305);
 //! - [`context`]: security-context objects: create, add capabilities and delegations, remove,
@@ -29,6 +30,7 @@
 #![warn(missing_docs)]
 
 pub mod context;
+pub mod db_store;
 pub mod dir_store;
 pub mod keypair;
 pub mod mem_store;
@@ -36,7 +38,8 @@ pub mod revocations;
 pub mod sim;
 pub mod store;
 
+pub use db_store::DbStore;
 pub use dir_store::DirStore;
 pub use mem_store::MemStore;
 pub use sim::{AccessSimulator, SimAccess, Simulation};
-pub use store::{ObjMeta, Object, ObjectStore, StoreError};
+pub use store::{ObjInfo, ObjMeta, Object, ObjectStore, StoreError, Txn};

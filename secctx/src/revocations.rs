@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 
 use twizzler_capsec::{ObjID, RecordId};
 
-use crate::store::{ObjMeta, Object, ObjectStore, StoreError};
+use crate::store::{ObjMeta, Object, ObjectStore, StoreError, Txn};
 
 /// The id of the revocation-list object.
 pub const REVOCATIONS_ID: ObjID = ObjID::new(0x5245_564f_4b45_4400_0000_0000_0000_0001);
@@ -106,27 +106,37 @@ impl RevocationList {
         }
     }
 
-    /// Adds to the store's list under its lock; returns whether anything was new.
+    /// Adds to the store's list in one transaction; returns whether anything was new.
     pub fn add<S: ObjectStore>(
         store: &S,
         change: impl Fn(&mut RevocationList) -> bool,
     ) -> Result<bool, StoreError> {
-        let mut first = RevocationList::default();
-        let changed = change(&mut first);
-        let created = store.create(&Object {
-            id: REVOCATIONS_ID,
-            meta: ObjMeta::plain(),
-            data: first.encode(),
-        });
-        match created {
-            Ok(()) => Ok(changed),
-            Err(StoreError::AlreadyExists(_)) => {
-                let mut changed = false;
-                store.update(REVOCATIONS_ID, |obj| {
-                    let mut list = Self::decode(&obj.data)?;
-                    changed = change(&mut list);
+        store.transact(|tx| Self::add_in(tx, change))
+    }
+
+    /// Adds to the list within transaction `tx` (creating it if the store has none), so a
+    /// revocation can commit together with other changes; returns whether anything was new.
+    pub fn add_in(
+        tx: &mut dyn Txn,
+        change: impl Fn(&mut RevocationList) -> bool,
+    ) -> Result<bool, StoreError> {
+        match tx.get(REVOCATIONS_ID) {
+            Ok(mut obj) => {
+                let mut list = Self::decode(&obj.data)?;
+                let changed = change(&mut list);
+                if changed {
                     obj.data = list.encode();
-                    Ok::<(), StoreError>(())
+                    tx.put(&obj)?;
+                }
+                Ok(changed)
+            }
+            Err(StoreError::NotFound(_)) => {
+                let mut list = RevocationList::default();
+                let changed = change(&mut list);
+                tx.create(&Object {
+                    id: REVOCATIONS_ID,
+                    meta: ObjMeta::plain(),
+                    data: list.encode(),
                 })?;
                 Ok(changed)
             }

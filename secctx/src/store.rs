@@ -80,6 +80,39 @@ pub enum StoreError {
         /// Why.
         why: String,
     },
+    /// A range reaches past the largest object.
+    OutOfRange {
+        /// The object.
+        id: ObjID,
+        /// Where the range starts.
+        offset: u64,
+        /// Its length.
+        len: u64,
+    },
+    /// A name already names another object.
+    NameTaken {
+        /// The name.
+        name: String,
+        /// The object it names.
+        id: ObjID,
+    },
+    /// A name that cannot be one (empty, too long, control characters, or an object id).
+    BadName {
+        /// The name.
+        name: String,
+        /// Why.
+        why: &'static str,
+    },
+    /// The store's database failed or refused: it is damaged, from a newer version, full, or
+    /// read-only. Committed data is left as it was.
+    Database {
+        /// The store's path.
+        path: PathBuf,
+        /// What was being done.
+        op: &'static str,
+        /// What went wrong.
+        why: String,
+    },
 }
 
 impl fmt::Display for StoreError {
@@ -101,6 +134,15 @@ impl fmt::Display for StoreError {
                 source,
             } => write!(f, "{op} {}: {source}", path.display()),
             Self::Rejected { id, why } => write!(f, "object {id} left unchanged: {why}"),
+            Self::OutOfRange { id, offset, len } => write!(
+                f,
+                "object {id}: {len} bytes at offset {offset:#x} reach past the largest object ({MAX_OBJECT_LEN:#x} bytes)"
+            ),
+            Self::NameTaken { name, id } => write!(f, "the name {name:?} already names {id}"),
+            Self::BadName { name, why } => write!(f, "{name:?} cannot be a name: {why}"),
+            Self::Database { path, op, why } => {
+                write!(f, "store {}: {op}: {why}", path.display())
+            }
         }
     }
 }
@@ -114,29 +156,197 @@ impl std::error::Error for StoreError {
     }
 }
 
+/// An object's metadata and length, without its bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ObjInfo {
+    /// Its metadata.
+    pub meta: ObjMeta,
+    /// Its length in bytes: everything past it reads as zeros.
+    pub len: u64,
+}
+
+/// The largest object, in bytes (Twizzler's: 1 GiB). Bytes past an object's length read as
+/// zeros, up to this.
+pub const MAX_OBJECT_LEN: u64 = twizzler_capsec::MAX_OBJECT_SIZE;
+
+/// Checks that `len` bytes at `offset` lie within the largest object.
+pub fn check_range(id: ObjID, offset: u64, len: u64) -> Result<u64, StoreError> {
+    match offset.checked_add(len) {
+        Some(end) if end <= MAX_OBJECT_LEN => Ok(end),
+        _ => Err(StoreError::OutOfRange { id, offset, len }),
+    }
+}
+
+/// What one transaction may do: read and change any number of objects (and names). Nothing it
+/// changes is seen by anyone else until [`ObjectStore::transact`] commits it, and then all of
+/// it is, at once.
+pub trait Txn {
+    /// Reads object `id`, whole.
+    fn get(&mut self, id: ObjID) -> Result<Object, StoreError>;
+
+    /// Object `id`'s metadata and length.
+    fn info(&mut self, id: ObjID) -> Result<ObjInfo, StoreError>;
+
+    /// `len` bytes of object `id` at `offset` (zeros past its length).
+    fn read_at(&mut self, id: ObjID, offset: u64, len: u64) -> Result<Vec<u8>, StoreError>;
+
+    /// Creates `obj`; [`StoreError::AlreadyExists`] if its id is taken.
+    fn create(&mut self, obj: &Object) -> Result<(), StoreError>;
+
+    /// Replaces object `obj.id` (which must exist) with `obj`: stores may write only what
+    /// differs.
+    fn put(&mut self, obj: &Object) -> Result<(), StoreError>;
+
+    /// Writes `data` into object `id` at `offset`, extending it (with zeros up to `offset`) if
+    /// it ends before; returns its new length.
+    fn write_at(&mut self, id: ObjID, offset: u64, data: &[u8]) -> Result<u64, StoreError>;
+
+    /// Removes object `id` (and every name that names it).
+    fn remove(&mut self, id: ObjID) -> Result<(), StoreError>;
+
+    /// The object `name` names, if any.
+    fn name(&mut self, name: &str) -> Result<Option<ObjID>, StoreError>;
+
+    /// Names `id` (which must exist) `name`; [`StoreError::NameTaken`] if `name` names another
+    /// object already.
+    fn set_name(&mut self, name: &str, id: ObjID) -> Result<(), StoreError>;
+}
+
 /// A store of objects.
 ///
-/// Implementations make every change atomic (a reader sees the old object or the new one,
-/// never a mix, also across a crash) and serialise [`ObjectStore::update`]s of one object, so
-/// two editors never lose each other's change.
+/// Every change is a transaction ([`ObjectStore::transact`]): it commits whole or not at all,
+/// also across a crash, and a reader sees the state before it or after it, never a mix.
+/// Transactions are serialised, so two editors never lose each other's change. Readers do not
+/// wait for writers.
 pub trait ObjectStore {
-    /// Reads object `id`.
+    /// Runs `f` in a transaction and commits what it did if it returns `Ok`; when it fails
+    /// nothing is changed and its error is returned.
+    fn transact<R, E: From<StoreError>>(
+        &self,
+        f: impl FnOnce(&mut dyn Txn) -> Result<R, E>,
+    ) -> Result<R, E>;
+
+    /// Reads object `id`, whole.
     fn get(&self, id: ObjID) -> Result<Object, StoreError>;
 
-    /// Creates `obj`; fails with [`StoreError::AlreadyExists`] if its id is taken.
-    fn create(&self, obj: &Object) -> Result<(), StoreError>;
+    /// Object `id`'s metadata and length.
+    fn info(&self, id: ObjID) -> Result<ObjInfo, StoreError>;
 
-    /// Reads object `id`, lets `edit` change it, and writes the result, holding the object's
-    /// lock throughout. When `edit` fails nothing is written and its error is returned.
+    /// `len` bytes of object `id` at `offset` (zeros past its length): only the pages the
+    /// range touches are read.
+    fn read_at(&self, id: ObjID, offset: u64, len: u64) -> Result<Vec<u8>, StoreError>;
+
+    /// The ids of every object, in ascending order.
+    fn list(&self) -> Result<Vec<ObjID>, StoreError>;
+
+    /// The object `name` names, if any.
+    fn name(&self, name: &str) -> Result<Option<ObjID>, StoreError>;
+
+    /// Every name and the object it names, in name order.
+    fn names(&self) -> Result<Vec<(String, ObjID)>, StoreError>;
+
+    /// Creates `obj`; fails with [`StoreError::AlreadyExists`] if its id is taken.
+    fn create(&self, obj: &Object) -> Result<(), StoreError> {
+        self.transact(|tx| tx.create(obj))
+    }
+
+    /// Reads object `id`, lets `edit` change it, and writes the result, in one transaction.
+    /// When `edit` fails nothing is written and its error is returned. The object keeps its id.
     fn update<E: From<StoreError>>(
         &self,
         id: ObjID,
         edit: impl FnOnce(&mut Object) -> Result<(), E>,
-    ) -> Result<Object, E>;
+    ) -> Result<Object, E> {
+        self.transact(|tx| {
+            let mut obj = tx.get(id)?;
+            edit(&mut obj)?;
+            obj.id = id;
+            tx.put(&obj)?;
+            Ok(obj)
+        })
+    }
+
+    /// Writes `data` into object `id` at `offset` (see [`Txn::write_at`]): only the pages
+    /// the range touches are written. Returns the object's new length.
+    fn write_at(&self, id: ObjID, offset: u64, data: &[u8]) -> Result<u64, StoreError> {
+        self.transact(|tx| tx.write_at(id, offset, data))
+    }
 
     /// Removes object `id`.
-    fn remove(&self, id: ObjID) -> Result<(), StoreError>;
+    fn remove(&self, id: ObjID) -> Result<(), StoreError> {
+        self.transact(|tx| tx.remove(id))
+    }
+}
 
-    /// The ids of every object, in ascending order.
-    fn list(&self) -> Result<Vec<ObjID>, StoreError>;
+/// The longest name, in bytes.
+pub const MAX_NAME_LEN: usize = 64;
+
+/// Checks that `name` can name an object: 1 to [`MAX_NAME_LEN`] bytes of letters, digits and
+/// `-_.@+`, starting with a letter or digit, and not something that reads as an object id
+/// (up to 32 hex digits, `0x` optional), so that wherever an id is taken a name can be too.
+pub fn check_name(name: &str) -> Result<(), StoreError> {
+    let bad = |why| {
+        Err(StoreError::BadName {
+            name: name.chars().take(MAX_NAME_LEN + 8).collect(),
+            why,
+        })
+    };
+    if name.is_empty() {
+        return bad("it is empty");
+    }
+    if name.len() > MAX_NAME_LEN {
+        return bad("it is longer than 64 bytes");
+    }
+    if !name.starts_with(|c: char| c.is_ascii_alphanumeric()) {
+        return bad("it must start with a letter or a digit");
+    }
+    if !name
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || "-_.@+".contains(c))
+    {
+        return bad("only letters, digits and -_.@+ are allowed");
+    }
+    let hex = name.strip_prefix("0x").unwrap_or(name);
+    if hex.len() <= 32 && hex.chars().all(|c| c.is_ascii_hexdigit()) {
+        return bad("it reads as an object id");
+    }
+    Ok(())
+}
+
+/// `len` bytes of `data` at `offset`, zeros past its end (for stores that hold objects whole).
+pub(crate) fn read_range(
+    id: ObjID,
+    data: &[u8],
+    offset: u64,
+    len: u64,
+) -> Result<Vec<u8>, StoreError> {
+    check_range(id, offset, len)?;
+    let too_big = || StoreError::OutOfRange { id, offset, len };
+    let mut out = vec![0u8; usize::try_from(len).map_err(|_| too_big())?];
+    let start = usize::try_from(offset).map_err(|_| too_big())?;
+    if let Some(have) = data.get(start..) {
+        let n = have.len().min(out.len());
+        out[..n].copy_from_slice(&have[..n]);
+    }
+    Ok(out)
+}
+
+/// Writes `bytes` into `data` at `offset`, growing it with zeros as needed; returns the new
+/// length.
+pub(crate) fn write_range(
+    id: ObjID,
+    data: &mut Vec<u8>,
+    offset: u64,
+    bytes: &[u8],
+) -> Result<u64, StoreError> {
+    let len = bytes.len() as u64;
+    let end = check_range(id, offset, len)?;
+    let too_big = || StoreError::OutOfRange { id, offset, len };
+    let end = usize::try_from(end).map_err(|_| too_big())?;
+    let start = usize::try_from(offset).map_err(|_| too_big())?;
+    if data.len() < end {
+        data.resize(end, 0);
+    }
+    data[start..end].copy_from_slice(bytes);
+    Ok(data.len() as u64)
 }

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use proptest::prelude::*;
 use secctx::DirStore;
 use secctx::dir_store::{CHECKSUM_LEN, HEADER_LEN, MIN_FILE_LEN, decode_object, encode_object};
-use secctx::store::{ObjMeta, Object, ObjectStore, StoreError};
+use secctx::store::{ObjMeta, Object, StoreError};
 use twizzler_capsec::{ObjID, Protections};
 
 /// Set in child processes: the store directory to append in.

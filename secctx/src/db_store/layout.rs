@@ -1,0 +1,156 @@
+//! The database's tables and the encoding of what they hold.
+//!
+//! | table | key | value |
+//! |---|---|---|
+//! | `info` | `"format"` | the store's format version ([`FORMAT_VERSION`]) |
+//! | `objects` | object id (`u128`) | its metadata record ([`encode_meta`], 28 bytes) |
+//! | `pages` | (object id, page index `u32`) | the page's bytes, trailing zeros trimmed; a page of zeros is absent |
+//! | `names` | name (`str`) | the object id it names |
+//!
+//! Pages are [`PAGE`] bytes, as Twizzler's. An object is up to 1 GiB, 262,144 pages, so a page
+//! index fits a `u32`. Bytes past an object's length, and every byte of an absent page, read
+//! as zeros.
+//!
+//! The metadata record (little-endian):
+//!
+//! | offset | size | field |
+//! |---:|---:|---|
+//! | 0 | 1 | record version, 1 |
+//! | 1 | 1 | flags: bit 0 the object has a `kuid`, bit 1 it is secret; other bits rejected |
+//! | 2 | 2 | default protections; bits that name no right are rejected |
+//! | 4 | 8 | length in bytes, at most 1 GiB |
+//! | 12 | 16 | `kuid`, zero when there is none |
+
+use redb::TableDefinition;
+use twizzler_capsec::{ObjID, Protections};
+
+use crate::store::{MAX_OBJECT_LEN, ObjInfo, ObjMeta, StoreError};
+
+/// The store's format version, kept in `info`. A store with a greater one is refused.
+pub const FORMAT_VERSION: u64 = 1;
+/// The key of the format version in `info`.
+pub(super) const FORMAT_KEY: &str = "format";
+/// Bytes per page.
+pub const PAGE: u64 = 4096;
+
+pub(super) const INFO: TableDefinition<&str, u64> = TableDefinition::new("info");
+pub(super) const OBJECTS: TableDefinition<u128, &[u8]> = TableDefinition::new("objects");
+pub(super) const PAGES: TableDefinition<(u128, u32), &[u8]> = TableDefinition::new("pages");
+pub(super) const NAMES: TableDefinition<&str, u128> = TableDefinition::new("names");
+
+/// Length of a metadata record.
+pub(super) const META_LEN: usize = 28;
+const META_VERSION: u8 = 1;
+const HAS_KUID: u8 = 1 << 0;
+const SECRET: u8 = 1 << 1;
+
+/// The metadata record of an object.
+pub(super) fn encode_meta(info: &ObjInfo) -> [u8; META_LEN] {
+    let mut b = [0u8; META_LEN];
+    let mut flags = 0;
+    if info.meta.kuid.is_some() {
+        flags |= HAS_KUID;
+    }
+    if info.meta.secret {
+        flags |= SECRET;
+    }
+    b[0] = META_VERSION;
+    b[1] = flags;
+    b[2..4].copy_from_slice(&info.meta.default_prots.bits().to_le_bytes());
+    b[4..12].copy_from_slice(&info.len.to_le_bytes());
+    let kuid = info.meta.kuid.map_or(0, ObjID::raw);
+    b[12..28].copy_from_slice(&kuid.to_le_bytes());
+    b
+}
+
+/// Decodes object `id`'s metadata record; any damage is [`StoreError::Corrupt`].
+pub(super) fn decode_meta(id: ObjID, bytes: &[u8]) -> Result<ObjInfo, StoreError> {
+    let corrupt = |why: String| StoreError::Corrupt { id, why };
+    let b: &[u8; META_LEN] = bytes.try_into().map_err(|_| {
+        corrupt(format!(
+            "metadata record is {} bytes, not {META_LEN}",
+            bytes.len()
+        ))
+    })?;
+    let [version, flags, p0, p1, rest @ ..] = *b;
+    if version != META_VERSION {
+        return Err(corrupt(format!("metadata record version {version}")));
+    }
+    if flags & !(HAS_KUID | SECRET) != 0 {
+        return Err(corrupt(format!("unknown metadata flags {flags:#x}")));
+    }
+    let prots = u16::from_le_bytes([p0, p1]);
+    let default_prots = Protections::from_bits(prots)
+        .ok_or_else(|| corrupt(format!("default protections {prots:#x} name no right")))?;
+    let (len, kuid) = rest.split_at(8);
+    let len = u64::from_le_bytes(len.try_into().unwrap_or_default());
+    if len > MAX_OBJECT_LEN {
+        return Err(corrupt(format!(
+            "length {len} is beyond the largest object"
+        )));
+    }
+    let kuid = u128::from_le_bytes(kuid.try_into().unwrap_or_default());
+    let kuid = if flags & HAS_KUID != 0 {
+        Some(ObjID::new(kuid))
+    } else if kuid != 0 {
+        return Err(corrupt(
+            "a kuid without the flag that says there is one".into(),
+        ));
+    } else {
+        None
+    };
+    Ok(ObjInfo {
+        meta: ObjMeta {
+            kuid,
+            default_prots,
+            secret: flags & SECRET != 0,
+        },
+        len,
+    })
+}
+
+/// The index of the page holding byte `offset` (`offset` is below 1 GiB: it fits).
+pub(super) fn page_of(offset: u64) -> u32 {
+    u32::try_from(offset / PAGE).unwrap_or(u32::MAX)
+}
+
+/// How many pages `len` bytes take.
+pub(super) fn pages_in(len: u64) -> u32 {
+    u32::try_from(len.div_ceil(PAGE)).unwrap_or(u32::MAX)
+}
+
+/// `page` with its trailing zeros removed: what the `pages` table stores (nothing at all when
+/// it is empty).
+pub(super) fn trimmed(page: &[u8]) -> &[u8] {
+    let end = page.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1);
+    &page[..end]
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+    use twizzler_capsec::{ObjID, Protections};
+
+    use super::{META_LEN, decode_meta, encode_meta};
+    use crate::store::{MAX_OBJECT_LEN, ObjInfo, ObjMeta};
+
+    proptest! {
+        #[test]
+        fn meta_round_trips(kuid in proptest::option::of(any::<u128>()), prots in 0u16..8, secret: bool, len in 0..=MAX_OBJECT_LEN) {
+            let info = ObjInfo {
+                meta: ObjMeta { kuid: kuid.map(ObjID::new), default_prots: Protections::from_bits_truncate(prots), secret },
+                len,
+            };
+            prop_assert_eq!(decode_meta(ObjID::new(1), &encode_meta(&info)).ok(), Some(info));
+        }
+
+        /// Any bytes decode to metadata that encodes back to them, or are refused.
+        #[test]
+        fn meta_decoding_is_total_and_canonical(bytes in proptest::collection::vec(any::<u8>(), 0..40)) {
+            if let Ok(info) = decode_meta(ObjID::new(1), &bytes) {
+                prop_assert_eq!(bytes.len(), META_LEN);
+                prop_assert_eq!(&encode_meta(&info)[..], &bytes[..]);
+            }
+        }
+    }
+}
