@@ -13,7 +13,7 @@ use rand_chacha::ChaCha20Rng;
 use rand_chacha::rand_core::{Rng, SeedableRng};
 use secctx::keypair::{self, KdfParams};
 use secctx::{
-    AccessSimulator, DirStore, MemStore, ObjMeta, Object, ObjectStore, SimAccess, context,
+    AccessSimulator, DbStore, MemStore, ObjMeta, Object, ObjectStore, SimAccess, context,
 };
 use twizzler_capsec::{AccessKind, Cap, CapGrant, ObjID, Protections, SigningScheme};
 
@@ -48,14 +48,14 @@ fn bench_keypairs(c: &mut Criterion) {
     let mut g = c.benchmark_group("keypair_create");
     g.measurement_time(Duration::from_secs(4));
     let dir = TempDir::new("kp");
-    let disk = DirStore::open(&dir.0).unwrap();
+    let disk = DbStore::open(&dir.0).unwrap();
     let mem = MemStore::new();
     let mut rng = ChaCha20Rng::seed_from_u64(1);
     for (scheme, name) in [
         (SigningScheme::Ed25519, "ed25519"),
         (SigningScheme::EcdsaP256, "p256"),
     ] {
-        g.bench_function(format!("{name}/dir"), |b| {
+        g.bench_function(format!("{name}/db"), |b| {
             b.iter(|| {
                 keypair::create_keypair(&disk, scheme, None, KdfParams::DEFAULT, &mut rng).unwrap()
             })
@@ -67,7 +67,7 @@ fn bench_keypairs(c: &mut Criterion) {
         });
     }
     g.sample_size(10);
-    g.bench_function("ed25519/dir/passphrase", |b| {
+    g.bench_function("ed25519/db/passphrase", |b| {
         b.iter(|| {
             keypair::create_keypair(
                 &disk,
@@ -86,10 +86,10 @@ fn bench_contexts(c: &mut Criterion) {
     let mut g = c.benchmark_group("context");
     g.measurement_time(Duration::from_secs(4));
     let dir = TempDir::new("ctx");
-    let disk = DirStore::open(&dir.0).unwrap();
+    let disk = DbStore::open(&dir.0).unwrap();
     let mem = MemStore::new();
     let mut rng = ChaCha20Rng::seed_from_u64(2);
-    g.bench_function("create/dir", |b| {
+    g.bench_function("create/db", |b| {
         b.iter(|| context::create(&disk, fresh_id(&mut rng), None).unwrap())
     });
     g.bench_function("create/mem", |b| {
@@ -121,7 +121,7 @@ fn bench_contexts(c: &mut Criterion) {
     mem.create(&big).unwrap();
     g.sample_size(20);
     let mut n = 0u128;
-    add_cap_bench(&mut g, "add_cap_to_10000/dir", &disk, ctx, &key, &mut n);
+    add_cap_bench(&mut g, "add_cap_to_10000/db", &disk, ctx, &key, &mut n);
     add_cap_bench(&mut g, "add_cap_to_10000/mem", &mem, ctx, &key, &mut n);
     g.finish();
 }

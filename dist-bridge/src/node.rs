@@ -11,14 +11,14 @@
 //!
 //! ```
 //! use dist_bridge::*;
-//! use secctx::{DirStore, ObjMeta, Object, ObjectStore, keypair};
+//! use secctx::{DbStore, ObjMeta, Object, ObjectStore, keypair};
 //! use twizzler_capsec::{Cap, CapGrant, Expiry, ObjID, Protections, SigningKey, SigningScheme};
 //! # use rand_core::SeedableRng;
 //! # let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(1); // use the OS RNG in real code
 //! # let dir = std::env::temp_dir().join(format!("dist-bridge-doc-{}", std::process::id()));
 //! # let _ = std::fs::remove_dir_all(&dir);
 //! // The node's store: a verifying key, and an object it signs for.
-//! let store = DirStore::open(dir.join("store")).unwrap();
+//! let store = DbStore::open(dir.join("store")).unwrap();
 //! let key = SigningKey::generate(SigningScheme::Ed25519, &mut rng);
 //! let (kuid, object, ctx) = (ObjID::new(1), ObjID::new(2), ObjID::new(3));
 //! keypair::store_verifying_key(&store, kuid, &key.verifying_key()).unwrap();
@@ -108,7 +108,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use secctx::revocations::RevocationList;
-use secctx::{DirStore, ObjectStore, StoreError};
+use secctx::{DbStore, ObjectStore, StoreError};
 use tokio::sync::{RwLock, watch};
 use tokio::task::{JoinHandle, JoinSet};
 use tonic::transport::Server;
@@ -150,7 +150,7 @@ pub struct NodeConfig {
     pub node_id: u64,
     /// Where to listen (port 0: any free port; see [`RunningNode::addr`]).
     pub listen: SocketAddr,
-    /// The object store directory ([`DirStore`]).
+    /// The object store directory ([`DbStore`]).
     pub store_dir: PathBuf,
     /// The controller version file ([`VersionFile`]).
     pub version_file: PathBuf,
@@ -415,7 +415,7 @@ impl Node {
                 .map_err(|e| StartError::Config(format!("peer {}: {e}", p.id)))?;
             peers.insert(p.id, client);
         }
-        let store = DirStore::open(&config.store_dir).map_err(StartError::Store)?;
+        let store = DbStore::open(&config.store_dir).map_err(StartError::Store)?;
         let incoming = TcpIncoming::bind(config.listen)
             .map_err(|source| StartError::Bind {
                 addr: config.listen,
@@ -574,7 +574,7 @@ impl Notices {
 #[derive(Debug)]
 struct Shared {
     owner: Owner,
-    store: DirStore,
+    store: DbStore,
     /// Invocations hold it shared from check to effect; revocations exclusively.
     gate: Arc<RwLock<()>>,
     broadcast: BroadcastNode,
@@ -720,21 +720,12 @@ fn refused(rpc: &str, status: Status) -> Status {
     status
 }
 
-/// Reads `grant.len` bytes at `grant.offset`; bytes past the stored end read as zeros.
-fn read_bytes(store: &DirStore, grant: &Grant) -> Result<Vec<u8>, Status> {
-    let obj = store
-        .get(grant.object)
-        .map_err(|e| wire::store_status(&e))?;
-    let len = usize::try_from(grant.len).map_err(internal)?;
-    let mut out = vec![0u8; len];
-    let start = usize::try_from(grant.offset).unwrap_or(usize::MAX);
-    if let Some(stored) = obj.data.get(start..) {
-        let n = stored.len().min(len);
-        if let (Some(dst), Some(src)) = (out.get_mut(..n), stored.get(..n)) {
-            dst.copy_from_slice(src);
-        }
-    }
-    Ok(out)
+/// Reads `grant.len` bytes at `grant.offset`; bytes past the stored end read as zeros. Only
+/// the pages the range touches are read.
+fn read_bytes(store: &DbStore, grant: &Grant) -> Result<Vec<u8>, Status> {
+    store
+        .read_at(grant.object, grant.offset, grant.len)
+        .map_err(|e| wire::store_status(&e))
 }
 
 /// Why a write failed.
@@ -750,41 +741,25 @@ impl From<StoreError> for WriteError {
 }
 
 /// Writes `data` at `grant.offset`, extending (zero-filled) as needed, up to `max_object`
-/// bytes.
-fn write_bytes(
-    store: &DirStore,
-    grant: &Grant,
-    data: &[u8],
-    max_object: u64,
-) -> Result<(), Status> {
-    let start = usize::try_from(grant.offset).map_err(internal)?;
-    let end = start
-        .checked_add(data.len())
+/// bytes, in one transaction that touches only the pages of the range.
+fn write_bytes(store: &DbStore, grant: &Grant, data: &[u8], max_object: u64) -> Result<(), Status> {
+    let end = grant
+        .offset
+        .checked_add(data.len() as u64)
         .ok_or_else(|| internal("write end overflows"))?;
-    let result = store.update(grant.object, |obj| {
-        if obj.data.len() < end {
-            let end = end as u64;
-            if end > max_object {
-                return Err(WriteError::TooLarge {
-                    end,
-                    max: max_object,
-                });
-            }
-            obj.data.resize(end as usize, 0);
+    let result = store.transact(|tx| {
+        let len = tx.info(grant.object)?.len;
+        if end > len && end > max_object {
+            return Err(WriteError::TooLarge {
+                end,
+                max: max_object,
+            });
         }
-        match obj.data.get_mut(start..end) {
-            Some(dst) => {
-                dst.copy_from_slice(data);
-                Ok(())
-            }
-            None => Err(WriteError::Store(StoreError::Rejected {
-                id: grant.object,
-                why: "write outside the object".into(),
-            })),
-        }
+        tx.write_at(grant.object, grant.offset, data)?;
+        Ok(())
     });
     match result {
-        Ok(_) => Ok(()),
+        Ok(()) => Ok(()),
         Err(WriteError::Store(e)) => Err(wire::store_status(&e)),
         Err(WriteError::TooLarge { end, max }) => Err(wire::refusal(
             Code::ResourceExhausted,

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use getrandom::SysRng;
 use rand_core::{TryRng, UnwrapErr};
 use secctx::keypair::{self, KdfParams, KeyError};
-use secctx::{DirStore, ObjectStore, StoreError};
+use secctx::{DbStore, ObjectStore, StoreError};
 use twizzler_capsec::{ObjID, SigningKey};
 use zeroize::Zeroizing;
 
@@ -44,8 +44,8 @@ pub fn store_dir(flag: Option<PathBuf>) -> Result<PathBuf> {
 }
 
 /// Opens the store.
-pub fn open_store(flag: Option<PathBuf>) -> Result<DirStore> {
-    Ok(DirStore::open(store_dir(flag)?)?)
+pub fn open_store(flag: Option<PathBuf>) -> Result<DbStore> {
+    Ok(DbStore::open(store_dir(flag)?)?)
 }
 
 /// The OS random number generator, checked once so an unavailable RNG is an error and not a

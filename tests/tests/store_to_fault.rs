@@ -9,7 +9,7 @@ use kernel_hooks::{CtxBytes, Decision, Engine, Fault, Host, ObjectInfo, SecCtxMg
 use rand_chacha::ChaCha20Rng;
 use rand_core::SeedableRng;
 use secctx::keypair::{self, KdfParams};
-use secctx::{AccessSimulator, DirStore, ObjMeta, Object, ObjectStore, SimAccess, context};
+use secctx::{AccessSimulator, DbStore, ObjMeta, Object, ObjectStore, SimAccess, context};
 use twizzler_capsec::{
     Access, AccessKind, Authority, Cap, CapGrant, CtxFlags, Del, DelGrant, Expiry, Gate,
     KeyLookupError, ObjID, Protections, SecCtx, SigningScheme, VerifyingKey, evaluate,
@@ -29,7 +29,7 @@ struct FileKernel {
 }
 
 impl FileKernel {
-    fn load(store: &DirStore) -> Self {
+    fn load(store: &DbStore) -> Self {
         let mut objects = HashMap::new();
         let mut keys = HashMap::new();
         for id in store.list().unwrap() {
@@ -80,10 +80,10 @@ impl Authority for FileKernel {
     }
 }
 
-fn temp_store() -> (PathBuf, DirStore) {
+fn temp_store() -> (PathBuf, DbStore) {
     let dir = std::env::temp_dir().join(format!("twz-it-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    let store = DirStore::open(&dir).unwrap();
+    let store = DbStore::open(&dir).unwrap();
     (dir, store)
 }
 

@@ -12,7 +12,7 @@ use dist_bridge::node::Peer;
 use dist_bridge::*;
 use rand_core::SeedableRng;
 use secctx::keypair;
-use secctx::{DirStore, ObjMeta, Object, ObjectStore};
+use secctx::{DbStore, ObjMeta, Object, ObjectStore};
 use twizzler_capsec::{Cap, CapGrant, ObjID, Protections, SigningKey, SigningScheme};
 
 /// Every test body runs under this limit.
@@ -45,7 +45,7 @@ pub const CTX: ObjID = ObjID::new(0xc7c7_c7c7);
 pub struct Site {
     pub id: u64,
     pub dir: PathBuf,
-    pub store: DirStore,
+    pub store: DbStore,
     pub object: ObjID,
     /// The verifying-key object: the object's `kuid`.
     pub kuid: ObjID,
@@ -58,7 +58,7 @@ impl Site {
     /// Creates node `id`'s store with a key and one object (`initial` bytes).
     pub fn new(root: &Path, id: u64, initial: &[u8]) -> Site {
         let dir = root.join(format!("node{id}"));
-        let store = DirStore::open(dir.join("store")).unwrap();
+        let store = DbStore::open(dir.join("store")).unwrap();
         let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(id);
         let key = SigningKey::generate(SigningScheme::Ed25519, &mut rng);
         let kuid = ObjID::new(0x1000 + u128::from(id));

@@ -4,7 +4,7 @@ use std::fmt::Write as _;
 
 use kernel_hooks::{Decision, Violation};
 use secctx::sim::ContextReport;
-use secctx::{AccessSimulator, DirStore, ObjectStore, SimAccess, StoreError};
+use secctx::{AccessSimulator, DbStore, ObjectStore, SimAccess, StoreError};
 use serde_json::{Value, json};
 use twizzler_capsec::{AccessKind, ObjID, PAGE_SIZE};
 
@@ -35,7 +35,7 @@ fn access_name(a: AccessArg) -> &'static str {
 
 /// `keytool check`.
 pub fn check(
-    store: &DirStore,
+    store: &DbStore,
     out: Out,
     contexts: &[ObjID],
     target: ObjID,

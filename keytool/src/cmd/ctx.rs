@@ -4,7 +4,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use secctx::context::{self, ContextError, Removal};
-use secctx::{DirStore, StoreError, keypair};
+use secctx::{DbStore, StoreError, keypair};
 use serde_json::json;
 use twizzler_capsec::{CtxFlags, ObjID, Protections, RecordId};
 
@@ -28,7 +28,7 @@ fn ctx_err(ctx: ObjID) -> impl Fn(ContextError) -> Error {
 
 /// `keytool ctx new`.
 pub fn new(
-    store: &DirStore,
+    store: &DbStore,
     out: Out,
     cid: Option<ObjID>,
     kuid: Option<ObjID>,
@@ -55,7 +55,7 @@ pub fn new(
 ///
 /// Adding a record the context already holds changes nothing. The check and the addition are
 /// one locked edit, like `secctx::context::add_record`'s.
-pub fn add(store: &DirStore, out: Out, ctx: ObjID, file: &Path) -> Result<Status> {
+pub fn add(store: &DbStore, out: Out, ctx: ObjID, file: &Path) -> Result<Status> {
     let record = files::read_record(file)?;
     let rid = record.id();
     let mut held = false;
@@ -99,7 +99,7 @@ pub fn add(store: &DirStore, out: Out, ctx: ObjID, file: &Path) -> Result<Status
 
 /// The record id and its target, from a file or from the context.
 fn resolve_record(
-    store: &DirStore,
+    store: &DbStore,
     ctx: ObjID,
     r: &RecordRef,
     target: Option<ObjID>,
@@ -123,7 +123,7 @@ fn resolve_record(
 
 /// `keytool ctx rm`.
 pub fn rm(
-    store: &DirStore,
+    store: &DbStore,
     out: Out,
     ctx: ObjID,
     target: Option<ObjID>,
@@ -162,7 +162,7 @@ pub fn rm(
 
 /// `keytool ctx mask`.
 pub fn mask(
-    store: &DirStore,
+    store: &DbStore,
     out: Out,
     ctx: ObjID,
     target: Option<ObjID>,
@@ -205,7 +205,7 @@ pub fn mask(
 }
 
 /// `keytool ctx flags`.
-pub fn flags(store: &DirStore, out: Out, ctx: ObjID, undetachable: Option<bool>) -> Result<Status> {
+pub fn flags(store: &DbStore, out: Out, ctx: ObjID, undetachable: Option<bool>) -> Result<Status> {
     let (flags, generation) = match undetachable {
         Some(u) => {
             let mut flags = CtxFlags::empty();
@@ -241,7 +241,7 @@ pub fn flags(store: &DirStore, out: Out, ctx: ObjID, undetachable: Option<bool>)
 }
 
 /// `keytool ctx show`.
-pub fn show(store: &DirStore, out: Out, ctx: ObjID) -> Result<Status> {
+pub fn show(store: &DbStore, out: Out, ctx: ObjID) -> Result<Status> {
     let o = obj::get(store, ctx, "context")?;
     if o.data.get(..4) != Some(b"TSCX") {
         return Err(fail!(

@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use secctx::keypair::{self, KeyPairIds};
-use secctx::{DirStore, ObjectStore, StoreError};
+use secctx::{DbStore, ObjectStore, StoreError};
 use serde_json::json;
 use twizzler_capsec::{ObjID, SigningKey, SigningScheme, VerifyingKey};
 use zeroize::Zeroizing;
@@ -28,7 +28,7 @@ fn pass_str(p: &Option<Zeroizing<String>>) -> Option<&str> {
 
 /// `keytool keygen`.
 pub fn keygen(
-    store: &DirStore,
+    store: &DbStore,
     out: Out,
     scheme: Scheme,
     pass: &PassArgs,
@@ -64,7 +64,7 @@ enum KeyObj {
     Signing { verifying: ObjID },
 }
 
-fn key_object(store: &DirStore, key: ObjID) -> Result<KeyObj> {
+fn key_object(store: &DbStore, key: ObjID) -> Result<KeyObj> {
     let obj = store.get(key).map_err(|e| match e {
         StoreError::NotFound(_) => fail!("key {key} does not exist in the store"),
         e => e.into(),
@@ -80,7 +80,7 @@ fn key_object(store: &DirStore, key: ObjID) -> Result<KeyObj> {
 
 /// `keytool export`.
 pub fn export(
-    store: &DirStore,
+    store: &DbStore,
     out: Out,
     key: ObjID,
     file: Option<PathBuf>,
@@ -137,7 +137,7 @@ pub fn export(
 
 /// `keytool import`.
 pub fn import(
-    store: &DirStore,
+    store: &DbStore,
     out: Out,
     file: &Path,
     vid: Option<ObjID>,

@@ -4,7 +4,7 @@ use std::fmt::Write as _;
 
 use secctx::keypair;
 use secctx::revocations::{REVOCATIONS_ID, RevocationList};
-use secctx::{DirStore, ObjMeta, Object, ObjectStore, StoreError};
+use secctx::{DbStore, ObjMeta, Object, ObjectStore, StoreError};
 use serde_json::{Value, json};
 use twizzler_capsec::{ObjID, Protections, SecCtx};
 
@@ -14,7 +14,7 @@ use crate::fail;
 use crate::output::{Out, flags_json, flags_text, hex, id};
 
 /// Reads object `oid`, saying clearly when it does not exist.
-pub fn get(store: &DirStore, oid: ObjID, what: &str) -> Result<Object> {
+pub fn get(store: &DbStore, oid: ObjID, what: &str) -> Result<Object> {
     store.get(oid).map_err(|e| match e {
         StoreError::NotFound(_) => fail!("{what} {oid} does not exist in the store"),
         e => e.into(),
@@ -22,7 +22,7 @@ pub fn get(store: &DirStore, oid: ObjID, what: &str) -> Result<Object> {
 }
 
 /// Checks that `kuid` is a verifying-key object of the store.
-pub fn check_kuid(store: &DirStore, kuid: ObjID) -> Result<()> {
+pub fn check_kuid(store: &DbStore, kuid: ObjID) -> Result<()> {
     let obj = get(store, kuid, "kuid")?;
     if obj.data.get(..4) == Some(b"TZSK") {
         let v = keypair::signing_key_info(&obj)?.verifying;
@@ -37,7 +37,7 @@ pub fn check_kuid(store: &DirStore, kuid: ObjID) -> Result<()> {
 
 /// `keytool obj new`.
 pub fn new(
-    store: &DirStore,
+    store: &DbStore,
     out: Out,
     oid: Option<ObjID>,
     kuid: Option<ObjID>,
@@ -71,7 +71,7 @@ pub fn new(
 }
 
 /// `keytool obj show`.
-pub fn show(store: &DirStore, out: Out, oid: ObjID) -> Result<Status> {
+pub fn show(store: &DbStore, out: Out, oid: ObjID) -> Result<Status> {
     let obj = get(store, oid, "object")?;
     let (j, t) = describe(&obj)?;
     out.emit(j, || t);

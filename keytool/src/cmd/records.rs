@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use secctx::keypair;
 use secctx::revocations::RevocationList;
-use secctx::{DirStore, ObjectStore, StoreError};
+use secctx::{DbStore, ObjectStore, StoreError};
 use serde_json::{Value, json};
 use twizzler_capsec::{
     Authority, Cap, CapGrant, Del, DelGrant, Expiry, Gate, HashAlg, KeyLookupError, ObjID, Record,
@@ -30,7 +30,7 @@ fn hash_of(h: Hash) -> HashAlg {
 
 /// Checks, unless `--unchecked`, that object `oid` names `vk` as its kuid.
 fn check_signs_for(
-    store: &DirStore,
+    store: &DbStore,
     oid: ObjID,
     what: &str,
     key: ObjID,
@@ -79,7 +79,7 @@ fn write_record(out: Out, record: &Record, grant: &GrantArgs, verb: &str) -> Res
 
 /// `keytool mint`.
 pub fn mint(
-    store: &DirStore,
+    store: &DbStore,
     out: Out,
     key: ObjID,
     target: ObjID,
@@ -107,7 +107,7 @@ pub fn mint(
 
 /// `keytool delegate`.
 pub fn delegate(
-    store: &DirStore,
+    store: &DbStore,
     out: Out,
     parent: &Path,
     key: ObjID,
@@ -146,7 +146,7 @@ struct StoreAuthority {
 }
 
 impl StoreAuthority {
-    fn load(store: &DirStore, objects: impl IntoIterator<Item = ObjID>) -> Result<Self> {
+    fn load(store: &DbStore, objects: impl IntoIterator<Item = ObjID>) -> Result<Self> {
         let mut a = StoreAuthority {
             kuids: HashMap::new(),
             keys: HashMap::new(),
@@ -220,7 +220,7 @@ impl Authority for StoreAuthority {
 }
 
 /// `keytool verify`.
-pub fn verify(store: &DirStore, out: Out, file: &Path, at: Option<u64>) -> Result<Status> {
+pub fn verify(store: &DbStore, out: Out, file: &Path, at: Option<u64>) -> Result<Status> {
     let record = files::read_record(file)?;
     let now = at.unwrap_or_else(now_ns);
     let mut objects = vec![record.target()];
@@ -258,7 +258,7 @@ pub fn verify(store: &DirStore, out: Out, file: &Path, at: Option<u64>) -> Resul
 
 /// `keytool inspect`.
 pub fn inspect(
-    store: &DirStore,
+    store: &DbStore,
     out: Out,
     what: &str,
     msg_out: Option<PathBuf>,

@@ -1,7 +1,7 @@
 //! `revoke`: the store's revocation list.
 
 use secctx::revocations::RevocationList;
-use secctx::{DirStore, ObjectStore, keypair};
+use secctx::{DbStore, ObjectStore, keypair};
 use serde_json::json;
 use twizzler_capsec::ObjID;
 
@@ -14,7 +14,7 @@ use crate::parse::RecordRef;
 
 /// The verifying-key object a revocation names: a verifying key itself, or the verifying key of
 /// a signing-key object. Keys not in the store can be revoked too (they may sign elsewhere).
-fn verifying_of(store: &DirStore, key: ObjID) -> Result<ObjID> {
+fn verifying_of(store: &DbStore, key: ObjID) -> Result<ObjID> {
     match store.get(key) {
         Ok(o) if o.data.get(..4) == Some(b"TZSK") => Ok(keypair::signing_key_info(&o)?.verifying),
         Ok(o) if o.data.get(..4) == Some(b"TZVK") => Ok(key),
@@ -26,7 +26,7 @@ fn verifying_of(store: &DirStore, key: ObjID) -> Result<ObjID> {
 
 /// `keytool revoke`.
 pub fn revoke(
-    store: &DirStore,
+    store: &DbStore,
     out: Out,
     key: Option<ObjID>,
     record: Option<RecordRef>,
