@@ -5,17 +5,22 @@ use std::path::PathBuf;
 use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
 use twizzler_capsec::{Expiry, Gate, ObjID, Protections};
 
-use crate::parse::{self, RecordRef};
+use crate::parse::{self, IdRef, RecordRef};
 
 const TOP_HELP: &str = "\
 The store:
-  Keys, objects, contexts and the revocation list live in one directory, one file per
-  object: --store DIR, else $TWZ_KEYTOOL_STORE, else $XDG_DATA_HOME/twizzler-keytool, else
-  ~/.local/share/twizzler-keytool. Capabilities and delegations are plain files you pass
-  around (their canonical binary encoding).
+  Keys, objects, contexts and the revocation list live in one database (store.redb, mode
+  0600) in the store directory: --store DIR, else $TWZ_KEYTOOL_STORE, else
+  $XDG_DATA_HOME/twizzler-keytool, else ~/.local/share/twizzler-keytool. Every change is one
+  transaction; several keytools and a dist-bridge node may share a store. A directory of the
+  old one-file-per-object format is refused until `keytool store migrate` copies it.
+  Capabilities and delegations are plain files you pass around (their canonical binary
+  encoding). `keytool store info` shows what a store holds.
 
 Values:
-  ID      an object id: up to 32 hex digits, 0x optional (keytool prints all 32)
+  ID      an object id: up to 32 hex digits, 0x optional (keytool prints all 32), or a name
+          given with --name (keygen --name alice names the signing key alice and the
+          verifying key alice.pub)
   PROTS   rights as rwx, r--, rw-, --- (none)
   GATE    OFFSET:LENGTH[:ALIGN], numbers decimal or 0x hex with an optional k/m/g suffix;
           `whole` is the whole object (the default)
@@ -23,12 +28,22 @@ Values:
           1h30m, 2w; -1h is an hour ago) | @NANOSECONDS since the epoch; --expires also
           takes `never`
 
+Passphrases:
+  A signing key can be sealed with a passphrase. `keygen` and `import` ask for one on the
+  terminal, twice, as ssh-keygen does (an empty answer stores the key unencrypted);
+  commands that use a sealed key (mint, delegate, export --secret) ask for it once. For
+  scripts, --passphrase-file FILE (its first line) or --passphrase-env VAR give it instead
+  and are never overridden by the terminal; --no-passphrase skips the question of keygen and
+  import. Without a terminal nothing is asked: keygen and import store the key unencrypted
+  and a sealed key needs one of the two flags. A passphrase is never taken from the command
+  line itself, which other users can see.
+
 Output and exit status:
   --json prints one JSON document on stdout instead of text. Errors are one line on stderr,
   `keytool: <message>`. Exit 0: success (granted, valid); 1: `check` denied or `verify`
   invalid; 2: an error (usage, I/O, a missing or corrupt object or file, a wrong
-  passphrase). A failing command changes nothing: store objects and output files are
-  replaced atomically.
+  passphrase). A failing command changes nothing: its store changes commit as one
+  transaction, and output files are replaced atomically.
 
 Example session:
   keytool keygen --scheme ed25519                     # prints SIGNING and VERIFYING ids
@@ -72,6 +87,18 @@ pub struct PassArgs {
     /// Read the passphrase from environment variable VAR
     #[arg(long, value_name = "VAR")]
     pub passphrase_env: Option<String>,
+}
+
+/// The passphrase of a new signing key (`keygen`, `import`): the flags of [`PassArgs`], or
+/// `--no-passphrase` to store the key unencrypted without asking on the terminal.
+#[derive(Args, Debug, Clone, Default)]
+pub struct NewPassArgs {
+    /// --passphrase-file or --passphrase-env.
+    #[command(flatten)]
+    pub pass: PassArgs,
+    /// Do not ask for a passphrase on the terminal: store the signing key unencrypted
+    #[arg(long, conflicts_with_all = ["passphrase_file", "passphrase_env"])]
+    pub no_passphrase: bool,
 }
 
 /// Argon2id cost of new sealed keys. Hidden: for tests, which need them cheap.
@@ -147,16 +174,25 @@ pub enum Cmd {
     /// Generate a key pair: a secret signing-key object and a public verifying-key object
     #[command(after_help = "\
 The verifying-key id is what objects name as their kuid (`obj new --kuid`, `ctx new --kuid`).
-Without a passphrase the signing key is stored unencrypted (mode 0600).
+Without --passphrase-file, --passphrase-env or --no-passphrase, keygen asks for a passphrase on
+the terminal, twice (it is not echoed). Without a passphrase (an empty answer, --no-passphrase,
+or no terminal) the signing key is stored unencrypted (mode 0600).
 
-Example:
-  keytool keygen --scheme p256 --passphrase-file ~/.keytool-pass")]
+Examples:
+  keytool keygen --name alice                         # asks for the passphrase
+  keytool mint --key alice ...                        # the name, wherever an id is taken
+  keytool keygen --scheme p256 --passphrase-file ~/.keytool-pass
+  keytool keygen --no-passphrase")]
     Keygen {
         /// The signature scheme
         #[arg(long, value_enum, default_value_t = Scheme::Ed25519)]
         scheme: Scheme,
+        /// Name the key pair: NAME is the signing key, NAME.pub the verifying key (a kuid
+        /// argument also takes NAME); usable wherever an id is taken
+        #[arg(long, value_name = "NAME", value_parser = parse::name)]
+        name: Option<String>,
         #[command(flatten)]
-        pass: PassArgs,
+        pass: NewPassArgs,
         #[command(flatten)]
         kdf: KdfArgs,
     },
@@ -181,14 +217,14 @@ Example:
       --gate 0x1000:0x1000:16 --expires 2030-01-01T00:00:00Z --out code.cap")]
     Mint {
         /// The signing-key object that signs for the target
-        #[arg(long, value_name = "ID", value_parser = parse::obj_id)]
-        key: ObjID,
+        #[arg(long, value_name = "ID", value_parser = parse::id_ref)]
+        key: IdRef,
         /// The object the capability grants access to
-        #[arg(long, value_name = "ID", value_parser = parse::obj_id)]
-        target: ObjID,
+        #[arg(long, value_name = "ID", value_parser = parse::id_ref)]
+        target: IdRef,
         /// The security context the capability is for
-        #[arg(long, value_name = "ID", value_parser = parse::obj_id)]
-        accessor: ObjID,
+        #[arg(long, value_name = "ID", value_parser = parse::id_ref)]
+        accessor: IdRef,
         #[command(flatten)]
         grant: GrantArgs,
         #[command(flatten)]
@@ -208,11 +244,11 @@ Example:
         #[arg(long, value_name = "FILE")]
         parent: PathBuf,
         /// The signing key of the parent's holder context
-        #[arg(long, value_name = "ID", value_parser = parse::obj_id)]
-        key: ObjID,
+        #[arg(long, value_name = "ID", value_parser = parse::id_ref)]
+        key: IdRef,
         /// The context receiving the rights
-        #[arg(long, value_name = "ID", value_parser = parse::obj_id)]
-        receiver: ObjID,
+        #[arg(long, value_name = "ID", value_parser = parse::id_ref)]
+        receiver: IdRef,
         #[command(flatten)]
         grant: GrantArgs,
         #[command(flatten)]
@@ -284,11 +320,11 @@ Example:
   keytool check --ctx CTX --ctx CTX2 --target OBJ --offset 0x1000 --access read --at 1d")]
     Check {
         /// A context of the thread (repeat; the first is active)
-        #[arg(long = "ctx", value_name = "ID", value_parser = parse::obj_id, required = true)]
-        ctx: Vec<ObjID>,
+        #[arg(long = "ctx", value_name = "ID", value_parser = parse::id_ref, required = true)]
+        ctx: Vec<IdRef>,
         /// The object accessed
-        #[arg(long, value_name = "ID", value_parser = parse::obj_id)]
-        target: ObjID,
+        #[arg(long, value_name = "ID", value_parser = parse::id_ref)]
+        target: IdRef,
         /// The byte offset accessed (the instruction's offset for exec)
         #[arg(long, value_name = "N", value_parser = parse::number)]
         offset: u64,
@@ -311,8 +347,8 @@ Examples:
   keytool export SIGNING --secret --passphrase-env PASS --out key.pem")]
     Export {
         /// The key object (verifying or signing)
-        #[arg(value_name = "ID", value_parser = parse::obj_id)]
-        key: ObjID,
+        #[arg(value_name = "ID", value_parser = parse::id_ref)]
+        key: IdRef,
         /// The file to write (public keys: stdout when absent)
         #[arg(long, value_name = "FILE")]
         out: Option<PathBuf>,
@@ -330,7 +366,8 @@ Examples:
     #[command(after_help = "\
 Accepts Ed25519 and P-256 keys as OpenSSL writes them (`openssl genpkey -algorithm ed25519`,
 `openssl ecparam -name prime256v1 -genkey | openssl pkcs8 -topk8 -nocrypt`). A passphrase
-seals the imported signing key in the store.
+seals the imported signing key in the store: for a private key, import asks for one on the
+terminal as keygen does, unless --passphrase-file, --passphrase-env or --no-passphrase is given.
 
 Example:
   openssl genpkey -algorithm ed25519 -out key.pem
@@ -341,8 +378,11 @@ Example:
         /// The id of the new verifying-key object [default: random]
         #[arg(long, value_name = "ID", value_parser = parse::obj_id)]
         id: Option<ObjID>,
+        /// Name the imported key as keygen --name does
+        #[arg(long, value_name = "NAME", value_parser = parse::name)]
+        name: Option<String>,
         #[command(flatten)]
-        pass: PassArgs,
+        pass: NewPassArgs,
         #[command(flatten)]
         kdf: KdfArgs,
     },
@@ -359,14 +399,54 @@ Examples:
   keytool revoke --list --json")]
     Revoke {
         /// A verifying-key object (a signing-key id names its verifying key)
-        #[arg(long, value_name = "ID", value_parser = parse::obj_id)]
-        key: Option<ObjID>,
+        #[arg(long, value_name = "ID", value_parser = parse::id_ref)]
+        key: Option<IdRef>,
         /// A record: its file, or its id (64 hex digits)
         #[arg(long, value_name = "FILE|RECORD_ID", value_parser = parse::record_ref)]
         record: Option<RecordRef>,
         /// Show the revocation list
         #[arg(long)]
         list: bool,
+    },
+
+    /// Show what the store holds, or migrate a store of the old one-file-per-object format
+    #[command(
+        subcommand,
+        after_help = "\
+Examples:
+  keytool store info
+  keytool store migrate                       # the store directory holds old-format objects
+  keytool store migrate --from ~/old-store"
+    )]
+    Store(StoreCmd),
+
+    /// Print a shell completion script (bash, zsh, fish, elvish or powershell)
+    #[command(after_help = "\
+Needs no store. Load the script in the shell, or install it where the shell looks.
+
+Examples:
+  source <(keytool completions bash)
+  keytool completions zsh > ~/.zfunc/_keytool          # a directory in $fpath
+  keytool completions fish > ~/.config/fish/completions/keytool.fish")]
+    Completions {
+        /// The shell
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+
+    /// Print the man page (roff), or write one page per command with --out
+    #[command(after_help = "\
+Needs no store. Without --out, prints one page: keytool(1) with a section for every command.
+With --out, writes keytool.1 and one page per command (keytool-keygen.1, keytool-ctx-add.1,
+...) to DIR, creating it and replacing pages of those names.
+
+Examples:
+  keytool man | man -l -
+  keytool man --out /usr/local/share/man/man1")]
+    Man {
+        /// Write keytool.1 and a page per command to DIR instead
+        #[arg(long, value_name = "DIR")]
+        out: Option<PathBuf>,
     },
 }
 
@@ -384,9 +464,12 @@ Example:
         /// The object's id [default: random]
         #[arg(long, value_name = "ID", value_parser = parse::obj_id)]
         id: Option<ObjID>,
+        /// A name for it in the store, usable wherever an id is taken (letters, digits, -_.@+)
+        #[arg(long, value_name = "NAME", value_parser = parse::name)]
+        name: Option<String>,
         /// The verifying-key object that signs for it
-        #[arg(long, value_name = "ID", value_parser = parse::obj_id)]
-        kuid: Option<ObjID>,
+        #[arg(long, value_name = "ID", value_parser = parse::id_ref)]
+        kuid: Option<IdRef>,
         /// Rights every context has on it
         #[arg(long, value_name = "PROTS", value_parser = parse::prots, default_value = "---")]
         default: Protections,
@@ -398,8 +481,8 @@ Example:
     #[command(after_help = "Example:\n  keytool obj show OBJ --json")]
     Show {
         /// The object
-        #[arg(value_name = "ID", value_parser = parse::obj_id)]
-        id: ObjID,
+        #[arg(value_name = "ID", value_parser = parse::id_ref)]
+        id: IdRef,
     },
 }
 
@@ -416,9 +499,12 @@ Example:
         /// The context's id [default: random]
         #[arg(long, value_name = "ID", value_parser = parse::obj_id)]
         id: Option<ObjID>,
+        /// A name for it in the store, usable wherever an id is taken (letters, digits, -_.@+)
+        #[arg(long, value_name = "NAME", value_parser = parse::name)]
+        name: Option<String>,
         /// The verifying-key object of the context's own key pair
-        #[arg(long, value_name = "ID", value_parser = parse::obj_id)]
-        kuid: Option<ObjID>,
+        #[arg(long, value_name = "ID", value_parser = parse::id_ref)]
+        kuid: Option<IdRef>,
         /// Accept a kuid that is not a verifying-key object in this store
         #[arg(long)]
         unchecked: bool,
@@ -427,8 +513,8 @@ Example:
     #[command(after_help = "Example:\n  keytool ctx add CTX rw.cap")]
     Add {
         /// The context
-        #[arg(value_name = "CTX", value_parser = parse::obj_id)]
-        ctx: ObjID,
+        #[arg(value_name = "CTX", value_parser = parse::id_ref)]
+        ctx: IdRef,
         /// The record file
         file: PathBuf,
     },
@@ -441,17 +527,17 @@ Examples:
   keytool ctx rm CTX --mask OBJ                   # the mask of OBJ")]
     Rm {
         /// The context
-        #[arg(value_name = "CTX", value_parser = parse::obj_id)]
-        ctx: ObjID,
+        #[arg(value_name = "CTX", value_parser = parse::id_ref)]
+        ctx: IdRef,
         /// Remove the records for this object (with --record: only that one)
-        #[arg(long, value_name = "ID", value_parser = parse::obj_id)]
-        target: Option<ObjID>,
+        #[arg(long, value_name = "ID", value_parser = parse::id_ref)]
+        target: Option<IdRef>,
         /// Remove this record: its file or its id
         #[arg(long, value_name = "FILE|RECORD_ID", value_parser = parse::record_ref)]
         record: Option<RecordRef>,
         /// Remove the mask of this object
-        #[arg(long, value_name = "ID", value_parser = parse::obj_id, conflicts_with_all = ["target", "record"])]
-        mask: Option<ObjID>,
+        #[arg(long, value_name = "ID", value_parser = parse::id_ref, conflicts_with_all = ["target", "record"])]
+        mask: Option<IdRef>,
     },
     /// Set a per-object mask or the global mask
     #[command(group(ArgGroup::new("which").required(true).args(["target", "global"])),
@@ -464,11 +550,11 @@ Examples:
   keytool ctx mask CTX --global r-x")]
     Mask {
         /// The context
-        #[arg(value_name = "CTX", value_parser = parse::obj_id)]
-        ctx: ObjID,
+        #[arg(value_name = "CTX", value_parser = parse::id_ref)]
+        ctx: IdRef,
         /// The object the mask applies to
-        #[arg(long, value_name = "ID", value_parser = parse::obj_id, requires = "perm")]
-        target: Option<ObjID>,
+        #[arg(long, value_name = "ID", value_parser = parse::id_ref, requires = "perm")]
+        target: Option<IdRef>,
         /// The rights the context may provide for the object at most
         #[arg(long, value_name = "PROTS", value_parser = parse::prots, requires = "target")]
         perm: Option<Protections>,
@@ -487,8 +573,8 @@ Example:
   keytool ctx flags CTX --undetachable true")]
     Flags {
         /// The context
-        #[arg(value_name = "CTX", value_parser = parse::obj_id)]
-        ctx: ObjID,
+        #[arg(value_name = "CTX", value_parser = parse::id_ref)]
+        ctx: IdRef,
         /// Set or clear UNDETACHABLE
         #[arg(long, value_name = "BOOL", action = clap::ArgAction::Set)]
         undetachable: Option<bool>,
@@ -497,7 +583,48 @@ Example:
     #[command(after_help = "Example:\n  keytool ctx show CTX --json")]
     Show {
         /// The context
-        #[arg(value_name = "CTX", value_parser = parse::obj_id)]
-        ctx: ObjID,
+        #[arg(value_name = "CTX", value_parser = parse::id_ref)]
+        ctx: IdRef,
     },
+}
+
+/// `keytool store ...`
+#[derive(Subcommand, Debug)]
+pub enum StoreCmd {
+    /// The store's path, its objects by kind, names and sizes
+    #[command(after_help = "\
+Example:
+  keytool store info --json")]
+    Info,
+    /// Copy every object of a store in the old one-file-per-object format into the database
+    #[command(after_help = "\
+The copy is one transaction: all objects or none. The old files are left where they are;
+objects already copied (an earlier, interrupted run) are skipped, and an object that differs
+from the one of the same id in the database stops the migration with nothing copied.
+
+Examples:
+  keytool store migrate                       # the store directory itself holds old objects
+  keytool store migrate --from ~/old-store")]
+    Migrate {
+        /// The old store's directory [default: the store directory]
+        #[arg(long, value_name = "DIR")]
+        from: Option<PathBuf>,
+    },
+}
+
+impl Cmd {
+    /// Whether the command only reads the store: it then opens it read-only, which never
+    /// waits for a writer in another process.
+    pub fn reads_only(&self) -> bool {
+        matches!(
+            self,
+            Cmd::Verify { .. }
+                | Cmd::Inspect { .. }
+                | Cmd::Check { .. }
+                | Cmd::Export { .. }
+                | Cmd::Obj(ObjCmd::Show { .. })
+                | Cmd::Ctx(CtxCmd::Show { .. })
+                | Cmd::Store(StoreCmd::Info)
+        )
+    }
 }

@@ -1,5 +1,5 @@
-//! What every command needs from its environment: the store, the RNG, passphrases, Argon2
-//! parameters, and signing keys.
+//! What every command needs from its environment: the store, the RNG, passphrases (from the
+//! flags, or asked on the terminal), Argon2 parameters, and signing keys.
 
 use std::path::PathBuf;
 
@@ -10,9 +10,10 @@ use secctx::{DbStore, ObjectStore, StoreError};
 use twizzler_capsec::{ObjID, SigningKey};
 use zeroize::Zeroizing;
 
-use crate::cli::{KdfArgs, PassArgs};
+use crate::cli::{KdfArgs, NewPassArgs, PassArgs};
 use crate::error::Result;
 use crate::fail;
+use crate::parse::IdRef;
 
 /// Environment variable naming the store directory (after `--store`).
 pub const STORE_ENV: &str = "TWZ_KEYTOOL_STORE";
@@ -46,6 +47,40 @@ pub fn store_dir(flag: Option<PathBuf>) -> Result<PathBuf> {
 /// Opens the store.
 pub fn open_store(flag: Option<PathBuf>) -> Result<DbStore> {
     Ok(DbStore::open(store_dir(flag)?)?)
+}
+
+/// Opens the store for a command that only reads it (never waits for a writer).
+pub fn open_store_read_only(flag: Option<PathBuf>) -> Result<DbStore> {
+    Ok(DbStore::open_read_only(store_dir(flag)?)?)
+}
+
+/// The object `r` names: its id, or the object the store names so.
+pub fn resolve<S: ObjectStore>(store: &S, r: &IdRef) -> Result<ObjID> {
+    match r {
+        IdRef::Id(id) => Ok(*id),
+        IdRef::Name(n) => store.name(n)?.ok_or_else(|| {
+            fail!("no object is named {n:?} in the store (`keytool store info` lists the names)")
+        }),
+    }
+}
+
+/// [`resolve`] for options that take a kuid: a name of a key pair (`keygen --name alice`)
+/// names its signing key, and a kuid is the verifying key, so `--kuid alice` means
+/// `alice.pub`.
+pub fn resolve_kuid<S: ObjectStore>(store: &S, r: &IdRef) -> Result<ObjID> {
+    let id = resolve(store, r)?;
+    if let IdRef::Name(_) = r
+        && let Ok(obj) = store.get(id)
+        && let Ok(info) = keypair::signing_key_info(&obj)
+    {
+        return Ok(info.verifying);
+    }
+    Ok(id)
+}
+
+/// [`resolve`] for an optional argument.
+pub fn resolve_opt<S: ObjectStore>(store: &S, r: &Option<IdRef>) -> Result<Option<ObjID>> {
+    r.as_ref().map(|r| resolve(store, r)).transpose()
 }
 
 /// The OS random number generator, checked once so an unavailable RNG is an error and not a
@@ -87,6 +122,41 @@ pub fn passphrase(p: &PassArgs) -> Result<Option<Zeroizing<String>>> {
     Ok(Some(text))
 }
 
+/// Whether there is a terminal to ask for a passphrase on: the controlling terminal,
+/// `/dev/tty`, opens for reading and writing (rpassword reads from it, not from stdin).
+fn terminal() -> bool {
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/tty")
+        .is_ok()
+}
+
+/// Asks for a passphrase on the terminal with `prompt`, without echoing it.
+fn ask(prompt: &str) -> Result<Zeroizing<String>> {
+    rpassword::prompt_password(prompt)
+        .map(Zeroizing::new)
+        .map_err(|e| fail!("cannot read the passphrase from the terminal: {e}"))
+}
+
+/// The passphrase to seal a new signing key with (`keygen`, `import`): the one the flags name;
+/// else, unless `--no-passphrase`, asked twice on the terminal when there is one, as ssh-keygen
+/// does (an empty answer is no passphrase); else none.
+pub fn new_passphrase(p: &NewPassArgs) -> Result<Option<Zeroizing<String>>> {
+    if let Some(pp) = passphrase(&p.pass)? {
+        return Ok(Some(pp));
+    }
+    if p.no_passphrase || !terminal() {
+        return Ok(None);
+    }
+    let first = ask("Enter passphrase (empty for no passphrase): ")?;
+    let again = ask("Enter same passphrase again: ")?;
+    if first != again {
+        return Err(fail!("the passphrases do not match"));
+    }
+    Ok(if first.is_empty() { None } else { Some(first) })
+}
+
 /// Argon2id parameters for new sealed keys: the default unless the hidden test knobs say
 /// otherwise.
 pub fn kdf(k: &KdfArgs) -> KdfParams {
@@ -100,8 +170,9 @@ pub fn kdf(k: &KdfArgs) -> KdfParams {
     p
 }
 
-/// Loads signing key `id`, decrypting it with the passphrase from `pass` when it is sealed.
-/// Returns the key and its verifying-key object's id.
+/// Loads signing key `id`, decrypting it when it is sealed with the passphrase from `pass`, or
+/// else asked once on the terminal when there is one. Returns the key and its verifying-key
+/// object's id.
 pub fn signing_key<S: ObjectStore>(
     store: &S,
     id: ObjID,
@@ -112,8 +183,16 @@ pub fn signing_key<S: ObjectStore>(
         e => e.into(),
     })?;
     let info = keypair::signing_key_info(&obj)?;
-    let pp = if info.protected {
-        passphrase(pass)?
+    let pp = if !info.protected {
+        None
+    } else if let Some(pp) = passphrase(pass)? {
+        Some(pp)
+    } else if terminal() {
+        let pp = ask(&format!("Enter passphrase for signing key {id}: "))?;
+        if pp.is_empty() {
+            return Err(fail!("no passphrase entered for signing key {id}"));
+        }
+        Some(pp)
     } else {
         None
     };

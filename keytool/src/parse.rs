@@ -12,6 +12,34 @@ pub fn obj_id(s: &str) -> Result<ObjID, String> {
     s.trim().parse::<ObjID>().map_err(|e| e.to_string())
 }
 
+/// An object named on the command line: by its id, or by a name the store gives it
+/// (`keygen --name`, `obj new --name`, `ctx new --name`), resolved once the store is open.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum IdRef {
+    /// An object id.
+    Id(ObjID),
+    /// A name.
+    Name(String),
+}
+
+/// An object id (up to 32 hex digits, 0x optional) or a name.
+pub fn id_ref(s: &str) -> Result<IdRef, String> {
+    let s = s.trim();
+    if let Ok(id) = s.parse::<ObjID>() {
+        return Ok(IdRef::Id(id));
+    }
+    secctx::store::check_name(s).map_err(|_| {
+        format!("{s:?} is neither an object id (up to 32 hex digits) nor a name (a letter or digit, then letters, digits and -_.@+)")
+    })?;
+    Ok(IdRef::Name(s.to_owned()))
+}
+
+/// A name for a new object (see [`secctx::store::check_name`]).
+pub fn name(s: &str) -> Result<String, String> {
+    secctx::store::check_name(s).map_err(|e| e.to_string())?;
+    Ok(s.to_owned())
+}
+
 /// Protections as an `rwx` string: each of `r`, `w`, `x` at most once, `-` for a missing
 /// right (`rw-`, `r-x`, `---`; `rw` works too).
 pub fn prots(s: &str) -> Result<Protections, String> {

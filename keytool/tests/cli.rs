@@ -1,10 +1,14 @@
 //! End-to-end tests of the `keytool` binary: every test runs the real executable on a store of
 //! its own, in a temporary directory.
 
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
-use serde_json::Value;
+use rand_chacha::rand_core::SeedableRng;
+use serde_json::{Value, json};
 use tempfile::TempDir;
 
 /// A temporary working directory with a store in it.
@@ -27,18 +31,108 @@ impl Kt {
         self.path("store")
     }
 
-    /// `keytool` with the store in the environment, cheap Argon2, and no XDG or HOME leaking
-    /// in from the test runner.
-    fn cmd(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_keytool"));
-        c.args(args)
-            .current_dir(self.dir.path())
+    /// The environment of every run: the store, cheap Argon2, and no XDG or HOME leaking in
+    /// from the test runner.
+    fn setup(&self, c: &mut Command) {
+        c.current_dir(self.dir.path())
             .env("TWZ_KEYTOOL_STORE", self.store())
             .env("TWZ_KEYTOOL_KDF_MEMORY_KIB", "64")
             .env("TWZ_KEYTOOL_KDF_PASSES", "1")
             .env_remove("XDG_DATA_HOME")
             .env("HOME", self.path("home"));
+    }
+
+    /// `keytool` in the test environment, in a session of its own (util-linux `setsid`): without
+    /// a controlling terminal, so it never asks for a passphrase on the terminal `cargo test`
+    /// may run in.
+    fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = Command::new("setsid");
+        c.arg("--wait")
+            .arg(env!("CARGO_BIN_EXE_keytool"))
+            .args(args);
+        self.setup(&mut c);
         c
+    }
+
+    /// Runs `keytool ARGS` (with `env` added) in a pseudo-terminal, with util-linux
+    /// `script`, typing each answer when the terminal shows its prompt. Returns the exit
+    /// code and everything the terminal showed (prompts, stdout and stderr, with CRLF line
+    /// ends).
+    fn tty(&self, args: &[&str], env: &[(&str, &str)], answers: &[(&str, &str)]) -> (i32, String) {
+        let quote = |a: &str| format!("'{}'", a.replace('\'', "'\\''"));
+        let line: Vec<String> = std::iter::once(env!("CARGO_BIN_EXE_keytool"))
+            .chain(args.iter().copied())
+            .map(quote)
+            .collect();
+        let mut c = Command::new("script");
+        // -q: no banner; -e: keytool's exit status; -c: the command, run by $SHELL.
+        c.args(["-qec", &line.join(" "), "/dev/null"])
+            .env("SHELL", "/bin/sh")
+            .envs(env.iter().copied())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        self.setup(&mut c);
+        let mut child = c.spawn().expect("run script (util-linux)");
+        let shown = Arc::new(Mutex::new(Vec::new()));
+        let reader = {
+            let shown = Arc::clone(&shown);
+            let mut stdout = child.stdout.take().expect("script's stdout");
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 4096];
+                while let Ok(n @ 1..) = stdout.read(&mut buf) {
+                    shown.lock().unwrap().extend_from_slice(&buf[..n]);
+                }
+            })
+        };
+        let text = || String::from_utf8_lossy(&shown.lock().unwrap()).into_owned();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let mut stdin = child.stdin.take().expect("script's stdin");
+        let mut seen = 0;
+        for (prompt, answer) in answers {
+            loop {
+                let t = text();
+                if let Some(at) = t[seen..].find(prompt) {
+                    seen += at + prompt.len();
+                    break;
+                }
+                let exited = child.try_wait().expect("wait for script").is_some();
+                assert!(
+                    !exited && Instant::now() < deadline,
+                    "keytool {args:?} did not ask {prompt:?}; the terminal showed {t:?}"
+                );
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            // rpassword prints the prompt, then turns echo off: let it, so the answer is not
+            // echoed by the terminal before keytool reads it.
+            std::thread::sleep(Duration::from_millis(250));
+            stdin
+                .write_all(format!("{answer}\n").as_bytes())
+                .expect("type an answer");
+        }
+        let status = loop {
+            if let Some(s) = child.try_wait().expect("wait for script") {
+                break s;
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                panic!(
+                    "keytool {args:?} did not finish; the terminal showed {:?}",
+                    text()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        drop(stdin);
+        reader.join().expect("read the terminal");
+        let mut err = String::new();
+        if let Some(mut e) = child.stderr.take() {
+            let _ = e.read_to_string(&mut err);
+        }
+        let code = status
+            .code()
+            .unwrap_or_else(|| panic!("script killed: {status:?} {err}"));
+        (code, text())
     }
 
     fn run(&self, args: &[&str]) -> Output {
@@ -588,6 +682,402 @@ fn wrong_passphrase_fails_cleanly() {
     assert_eq!(info["protected"], true);
 }
 
+/// The JSON document among what a terminal showed (prompts, then `--json` output).
+fn json_in(shown: &str) -> Value {
+    let doc = shown
+        .find('{')
+        .zip(shown.rfind('}'))
+        .map(|(a, b)| &shown[a..=b])
+        .unwrap_or_else(|| panic!("no JSON on the terminal: {shown:?}"));
+    serde_json::from_str(doc).unwrap_or_else(|e| panic!("{e}: {shown:?}"))
+}
+
+/// What the terminal showed after `prompt`, trimmed: keytool's answer to the typed line.
+fn after<'a>(shown: &'a str, prompt: &str) -> &'a str {
+    let at = shown
+        .rfind(prompt)
+        .unwrap_or_else(|| panic!("no {prompt:?} on the terminal: {shown:?}"));
+    shown[at + prompt.len()..].trim()
+}
+
+/// The number of objects in the store.
+fn objects(kt: &Kt) -> usize {
+    use secctx::ObjectStore;
+    let store = secctx::DbStore::open(kt.store()).expect("open the store");
+    store.list().expect("list the store").len()
+}
+
+const ASK_NEW: &str = "Enter passphrase (empty for no passphrase): ";
+const ASK_AGAIN: &str = "Enter same passphrase again: ";
+
+/// The arguments of a `mint` with key `sk` to `out`.
+fn mint_args(sk: &str, obj: &str, ctx: &str, out: &str) -> Vec<String> {
+    [
+        "mint",
+        "--key",
+        sk,
+        "--target",
+        obj,
+        "--accessor",
+        ctx,
+        "--prots",
+        "r--",
+        "--out",
+        out,
+    ]
+    .into_iter()
+    .map(String::from)
+    .collect()
+}
+
+fn strs(v: &[String]) -> Vec<&str> {
+    v.iter().map(String::as_str).collect()
+}
+
+#[test]
+fn keygen_asks_for_a_passphrase_twice_and_mint_asks_for_it() {
+    let kt = Kt::new();
+    let secret = "tty horse battery";
+    let (code, shown) = kt.tty(
+        &["keygen", "--json"],
+        &[],
+        &[(ASK_NEW, secret), (ASK_AGAIN, secret)],
+    );
+    assert_eq!(code, 0, "{shown:?}");
+    assert!(
+        !shown.contains(secret),
+        "the passphrase was echoed: {shown:?}"
+    );
+    let j = json_in(&shown);
+    assert_eq!(j["protected"], true, "{shown:?}");
+    let (sk, vk) = (s(&j["signing"]), s(&j["verifying"]));
+    let info = kt.json(&["obj", "show", &sk]);
+    assert_eq!(info["type"], "signing_key");
+    assert_eq!(info["protected"], true);
+
+    let obj = s(&kt.json(&["obj", "new", "--kuid", &vk])["id"]);
+    let ctx = s(&kt.json(&["ctx", "new"])["id"]);
+    // The passphrase typed works from the environment, and another does not.
+    let args = mint_args(&sk, &obj, &ctx, "env.cap");
+    let mut with_env = strs(&args);
+    with_env.extend_from_slice(&["--passphrase-env", "KT_PASS"]);
+    let o = kt.cmd(&with_env).env("KT_PASS", secret).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let args = mint_args(&sk, &obj, &ctx, "wrong-env.cap");
+    let mut with_env = strs(&args);
+    with_env.extend_from_slice(&["--passphrase-env", "KT_PASS"]);
+    let o = kt.cmd(&with_env).env("KT_PASS", "wrong").output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(e.contains("wrong passphrase"), "{e}");
+
+    // Without a flag, loading the sealed key asks once on the terminal.
+    let ask = format!("Enter passphrase for signing key {sk}: ");
+    let args = mint_args(&sk, &obj, &ctx, "tty.cap");
+    let (code, shown) = kt.tty(&strs(&args), &[], &[(&ask, secret)]);
+    assert_eq!(code, 0, "{shown:?}");
+    assert!(
+        !shown.contains(secret),
+        "the passphrase was echoed: {shown:?}"
+    );
+    assert_eq!(kt.json(&["verify", "tty.cap"])["valid"], true);
+    // A wrong answer: exit 2, one error line, nothing written.
+    let args = mint_args(&sk, &obj, &ctx, "wrong.cap");
+    let (code, shown) = kt.tty(&strs(&args), &[], &[(&ask, "not it")]);
+    assert_eq!(code, 2, "{shown:?}");
+    let answer = after(&shown, &ask);
+    assert_eq!(answer.lines().count(), 1, "not one line: {answer:?}");
+    assert!(
+        answer.starts_with("keytool: ") && answer.contains("wrong passphrase"),
+        "{answer:?}"
+    );
+    assert!(!kt.path("wrong.cap").exists());
+    // A flag wins over the terminal: nothing is asked.
+    let args = mint_args(&sk, &obj, &ctx, "flag.cap");
+    let mut with_env = strs(&args);
+    with_env.extend_from_slice(&["--passphrase-env", "KT_PASS"]);
+    let (code, shown) = kt.tty(&with_env, &[("KT_PASS", secret)], &[]);
+    assert_eq!(code, 0, "{shown:?}");
+    assert!(!shown.contains("Enter passphrase"), "{shown:?}");
+    assert!(kt.path("flag.cap").exists());
+    // So does --no-passphrase for keygen.
+    let (code, shown) = kt.tty(&["keygen", "--no-passphrase", "--json"], &[], &[]);
+    assert_eq!(code, 0, "{shown:?}");
+    assert!(!shown.contains("Enter passphrase"), "{shown:?}");
+    assert_eq!(json_in(&shown)["protected"], false);
+}
+
+#[test]
+fn mismatched_passphrases_create_nothing() {
+    let kt = Kt::new();
+    let (code, shown) = kt.tty(
+        &["keygen"],
+        &[],
+        &[(ASK_NEW, "one passphrase"), (ASK_AGAIN, "another one")],
+    );
+    assert_eq!(code, 2, "{shown:?}");
+    assert_eq!(
+        after(&shown, ASK_AGAIN),
+        "keytool: the passphrases do not match"
+    );
+    assert_eq!(objects(&kt), 0, "a key pair was stored");
+    // The same for import.
+    let (sk, _) = kt.keygen(&["--no-passphrase"]);
+    kt.ok(&["export", &sk, "--secret", "--out", "key.pem"]);
+    let before = objects(&kt);
+    let (code, shown) = kt.tty(
+        &["import", "key.pem"],
+        &[],
+        &[(ASK_NEW, "one passphrase"), (ASK_AGAIN, "another one")],
+    );
+    assert_eq!(code, 2, "{shown:?}");
+    assert!(shown.contains("keytool: the passphrases do not match"));
+    assert_eq!(objects(&kt), before);
+}
+
+#[test]
+fn an_empty_answer_stores_the_key_unencrypted_and_import_asks_too() {
+    let kt = Kt::new();
+    let (code, shown) = kt.tty(
+        &["keygen", "--json"],
+        &[],
+        &[(ASK_NEW, ""), (ASK_AGAIN, "")],
+    );
+    assert_eq!(code, 0, "{shown:?}");
+    let j = json_in(&shown);
+    assert_eq!(j["protected"], false);
+    let (sk, vk) = (s(&j["signing"]), s(&j["verifying"]));
+    assert_eq!(kt.json(&["obj", "show", &sk])["protected"], false);
+    // An unencrypted key is used without a question, with or without a terminal.
+    let obj = s(&kt.json(&["obj", "new", "--kuid", &vk])["id"]);
+    let ctx = s(&kt.json(&["ctx", "new"])["id"]);
+    kt.ok(&strs(&mint_args(&sk, &obj, &ctx, "a.cap")));
+    let (code, shown) = kt.tty(&strs(&mint_args(&sk, &obj, &ctx, "b.cap")), &[], &[]);
+    assert_eq!(code, 0, "{shown:?}");
+    assert!(!shown.contains("Enter passphrase"), "{shown:?}");
+
+    // import asks as keygen does, and seals the imported key.
+    kt.ok(&["export", &sk, "--secret", "--out", "key.pem"]);
+    let (code, shown) = kt.tty(
+        &["import", "key.pem", "--json"],
+        &[],
+        &[(ASK_NEW, "imported"), (ASK_AGAIN, "imported")],
+    );
+    assert_eq!(code, 0, "{shown:?}");
+    let j = json_in(&shown);
+    assert_eq!(j["protected"], true);
+    let sk2 = s(&j["signing"]);
+    let o = kt
+        .cmd(&[
+            "export",
+            &sk2,
+            "--secret",
+            "--out",
+            "again.pem",
+            "--passphrase-env",
+            "KT_PASS",
+        ])
+        .env("KT_PASS", "imported")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // A public key asks nothing.
+    kt.ok(&["export", &sk, "--out", "pub.pem"]);
+    let (code, shown) = kt.tty(&["import", "pub.pem"], &[], &[]);
+    assert_eq!(code, 0, "{shown:?}");
+    assert!(!shown.contains("Enter passphrase"), "{shown:?}");
+}
+
+#[test]
+fn without_a_terminal_only_the_flags_give_a_passphrase() {
+    let kt = Kt::new();
+    // keygen asks nothing and does not read stdin: the key is stored unencrypted.
+    let mut c = kt.cmd(&["keygen", "--json"]);
+    let mut child = c
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"secret\nsecret\n")
+        .unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let j: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(j["protected"], false);
+    assert_eq!(kt.keygen(&["--no-passphrase"]).0.len(), 32);
+    // The flags seal it.
+    kt.write("pass", b"from a file\n");
+    let (sk, vk) = kt.keygen(&["--passphrase-file", "pass"]);
+    assert_eq!(kt.json(&["obj", "show", &sk])["protected"], true);
+    // A sealed key without a flag is today's error, naming the flags.
+    let obj = s(&kt.json(&["obj", "new", "--kuid", &vk])["id"]);
+    let ctx = s(&kt.json(&["ctx", "new"])["id"]);
+    let args = mint_args(&sk, &obj, &ctx, "r.cap");
+    let e = kt.fails(&strs(&args), 2);
+    assert!(
+        e.contains("passphrase-protected") && e.contains("--passphrase-file"),
+        "{e}"
+    );
+    let mut with_file = strs(&args);
+    with_file.extend_from_slice(&["--passphrase-file", "pass"]);
+    kt.ok(&with_file);
+    // --no-passphrase goes with neither flag.
+    for flag in [
+        ["--passphrase-file", "pass"],
+        ["--passphrase-env", "KT_PASS"],
+    ] {
+        let e = kt.fails(&["keygen", "--no-passphrase", flag[0], flag[1]], 2);
+        assert!(e.contains("cannot be used"), "{e}");
+        let e = kt.fails(&["import", "x.pem", "--no-passphrase", flag[0], flag[1]], 2);
+        assert!(e.contains("cannot be used"), "{e}");
+    }
+}
+
+/// A store path that cannot be created (its parent is a file): a command that opened the
+/// store would fail.
+fn unopenable_store(kt: &Kt) -> PathBuf {
+    kt.write("not-a-dir", b"a file").join("store")
+}
+
+#[test]
+fn completions_for_bash_zsh_and_fish_without_a_store() {
+    let kt = Kt::new();
+    let store = unopenable_store(&kt);
+    // The store really cannot be opened.
+    let o = kt
+        .cmd(&["ctx", "new"])
+        .env("TWZ_KEYTOOL_STORE", &store)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    for shell in ["bash", "zsh", "fish"] {
+        let o = kt
+            .cmd(&["completions", shell])
+            .env("TWZ_KEYTOOL_STORE", &store)
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "{shell}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let script = String::from_utf8(o.stdout).expect("UTF-8");
+        assert!(!script.trim().is_empty(), "{shell}: empty");
+        for needle in [
+            "keytool",
+            "keygen",
+            "mint",
+            "delegate",
+            "completions",
+            "passphrase-file",
+        ] {
+            assert!(script.contains(needle), "{shell} completions lack {needle}");
+        }
+        if shell == "bash" {
+            let file = kt.write("keytool.bash", script.as_bytes());
+            let o = Command::new("bash")
+                .arg("-n")
+                .arg(&file)
+                .output()
+                .expect("run bash");
+            assert!(
+                o.status.success(),
+                "bash -n rejects the script: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+        }
+    }
+    assert!(!kt.store().exists(), "the default store was created");
+    let e = kt.fails(&["completions", "tcsh"], 2);
+    assert!(e.contains("tcsh"), "{e}");
+}
+
+#[test]
+fn man_page_from_the_command_line_definitions() {
+    let kt = Kt::new();
+    let store = unopenable_store(&kt);
+    let o = kt
+        .cmd(&["man"])
+        .env("TWZ_KEYTOOL_STORE", &store)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let page = String::from_utf8(o.stdout).expect("UTF-8");
+    // roff: the first line that is not a string definition is the title.
+    let first = page
+        .lines()
+        .find(|l| !l.starts_with(".ie") && !l.starts_with(".el"))
+        .unwrap_or_default();
+    assert!(first.starts_with(".TH KEYTOOL 1"), "{first:?}");
+    for needle in [
+        ".SH NAME",
+        ".SH SYNOPSIS",
+        "keygen",
+        ".SH \"KEYTOOL KEYGEN\"",
+        ".SH \"KEYTOOL CTX ADD\"",
+        "\\-\\-no\\-passphrase",
+        // The top-level after_long_help.
+        ".SH \"EXAMPLE SESSION\"",
+        "TWZ_KEYTOOL_STORE",
+    ] {
+        assert!(page.contains(needle), "the man page lacks {needle}");
+    }
+    assert!(!kt.store().exists(), "the default store was created");
+
+    // One page per command with --out.
+    let dir = kt.path("man1");
+    let j = kt.json(&["man", "--out", p(&dir)]);
+    assert_eq!(j["pages"][0], "keytool.1");
+    for name in [
+        "keytool.1",
+        "keytool-keygen.1",
+        "keytool-ctx-add.1",
+        "keytool-man.1",
+    ] {
+        let text =
+            std::fs::read_to_string(dir.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(text.contains(".TH "), "{name}");
+    }
+    // Again: the pages are replaced.
+    kt.ok(&["man", "--out", p(&dir)]);
+
+    // man(1) renders it. Skipped where man is not installed (it is not needed otherwise).
+    let have_man = Command::new("man")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if have_man {
+        let file = kt.write("keytool.1", page.as_bytes());
+        for f in [file, dir.join("keytool-keygen.1")] {
+            let o = Command::new("man")
+                .arg("-l")
+                .arg(&f)
+                .env("MANPAGER", "cat")
+                .env("PAGER", "cat")
+                .env("MANWIDTH", "100")
+                .output()
+                .expect("run man");
+            let text = String::from_utf8_lossy(&o.stdout);
+            assert!(
+                o.status.success() && text.contains("keygen"),
+                "man -l {}: {}{text}",
+                f.display(),
+                String::from_utf8_lossy(&o.stderr)
+            );
+        }
+    }
+}
+
 #[test]
 fn output_files_are_not_replaced_without_force() {
     let w = world();
@@ -774,6 +1264,8 @@ fn help_carries_an_example_for_every_command() {
         vec!["export"],
         vec!["import"],
         vec!["revoke"],
+        vec!["completions"],
+        vec!["man"],
     ];
     for c in commands {
         let mut a = c.clone();
@@ -1122,4 +1614,174 @@ fn check_and_verify_agree_past_a_thousand_revocations() {
     assert!(!granted, "{j}");
     assert_eq!(j["warnings"].as_array().map_or(0, Vec::len), 0, "{j}");
     assert_eq!(kt.json_code(&["verify", "r.cap"], 1)["valid"], false);
+}
+
+#[test]
+fn names_work_wherever_an_id_is_taken() {
+    let kt = Kt::new();
+    let j = kt.json(&["keygen", "--name", "alice", "--no-passphrase"]);
+    assert_eq!(j["name"], "alice");
+    let (sk, vk) = (s(&j["signing"]), s(&j["verifying"]));
+    // A kuid given as the key pair's name is its verifying key.
+    let o = kt.json(&["obj", "new", "--name", "notes", "--kuid", "alice"]);
+    assert_eq!(s(&o["kuid"]), vk);
+    let o2 = kt.json(&["obj", "new", "--kuid", "alice.pub"]);
+    assert_eq!(s(&o2["kuid"]), vk);
+    kt.json(&["ctx", "new", "--name", "bob"]);
+    // Names in mint, ctx add, check, show and inspect.
+    kt.ok(&[
+        "mint",
+        "--key",
+        "alice",
+        "--target",
+        "notes",
+        "--accessor",
+        "bob",
+        "--prots",
+        "r--",
+        "--out",
+        "r.cap",
+    ]);
+    kt.ok(&["ctx", "add", "bob", "r.cap"]);
+    let c = kt.json(&[
+        "check", "--ctx", "bob", "--target", "notes", "--offset", "0x1000", "--access", "read",
+    ]);
+    assert_eq!(c["granted"], true, "{c}");
+    assert_eq!(kt.json(&["ctx", "show", "bob"])["generation"], 1);
+    assert_eq!(s(&kt.json(&["inspect", "alice"])["id"]), sk);
+    assert_eq!(s(&kt.json(&["obj", "show", "alice.pub"])["id"]), vk);
+    // Ids keep working, and every name is listed.
+    assert_eq!(s(&kt.json(&["obj", "show", &vk])["id"]), vk);
+    let info = kt.json(&["store", "info"]);
+    let names: Vec<String> = info["names"]
+        .as_array()
+        .expect("names")
+        .iter()
+        .map(|n| s(&n["name"]))
+        .collect();
+    assert_eq!(names, ["alice", "alice.pub", "bob", "notes"]);
+    // A taken name, a bad name, an unknown name: one-line errors, nothing created.
+    let before = info["objects"].clone();
+    let e = kt.fails(&["keygen", "--name", "alice", "--no-passphrase"], 2);
+    assert!(e.contains("already names"), "{e}");
+    let e = kt.fails(&["ctx", "new", "--name", "notes"], 2);
+    assert!(e.contains("already names"), "{e}");
+    let e = kt.fails(&["obj", "new", "--name", "cafe"], 2);
+    assert!(e.contains("reads as an object id"), "{e}");
+    let e = kt.fails(&["ctx", "show", "nobody"], 2);
+    assert!(e.contains("no object is named \"nobody\""), "{e}");
+    assert_eq!(kt.json(&["store", "info"])["objects"], before);
+}
+
+#[test]
+fn store_info_counts_objects_by_kind() {
+    let w = world();
+    let kt = &w.kt;
+    kt.ok(&w.mint("r--", "r.cap", &[]));
+    kt.ok(&["revoke", "--record", "r.cap"]);
+    let j = kt.json(&["store", "info"]);
+    assert!(s(&j["path"]).ends_with("store.redb"), "{j}");
+    let k = &j["by_kind"];
+    assert_eq!(
+        (
+            &k["signing_key"],
+            &k["verifying_key"],
+            &k["context"],
+            &k["revocation_list"],
+            &k["object"]
+        ),
+        (&json!(2), &json!(2), &json!(2), &json!(1), &json!(1)),
+        "{j}"
+    );
+    assert_eq!(j["objects"], 8);
+    assert!(j["file_bytes"].as_u64().expect("size") > 0);
+    let text = kt.ok(&["store", "info"]);
+    assert!(
+        text.contains("signing key") && text.contains("store.redb"),
+        "{text}"
+    );
+}
+
+#[test]
+fn an_old_directory_store_is_refused_then_migrated_in_place() {
+    let kt = Kt::new();
+    // A store in the old format, written with the old store's code.
+    let old = secctx::DirStore::open(kt.store()).expect("old store");
+    let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(7);
+    let key =
+        twizzler_capsec::SigningKey::generate(twizzler_capsec::SigningScheme::Ed25519, &mut rng);
+    let vk = twizzler_capsec::ObjID::new(0x7e57_0001);
+    old.create(&secctx::keypair::verifying_key_object(
+        vk,
+        &key.verifying_key(),
+    ))
+    .expect("write an old object");
+    old.create(&secctx::context::empty(twizzler_capsec::ObjID::new(0xc0), None).expect("ctx"))
+        .expect("write an old context");
+    // Never converted silently: every command says what to do.
+    let e = kt.fails(&["store", "info"], 2);
+    assert!(e.contains("keytool store migrate"), "{e}");
+    let e = kt.fails(&["ctx", "new"], 2);
+    assert!(e.contains("keytool store migrate"), "{e}");
+    // Migrated in place, with progress on stderr; the old files stay.
+    let o = kt.run(&["store", "migrate"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("migrated 2 of 2 objects"));
+    assert!(kt.store().join(format!("{vk}.obj")).exists());
+    let j = kt.json(&["obj", "show", &vk.to_string()]);
+    assert_eq!(j["type"], "verifying_key", "{j}");
+    assert_eq!(kt.json(&["ctx", "show", "c0"])["generation"], 0);
+    // Again: nothing new to copy.
+    assert_eq!(kt.json(&["store", "migrate"])["copied"], 0);
+    // From elsewhere, into another store; a directory with no old objects is an error.
+    let other = kt.path("other");
+    let j = kt.json(&[
+        "--store",
+        p(&other),
+        "store",
+        "migrate",
+        "--from",
+        p(&kt.store()),
+    ]);
+    assert_eq!(j["copied"], 2);
+    let e = kt.fails(&["store", "migrate", "--from", p(&kt.path("empty"))], 2);
+    assert!(e.contains("nothing to migrate"), "{e}");
+}
+
+#[test]
+fn keytools_in_parallel_lose_no_edit() {
+    let w = world();
+    let kt = &w.kt;
+    // 16 capabilities, added by 16 keytool processes at once to one context.
+    let files: Vec<String> = (0..16)
+        .map(|i| {
+            let f = format!("cap{i}.cap");
+            let expires = format!("{}d", i + 1);
+            kt.ok(&w.mint("r--", &f, &["--expires", &expires]));
+            f
+        })
+        .collect();
+    let children: Vec<_> = files
+        .iter()
+        .map(|f| {
+            kt.cmd(&["ctx", "add", &w.c1, f])
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .expect("spawn keytool")
+        })
+        .collect();
+    // A reader in the middle of it all.
+    let shown = kt.json(&["ctx", "show", &w.c1]);
+    assert!(shown["generation"].as_u64().expect("generation") <= 16);
+    for c in children {
+        let o = c.wait_with_output().expect("wait");
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    let j = kt.json(&["ctx", "show", &w.c1]);
+    assert_eq!(
+        j["generation"], 16,
+        "every edit bumped the generation once: {j}"
+    );
+    assert_eq!(j["records"].as_array().map(Vec::len), Some(16), "{j}");
 }

@@ -87,18 +87,24 @@ pub fn create<S: ObjectStore>(
     id: ObjID,
     kuid: Option<ObjID>,
 ) -> Result<(), ContextError> {
+    store.create(&empty(id, kuid)?)?;
+    Ok(())
+}
+
+/// An empty context object `id` with `kuid` (for [`create`], or to create it within a larger
+/// transaction).
+pub fn empty(id: ObjID, kuid: Option<ObjID>) -> Result<Object, ContextError> {
     let data = SecCtxEditor::new()
         .encode()
         .map_err(|error| ContextError::Build { id, error })?;
-    store.create(&Object {
+    Ok(Object {
         id,
         meta: ObjMeta {
             kuid,
             ..ObjMeta::plain()
         },
         data,
-    })?;
-    Ok(())
+    })
 }
 
 /// Loads the context object `obj` into an editor, validating it first.

@@ -153,8 +153,28 @@ pub fn store_keypair<S: ObjectStore, R: CryptoRng + ?Sized>(
     kdf: KdfParams,
     rng: &mut R,
 ) -> Result<(), KeyError> {
+    store_keypair_named(store, key, ids, passphrase, kdf, rng, None)
+}
+
+/// [`store_keypair`], and, with a `name`, names the signing key `name` and the verifying key
+/// `name.pub` in the same transaction (see [`crate::store::check_name`]).
+pub fn store_keypair_named<S: ObjectStore, R: CryptoRng + ?Sized>(
+    store: &S,
+    key: &SigningKey,
+    ids: KeyPairIds,
+    passphrase: Option<&str>,
+    kdf: KdfParams,
+    rng: &mut R,
+    name: Option<&str>,
+) -> Result<(), KeyError> {
+    // A bad name fails before the (slow) key derivation.
+    let names = name.map(|n| (n.to_owned(), format!("{n}.pub")));
+    if let Some((sk, vk)) = &names {
+        crate::store::check_name(sk)?;
+        crate::store::check_name(vk)?;
+    }
     let sk_data = seal_signing_key(key, ids, passphrase, kdf, rng)?;
-    // Both halves in one transaction: a key pair is never half there.
+    // Both halves (and their names) in one transaction: a key pair is never half there.
     store.transact(|tx| {
         tx.create(&verifying_key_object(ids.verifying, &key.verifying_key()))?;
         tx.create(&Object {
@@ -165,12 +185,16 @@ pub fn store_keypair<S: ObjectStore, R: CryptoRng + ?Sized>(
             },
             data: sk_data.to_vec(),
         })?;
+        if let Some((sk, vk)) = &names {
+            tx.set_name(sk, ids.signing)?;
+            tx.set_name(vk, ids.verifying)?;
+        }
         Ok::<(), KeyError>(())
     })
 }
 
-/// The object holding verifying key `key` as object `id`.
-fn verifying_key_object(id: ObjID, key: &VerifyingKey) -> Object {
+/// The object that holds verifying key `key` as object `id` (see [`store_verifying_key`]).
+pub fn verifying_key_object(id: ObjID, key: &VerifyingKey) -> Object {
     let mut data = Vec::with_capacity(8 + KEY_ENCODED_LEN);
     data.extend_from_slice(VK_MAGIC);
     data.extend_from_slice(&VERSION.to_le_bytes());

@@ -31,6 +31,7 @@ pub fn new(
     store: &DbStore,
     out: Out,
     cid: Option<ObjID>,
+    name: Option<&str>,
     kuid: Option<ObjID>,
     unchecked: bool,
 ) -> Result<Status> {
@@ -41,13 +42,17 @@ pub fn new(
         Some(c) => c,
         None => keypair::random_id(&mut env::rng()?),
     };
-    context::create(store, cid, kuid)?;
-    out.emit(json!({ "id": id(cid), "kuid": kuid.map(id) }), || {
-        let k = kuid.map_or("none (it cannot sign delegations)".to_string(), |k| {
-            k.to_string()
-        });
-        format!("context {cid}\n  kuid  {k}")
-    });
+    obj::create_named(store, &context::empty(cid, kuid)?, name)?;
+    out.emit(
+        json!({ "id": id(cid), "name": name, "kuid": kuid.map(id) }),
+        || {
+            let k = kuid.map_or("none (it cannot sign delegations)".to_string(), |k| {
+                k.to_string()
+            });
+            let n = name.map_or(String::new(), |n| format!("  {n}"));
+            format!("context {cid}{n}\n  kuid  {k}")
+        },
+    );
     Ok(Status::Yes)
 }
 

@@ -8,7 +8,7 @@ use serde_json::json;
 use twizzler_capsec::{ObjID, SigningKey, SigningScheme, VerifyingKey};
 use zeroize::Zeroizing;
 
-use crate::cli::{KdfArgs, PassArgs, Scheme};
+use crate::cli::{KdfArgs, NewPassArgs, PassArgs, Scheme};
 use crate::env;
 use crate::error::{Result, Status};
 use crate::fail;
@@ -31,31 +31,62 @@ pub fn keygen(
     store: &DbStore,
     out: Out,
     scheme: Scheme,
-    pass: &PassArgs,
+    name: Option<&str>,
+    pass: &NewPassArgs,
     kdf: &KdfArgs,
 ) -> Result<Status> {
-    let pp = env::passphrase(pass)?;
+    check_free(store, name)?;
+    let pp = env::new_passphrase(pass)?;
     let mut rng = env::rng()?;
     let scheme = scheme_of(scheme);
-    let (ids, _key) =
-        keypair::create_keypair(store, scheme, pass_str(&pp), env::kdf(kdf), &mut rng)?;
+    let key = SigningKey::generate(scheme, &mut rng);
+    let ids = KeyPairIds {
+        signing: keypair::random_id(&mut rng),
+        verifying: keypair::random_id(&mut rng),
+    };
+    keypair::store_keypair_named(
+        store,
+        &key,
+        ids,
+        pass_str(&pp),
+        env::kdf(kdf),
+        &mut rng,
+        name,
+    )?;
     out.emit(
         json!({
             "scheme": scheme.name(),
             "signing": id(ids.signing),
             "verifying": id(ids.verifying),
+            "name": name,
             "protected": pp.is_some(),
         }),
         || {
             format!(
-                "{scheme} key pair{}\nsigning key    {}\nverifying key  {}  (objects name it as their kuid)",
+                "{scheme} key pair{}\nsigning key    {}{}\nverifying key  {}{}  (objects name it as their kuid)",
                 if pp.is_some() { ", sealed with the passphrase" } else { " (signing key not encrypted)" },
                 ids.signing,
-                ids.verifying
+                name.map_or(String::new(), |n| format!("  {n}")),
+                ids.verifying,
+                name.map_or(String::new(), |n| format!("  {n}.pub")),
             )
         },
     );
     Ok(Status::Yes)
+}
+
+/// Refuses a name that names an object already, before any slow work (the transaction that
+/// takes the name checks again).
+pub fn check_free(store: &DbStore, name: Option<&str>) -> Result<()> {
+    for n in name
+        .into_iter()
+        .flat_map(|n| [n.to_owned(), format!("{n}.pub")])
+    {
+        if let Some(id) = store.name(&n)? {
+            return Err(fail!("the name {n:?} already names {id}"));
+        }
+    }
+    Ok(())
 }
 
 /// What a key object holds.
@@ -141,9 +172,11 @@ pub fn import(
     out: Out,
     file: &Path,
     vid: Option<ObjID>,
-    pass: &PassArgs,
+    name: Option<&str>,
+    pass: &NewPassArgs,
     kdf: &KdfArgs,
 ) -> Result<Status> {
+    check_free(store, name)?;
     let bytes = Zeroizing::new(files::read(file)?);
     let text = std::str::from_utf8(&bytes)
         .map_err(|_| fail!("{}: not a PEM file (not text)", file.display()))?;
@@ -160,12 +193,20 @@ pub fn import(
     }
     if text.contains("-----BEGIN PRIVATE KEY-----") {
         let sk = SigningKey::from_pkcs8_pem(text).map_err(|e| fail!("{}: {e}", file.display()))?;
-        let pp = env::passphrase(pass)?;
+        let pp = env::new_passphrase(pass)?;
         let ids = KeyPairIds {
             signing: keypair::random_id(&mut rng),
             verifying,
         };
-        keypair::store_keypair(store, &sk, ids, pass_str(&pp), env::kdf(kdf), &mut rng)?;
+        keypair::store_keypair_named(
+            store,
+            &sk,
+            ids,
+            pass_str(&pp),
+            env::kdf(kdf),
+            &mut rng,
+            name,
+        )?;
         out.emit(
             json!({
                 "scheme": sk.scheme().name(),
@@ -192,7 +233,13 @@ pub fn import(
     if text.contains("-----BEGIN PUBLIC KEY-----") {
         let vk = VerifyingKey::from_public_key_pem(text)
             .map_err(|e| fail!("{}: {e}", file.display()))?;
-        keypair::store_verifying_key(store, verifying, &vk)?;
+        store.transact(|tx| {
+            tx.create(&keypair::verifying_key_object(verifying, &vk))?;
+            if let Some(n) = name {
+                tx.set_name(n, verifying)?;
+            }
+            Ok::<(), StoreError>(())
+        })?;
         out.emit(
             json!({
                 "scheme": vk.scheme().name(),

@@ -2,58 +2,99 @@
 
 pub mod check;
 pub mod ctx;
+pub mod docs;
 pub mod keys;
 pub mod obj;
 pub mod records;
 pub mod revoke;
+pub mod store;
 
 use std::path::PathBuf;
 
-use crate::cli::{Cmd, CtxCmd, ObjCmd};
+use secctx::DbStore;
+
+use crate::cli::{Cmd, CtxCmd, ObjCmd, StoreCmd};
 use crate::env;
 use crate::error::{Result, Status};
 use crate::output::Out;
+use crate::parse::IdRef;
 
-/// Runs a parsed command.
-pub fn run(store: Option<PathBuf>, out: Out, cmd: Cmd) -> Result<Status> {
-    let store = env::open_store(store)?;
-    let s = &store;
+/// Runs a parsed command: those that need no store first; then the store is opened (read-only
+/// for commands that only read) and names are resolved to ids.
+pub fn run(flag: Option<PathBuf>, out: Out, cmd: Cmd) -> Result<Status> {
     match cmd {
-        Cmd::Keygen { scheme, pass, kdf } => keys::keygen(s, out, scheme, &pass, &kdf),
+        Cmd::Completions { shell } => docs::completions(shell),
+        Cmd::Man { out: dir } => docs::man(out, dir.as_deref()),
+        // Opens the store itself: its directory may hold old-format objects.
+        Cmd::Store(StoreCmd::Migrate { from }) => {
+            store::migrate(&env::store_dir(flag)?, from.as_deref(), out)
+        }
+        cmd => {
+            let store = if cmd.reads_only() {
+                env::open_store_read_only(flag)?
+            } else {
+                env::open_store(flag)?
+            };
+            with_store(&store, out, cmd)
+        }
+    }
+}
+
+fn with_store(s: &DbStore, out: Out, cmd: Cmd) -> Result<Status> {
+    let r = |x: &IdRef| env::resolve(s, x);
+    let r_opt = |x: &Option<IdRef>| env::resolve_opt(s, x);
+    let r_kuid = |x: &Option<IdRef>| x.as_ref().map(|k| env::resolve_kuid(s, k)).transpose();
+    match cmd {
+        Cmd::Keygen {
+            scheme,
+            name,
+            pass,
+            kdf,
+        } => keys::keygen(s, out, scheme, name.as_deref(), &pass, &kdf),
         Cmd::Export {
             key,
             out: file,
             secret,
             force,
             pass,
-        } => keys::export(s, out, key, file, secret, force, &pass),
+        } => keys::export(s, out, r(&key)?, file, secret, force, &pass),
         Cmd::Import {
             file,
             id,
+            name,
             pass,
             kdf,
-        } => keys::import(s, out, &file, id, &pass, &kdf),
+        } => keys::import(s, out, &file, id, name.as_deref(), &pass, &kdf),
         Cmd::Obj(ObjCmd::New {
             id,
+            name,
             kuid,
             default,
             unchecked,
-        }) => obj::new(s, out, id, kuid, default, unchecked),
-        Cmd::Obj(ObjCmd::Show { id }) => obj::show(s, out, id),
+        }) => obj::new(
+            s,
+            out,
+            id,
+            name.as_deref(),
+            r_kuid(&kuid)?,
+            default,
+            unchecked,
+        ),
+        Cmd::Obj(ObjCmd::Show { id }) => obj::show(s, out, r(&id)?),
         Cmd::Mint {
             key,
             target,
             accessor,
             grant,
             pass,
-        } => records::mint(s, out, key, target, accessor, &grant, &pass),
+        } => records::mint(s, out, r(&key)?, r(&target)?, r(&accessor)?, &grant, &pass),
         Cmd::Delegate {
             parent,
             key,
             receiver,
             grant,
             pass,
-        } => records::delegate(s, out, &parent, key, receiver, &grant, &pass),
+        } => records::delegate(s, out, &parent, r(&key)?, r(&receiver)?, &grant, &pass),
         Cmd::Verify { file, at } => records::verify(s, out, &file, at),
         Cmd::Inspect {
             what,
@@ -64,25 +105,26 @@ pub fn run(store: Option<PathBuf>, out: Out, cmd: Cmd) -> Result<Status> {
         Cmd::Ctx(c) => match c {
             CtxCmd::New {
                 id,
+                name,
                 kuid,
                 unchecked,
-            } => ctx::new(s, out, id, kuid, unchecked),
-            CtxCmd::Add { ctx, file } => ctx::add(s, out, ctx, &file),
+            } => ctx::new(s, out, id, name.as_deref(), r_kuid(&kuid)?, unchecked),
+            CtxCmd::Add { ctx, file } => ctx::add(s, out, r(&ctx)?, &file),
             CtxCmd::Rm {
                 ctx,
                 target,
                 record,
                 mask,
-            } => ctx::rm(s, out, ctx, target, record, mask),
+            } => ctx::rm(s, out, r(&ctx)?, r_opt(&target)?, record, r_opt(&mask)?),
             CtxCmd::Mask {
                 ctx,
                 target,
                 perm,
                 ovr,
                 global,
-            } => ctx::mask(s, out, ctx, target, perm, ovr, global),
-            CtxCmd::Flags { ctx, undetachable } => ctx::flags(s, out, ctx, undetachable),
-            CtxCmd::Show { ctx } => ctx::show(s, out, ctx),
+            } => ctx::mask(s, out, r(&ctx)?, r_opt(&target)?, perm, ovr, global),
+            CtxCmd::Flags { ctx, undetachable } => ctx::flags(s, out, r(&ctx)?, undetachable),
+            CtxCmd::Show { ctx } => ctx::show(s, out, r(&ctx)?),
         },
         Cmd::Check {
             ctx,
@@ -90,8 +132,15 @@ pub fn run(store: Option<PathBuf>, out: Out, cmd: Cmd) -> Result<Status> {
             offset,
             access,
             at,
-        } => check::check(s, out, &ctx, target, offset, access, at),
-        Cmd::Revoke { key, record, list } => revoke::revoke(s, out, key, record, list),
+        } => {
+            let ctx = ctx.iter().map(r).collect::<Result<Vec<_>>>()?;
+            check::check(s, out, &ctx, r(&target)?, offset, access, at)
+        }
+        Cmd::Revoke { key, record, list } => revoke::revoke(s, out, r_opt(&key)?, record, list),
+        Cmd::Store(StoreCmd::Info) => store::info(s, out),
+        Cmd::Completions { .. } | Cmd::Man { .. } | Cmd::Store(StoreCmd::Migrate { .. }) => {
+            Err(crate::fail!("this command does not use an open store"))
+        }
     }
 }
 

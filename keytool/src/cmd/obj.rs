@@ -40,6 +40,7 @@ pub fn new(
     store: &DbStore,
     out: Out,
     oid: Option<ObjID>,
+    name: Option<&str>,
     kuid: Option<ObjID>,
     default: Protections,
     unchecked: bool,
@@ -51,23 +52,40 @@ pub fn new(
         Some(o) => o,
         None => keypair::random_id(&mut env::rng()?),
     };
-    store.create(&Object {
-        id: oid,
-        meta: ObjMeta {
-            kuid,
-            default_prots: default,
-            secret: false,
+    create_named(
+        store,
+        &Object {
+            id: oid,
+            meta: ObjMeta {
+                kuid,
+                default_prots: default,
+                secret: false,
+            },
+            data: Vec::new(),
         },
-        data: Vec::new(),
-    })?;
+        name,
+    )?;
     out.emit(
-        json!({ "id": id(oid), "kuid": kuid.map(id), "default_prots": default.to_string() }),
+        json!({ "id": id(oid), "name": name, "kuid": kuid.map(id), "default_prots": default.to_string() }),
         || {
             let k = kuid.map_or("none".to_string(), |k| k.to_string());
-            format!("object {oid}\n  kuid           {k}\n  default prots  {default}")
+            let n = name.map_or(String::new(), |n| format!("  {n}"));
+            format!("object {oid}{n}\n  kuid           {k}\n  default prots  {default}")
         },
     );
     Ok(Status::Yes)
+}
+
+/// Creates `obj` and, with a name, names it, in one transaction.
+pub fn create_named(store: &DbStore, obj: &Object, name: Option<&str>) -> Result<()> {
+    store.transact(|tx| {
+        tx.create(obj)?;
+        if let Some(n) = name {
+            tx.set_name(n, obj.id)?;
+        }
+        Ok::<(), StoreError>(())
+    })?;
+    Ok(())
 }
 
 /// `keytool obj show`.

@@ -300,8 +300,12 @@ pub fn inspect(
         out.emit(record_json(&record), || record_text(&record));
         return Ok(Status::Yes);
     }
-    let oid = crate::parse::obj_id(what)
-        .map_err(|_| fail!("{what}: no such file, and not an object id"))?;
+    let unknown = || fail!("{what}: no such file, and not an object id or a name in the store");
+    let oid = match crate::parse::id_ref(what) {
+        Ok(crate::parse::IdRef::Id(id)) => id,
+        Ok(crate::parse::IdRef::Name(n)) => store.name(&n)?.ok_or_else(unknown)?,
+        Err(_) => return Err(unknown()),
+    };
     if msg_out.is_some() || sig_out.is_some() {
         return Err(fail!(
             "--signed-message-out and --signature-out need a record file, not an object"
