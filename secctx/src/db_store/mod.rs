@@ -43,8 +43,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use redb::{
-    ConcurrencyMode, Database, ReadTransaction, ReadableDatabase, ReadableTable,
-    ReadableTableMetadata,
+    Builder, ConcurrencyMode, Database, ReadOnlyDatabase, ReadTransaction, ReadableDatabase,
+    ReadableTable, ReadableTableMetadata,
 };
 use twizzler_capsec::ObjID;
 
@@ -64,7 +64,23 @@ pub const DB_FILE: &str = "store.redb";
 pub struct DbStore {
     dir: PathBuf,
     path: PathBuf,
-    db: Arc<Database>,
+    db: Arc<Handle>,
+}
+
+/// The open database: for reading and writing, or only for reading (which never waits for a
+/// writer in another process, even to open).
+enum Handle {
+    ReadWrite(Database),
+    ReadOnly(ReadOnlyDatabase),
+}
+
+impl Handle {
+    fn begin_read(&self) -> Result<ReadTransaction, redb::TransactionError> {
+        match self {
+            Self::ReadWrite(db) => db.begin_read(),
+            Self::ReadOnly(db) => db.begin_read(),
+        }
+    }
 }
 
 impl fmt::Debug for DbStore {
@@ -101,17 +117,42 @@ impl DbStore {
     /// Opens the store in directory `dir`, creating the directory (mode 0700) and an empty
     /// database (mode 0600) when there is none.
     pub fn open(dir: impl Into<PathBuf>) -> Result<DbStore, StoreError> {
+        Self::open_checked(dir.into(), true)
+    }
+
+    /// Opens (or creates) the database store in `dir` even when `dir` also holds objects in
+    /// the old one-file-per-object format: for migrating them in place ([`migrate`]). The old
+    /// files are left where they are.
+    pub fn open_for_migration(dir: impl Into<PathBuf>) -> Result<DbStore, StoreError> {
+        Self::open_checked(dir.into(), false)
+    }
+
+    /// Opens the store in `dir` for reading only: unlike [`DbStore::open`], this never waits
+    /// for a write transaction in another process (redb's read-write open takes the writer's
+    /// turn, in case the file needs a repair). [`ObjectStore::transact`] then fails. A store
+    /// that does not exist yet is created (read-write, once).
+    pub fn open_read_only(dir: impl Into<PathBuf>) -> Result<DbStore, StoreError> {
         let dir = dir.into();
         let path = dir.join(DB_FILE);
-        let io = |op: &'static str| {
-            let path = path.clone();
-            move |source| StoreError::Io {
-                id: None,
-                path: path.clone(),
-                op,
-                source,
-            }
+        if !path.exists() {
+            return Self::open_checked(dir, true);
+        }
+        let db = builder()
+            .open_read_only(&path)
+            .map_err(|e| db_error(&path, "open", e))?;
+        let store = DbStore {
+            dir,
+            path,
+            db: Arc::new(Handle::ReadOnly(db)),
         };
+        match store.format()? {
+            Some(_) => store.check_format().map(|()| store),
+            None => Err(store.err("open", "it was never initialised")),
+        }
+    }
+
+    fn open_checked(dir: PathBuf, refuse_old: bool) -> Result<DbStore, StoreError> {
+        let path = dir.join(DB_FILE);
         create_dir(&dir).map_err(|source| StoreError::Io {
             id: None,
             path: dir.clone(),
@@ -119,28 +160,23 @@ impl DbStore {
             source,
         })?;
         if !path.exists() {
-            if crate::dir_store::holds_objects(&dir) {
+            if refuse_old && crate::dir_store::holds_objects(&dir) {
                 return Err(db_error(
                     &dir,
                     "open",
                     "it holds objects in the old one-file-per-object format; migrate them into a database store first (keytool store migrate)",
                 ));
             }
-            // The file gets its mode before redb writes anything into it.
-            let mut opts = OpenOptions::new();
-            opts.write(true).create(true).truncate(false);
-            #[cfg(unix)]
-            std::os::unix::fs::OpenOptionsExt::mode(&mut opts, 0o600);
-            opts.open(&path).map_err(io("create the database"))?;
+            create_database(&dir, &path)?;
         }
-        let db = Database::builder()
-            .set_concurrency_mode(ConcurrencyMode::MultiWriter)
+        remove_stale_creations(&dir);
+        let db = builder()
             .create(&path)
             .map_err(|e| db_error(&path, "open", e))?;
         let store = DbStore {
             dir,
             path,
-            db: Arc::new(db),
+            db: Arc::new(Handle::ReadWrite(db)),
         };
         store.check_format()?;
         Ok(store)
@@ -156,17 +192,19 @@ impl DbStore {
         &self.path
     }
 
-    /// Refuses a store of a newer format; writes the version into a new one.
+    /// The format version the store records, if any.
+    fn format(&self) -> Result<Option<u64>, StoreError> {
+        let r = self.read()?;
+        match r.open_table(INFO) {
+            Ok(t) => txn::format_of(&t).map_err(|e| self.err("read the format version", e)),
+            Err(redb::TableError::TableDoesNotExist(_)) => Ok(None),
+            Err(e) => Err(self.err("read the format version", e)),
+        }
+    }
+
+    /// Refuses a store of a newer format (or of none: every store is created with one).
     fn check_format(&self) -> Result<(), StoreError> {
-        let found = {
-            let r = self.read()?;
-            match r.open_table(INFO) {
-                Ok(t) => txn::format_of(&t).map_err(|e| self.err("read the format version", e))?,
-                Err(redb::TableError::TableDoesNotExist(_)) => None,
-                Err(e) => return Err(self.err("read the format version", e)),
-            }
-        };
-        match found {
+        match self.format()? {
             Some(v) if v == FORMAT_VERSION => Ok(()),
             Some(v) => Err(self.err(
                 "open",
@@ -174,24 +212,7 @@ impl DbStore {
                     "it is in format version {v}, written by a newer version (this one reads {FORMAT_VERSION})"
                 ),
             )),
-            None => {
-                let w = self.db.begin_write().map_err(|e| self.err("begin", e))?;
-                {
-                    let mut t = w.open_table(INFO).map_err(|e| self.err("initialise", e))?;
-                    if txn::format_of(&t)
-                        .map_err(|e| self.err("initialise", e))?
-                        .is_none()
-                    {
-                        t.insert(layout::FORMAT_KEY, FORMAT_VERSION)
-                            .map_err(|e| self.err("initialise", e))?;
-                    }
-                    // Create the other tables, so readers find them.
-                    w.open_table(OBJECTS).map_err(|e| self.err("initialise", e))?;
-                    w.open_table(PAGES).map_err(|e| self.err("initialise", e))?;
-                    w.open_table(NAMES).map_err(|e| self.err("initialise", e))?;
-                }
-                w.commit().map_err(|e| self.err("initialise", e))
-            }
+            None => Err(self.err("open", "it records no format version: not a store of ours")),
         }
     }
 
@@ -233,6 +254,100 @@ impl DbStore {
     }
 }
 
+/// How every handle opens the file: the multi-writer mode, which all must share.
+fn builder() -> Builder {
+    let mut b = Database::builder();
+    b.set_concurrency_mode(ConcurrencyMode::MultiWriter);
+    b
+}
+
+/// The name a process creates a new database under before it is complete.
+fn creation_name(pid: u32) -> String {
+    format!(".{DB_FILE}.{pid}.new")
+}
+
+/// Creates the database file at `path`, complete (tables and format version) before it gets
+/// its name: under a temporary name (mode 0600), initialised, fsynced, then linked to `path`,
+/// which fails if another process got there first (then theirs is kept). A process killed
+/// half-way leaves only a temporary file, which the next open removes; never a `path` that
+/// cannot be opened (redb writes its magic number last, and a file without it is refused for
+/// good).
+fn create_database(dir: &Path, path: &Path) -> Result<(), StoreError> {
+    let tmp = dir.join(creation_name(std::process::id()));
+    let io = |op: &'static str, p: &Path| {
+        let p = p.to_owned();
+        move |source| StoreError::Io {
+            id: None,
+            path: p,
+            op,
+            source,
+        }
+    };
+    let mut opts = OpenOptions::new();
+    opts.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut opts, 0o600);
+    opts.open(&tmp).map_err(io("create the database", &tmp))?;
+    let init = || -> Result<(), StoreError> {
+        let db = builder()
+            .create(&tmp)
+            .map_err(|e| db_error(&tmp, "create", e))?;
+        let e = |e: &dyn Display| db_error(&tmp, "initialise", e);
+        let w = db.begin_write().map_err(|x| e(&x))?;
+        {
+            w.open_table(INFO)
+                .map_err(|x| e(&x))?
+                .insert(layout::FORMAT_KEY, FORMAT_VERSION)
+                .map_err(|x| e(&x))?;
+            // The other tables too, so that readers find them.
+            w.open_table(OBJECTS).map_err(|x| e(&x))?;
+            w.open_table(PAGES).map_err(|x| e(&x))?;
+            w.open_table(NAMES).map_err(|x| e(&x))?;
+        }
+        w.commit().map_err(|x| e(&x))?;
+        drop(db);
+        fs::File::open(&tmp)
+            .and_then(|f| f.sync_all())
+            .map_err(io("sync the database", &tmp))
+    };
+    let result = init().and_then(|()| match fs::hard_link(&tmp, path) {
+        Ok(()) => Ok(()),
+        // Another process created it meanwhile: use theirs.
+        Err(_) if path.exists() => Ok(()),
+        Err(source) => Err(StoreError::Io {
+            id: None,
+            path: path.to_owned(),
+            op: "name the new database",
+            source,
+        }),
+    });
+    let _ = fs::remove_file(&tmp);
+    #[cfg(unix)]
+    if result.is_ok() {
+        let _ = fs::File::open(dir).and_then(|d| d.sync_all());
+    }
+    result
+}
+
+/// Removes what interrupted creations left (see [`create_database`]). Called once the
+/// database exists: a creation still in progress elsewhere then finds its file gone, and uses
+/// the database that exists.
+fn remove_stale_creations(dir: &Path) {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    let prefix = format!(".{DB_FILE}.");
+    for e in entries.flatten() {
+        let name = e.file_name();
+        if let Some(n) = name.to_str()
+            && n.starts_with(&prefix)
+            && n.ends_with(".new")
+        {
+            let _ = fs::remove_file(e.path());
+        }
+    }
+}
+
 fn create_dir(dir: &Path) -> std::io::Result<()> {
     let mut b = fs::DirBuilder::new();
     b.recursive(true);
@@ -246,10 +361,10 @@ impl ObjectStore for DbStore {
         &self,
         f: impl FnOnce(&mut dyn Txn) -> Result<R, E>,
     ) -> Result<R, E> {
-        let w = self
-            .db
-            .begin_write()
-            .map_err(|e| self.err("begin a write", e))?;
+        let Handle::ReadWrite(db) = &*self.db else {
+            return Err(self.err("write", "the store was opened read-only").into());
+        };
+        let w = db.begin_write().map_err(|e| self.err("begin a write", e))?;
         let r = {
             let mut t = DbTxn::open(&self.path, &w)?;
             f(&mut t)?
