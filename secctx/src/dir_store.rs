@@ -45,11 +45,11 @@
 //!   written), which is fsynced, renamed over `<id>.obj`, and then the directory is fsynced.
 //!   A reader sees the old object or the new one, also after a crash. A failed write removes
 //!   its temporary file and leaves the old object as it was.
-//! - **No lost updates.** [`ObjectStore::create`], [`ObjectStore::update`] and
-//!   [`ObjectStore::remove`] hold an exclusive advisory lock ([`File::lock`], `flock(2)` on
+//! - **No lost updates.** [`DirStore::create`], [`DirStore::update`] and
+//!   [`DirStore::remove`] hold an exclusive advisory lock ([`File::lock`], `flock(2)` on
 //!   Linux) on `<id>.lock` for their whole read-modify-write, across threads and processes.
 //!   The lock is released when the operation returns, whichever way, including when the
-//!   caller's edit panics. [`ObjectStore::get`] takes no lock: thanks to the atomic rename it
+//!   caller's edit panics. [`DirStore::get`] takes no lock: thanks to the atomic rename it
 //!   always reads a whole file. The locks are advisory: they only order processes that use
 //!   this store.
 //! - **Clear errors.** A missing object is [`StoreError::NotFound`]; a damaged file is

@@ -198,7 +198,7 @@ pub trait Txn {
     fn put(&mut self, obj: &Object) -> Result<(), StoreError>;
 
     /// Writes `data` into object `id` at `offset`, extending it (with zeros up to `offset`) if
-    /// it ends before; returns its new length.
+    /// it ends before; returns its new length. Writing nothing changes nothing.
     fn write_at(&mut self, id: ObjID, offset: u64, data: &[u8]) -> Result<u64, StoreError>;
 
     /// Removes object `id` (and every name that names it).
@@ -341,6 +341,10 @@ pub(crate) fn write_range(
 ) -> Result<u64, StoreError> {
     let len = bytes.len() as u64;
     let end = check_range(id, offset, len)?;
+    // Writing nothing changes nothing, past the end too (as `pwrite(2)` of 0 bytes).
+    if bytes.is_empty() {
+        return Ok(data.len() as u64);
+    }
     let too_big = || StoreError::OutOfRange { id, offset, len };
     let end = usize::try_from(end).map_err(|_| too_big())?;
     let start = usize::try_from(offset).map_err(|_| too_big())?;

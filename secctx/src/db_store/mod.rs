@@ -1,7 +1,7 @@
 //! [`DbStore`]: the object store on an embedded, transactional database ([`redb`]).
 //!
 //! A store is a directory holding one database file, [`DB_FILE`]. Objects are kept by page
-//! (see [`layout`]): a ranged read or write touches only the pages of its range, an update
+//! (see the `layout` module): a ranged read or write touches only the pages of its range, an update
 //! writes only the pages that changed, and absent pages read as zeros, as in Twizzler's
 //! sparse objects.
 //!
@@ -13,6 +13,12 @@
 //! - **Several processes.** The database is opened in redb's multi-writer mode: any number of
 //!   processes may have the store open; write transactions take turns (one waits for the
 //!   other, across processes), and readers read the last commit without waiting for writers.
+//!   Opening read-write ([`DbStore::open`]) takes the writer's turn for a moment (redb checks
+//!   whether the file needs a repair), so it waits for a write transaction in progress in
+//!   another process; [`DbStore::open_read_only`] never waits.
+//! - **Creation.** A new database is created and initialised under a temporary name and
+//!   linked into place only when complete: a process killed while creating a store leaves no
+//!   file that cannot be opened (and the next open removes what it left).
 //! - **Clear errors.** A damaged or truncated file, a store written by a newer version, a full
 //!   disk, a read-only directory: each is one [`StoreError::Database`] naming the store's path;
 //!   what was committed stays as it was. A directory that holds objects in the old
