@@ -119,28 +119,41 @@ fn bench_contexts(c: &mut Criterion) {
         let big = Object {
             id: ctx,
             meta: ObjMeta::plain(),
-            data: ed.encode().unwrap(),
+            // As `secctx` writes contexts: with room for its tables to grow in place.
+            data: ed.encode_for_update(None).unwrap(),
         };
         drop(ed);
         eprintln!("context of {size} entries: {} bytes", big.data.len());
         disk.create(&big).unwrap();
         let name = format!("add_cap_to_{size}/db");
-        add_cap_bench(&mut g, &name, &disk, &big, &key, &mut n);
+        let middle = ObjID::new(0x1_0000 + size / 2);
+        add_cap_bench(&mut g, &name, &disk, &big, middle, &key, &mut n);
         if size == 10_000 {
             mem.create(&big).unwrap();
-            add_cap_bench(&mut g, "add_cap_to_10000/mem", &mem, &big, &key, &mut n);
+            add_cap_bench(
+                &mut g,
+                "add_cap_to_10000/mem",
+                &mem,
+                &big,
+                middle,
+                &key,
+                &mut n,
+            );
         }
     }
     g.finish();
 }
 
-/// Adds a freshly minted capability to context `ctx`. The untimed setup mints it and puts the
-/// context back as it was (`original`), so every iteration adds to a context of the same size.
+/// Adds a freshly minted capability to context `ctx`, for a target in the middle of those it
+/// has (`middle`: its entry goes in the middle of the sorted table, the average case). The
+/// untimed setup mints it and puts the context back as it was (`original`), so every
+/// iteration adds to a context of the same size.
 fn add_cap_bench<S: ObjectStore>(
     g: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
     name: &str,
     store: &S,
     original: &Object,
+    middle: ObjID,
     key: &twizzler_capsec::SigningKey,
     n: &mut u128,
 ) {
@@ -155,7 +168,9 @@ fn add_cap_bench<S: ObjectStore>(
                     })
                     .unwrap();
                 *n += 1;
-                let grant = CapGrant::new(ObjID::new(0x9_0000 + *n), ctx, Protections::READ);
+                // A distinct record each time: same target, another expiry.
+                let mut grant = CapGrant::new(middle, ctx, Protections::READ);
+                grant.expires = twizzler_capsec::Expiry::from_raw(NOW + *n as u64);
                 Cap::mint(grant, key).unwrap()
             },
             |cap| context::add_cap(store, ctx, &cap).unwrap(),

@@ -1,8 +1,10 @@
 //! Security-context objects in a store: create, edit, read.
 //!
-//! Every edit is one locked read-modify-write of the context object ([`ObjectStore::update`]):
-//! the bytes are validated with the kernel's reader, loaded into a [`SecCtxEditor`], changed,
-//! and written back in exactly the `twizzler-security` layout with the generation bumped. Two
+//! Every edit is one transaction reading, changing and writing the context object
+//! ([`ObjectStore::update`]): the bytes are validated with the kernel's reader, loaded into a
+//! [`SecCtxEditor`], changed, and written back in the `twizzler-security` layout with the
+//! generation bumped, laid out so that the store rewrites only the pages that changed
+//! ([`SecCtxEditor::encode_for_update`]: the heap stays where it was). Two
 //! editors of one context never lose each other's change, and a failed edit writes nothing.
 
 use std::fmt;
@@ -94,8 +96,9 @@ pub fn create<S: ObjectStore>(
 /// An empty context object `id` with `kuid` (for [`create`], or to create it within a larger
 /// transaction).
 pub fn empty(id: ObjID, kuid: Option<ObjID>) -> Result<Object, ContextError> {
+    // With room for its tables to grow in place (see `edit`).
     let data = SecCtxEditor::new()
-        .encode()
+        .encode_for_update(None)
         .map_err(|error| ContextError::Build { id, error })?;
     Ok(Object {
         id,
@@ -128,10 +131,14 @@ pub fn edit<S: ObjectStore>(
 ) -> Result<u64, ContextError> {
     let mut generation = 0;
     store.update(id, |obj| {
-        let mut ed = editor_of(obj)?;
+        let ctx = SecCtx::parse(&obj.data)
+            .map_err(|error| ContextError::Malformed { id: obj.id, error })?;
+        let heap_offset = ctx.heap_offset();
+        let mut ed = SecCtxEditor::from_ctx(&ctx);
         change(&mut ed)?;
+        // Laid out so that the store rewrites only what changed: the heap stays where it was.
         obj.data = ed
-            .encode()
+            .encode_for_update(Some(heap_offset))
             .map_err(|error| ContextError::Build { id, error })?;
         generation = ed.generation();
         Ok::<(), ContextError>(())

@@ -137,6 +137,14 @@ impl<'a> Writer<'a> {
         self.bytes(&v.to_le_bytes())
     }
 
+    /// Leaves `n` bytes as they are (zero in a fresh buffer).
+    pub(crate) fn skip(&mut self, n: usize) -> &mut Self {
+        let end = self.pos.saturating_add(n);
+        debug_assert!(end <= self.buf.len(), "encoding overruns its buffer");
+        self.pos = end;
+        self
+    }
+
     pub(crate) fn position(&self) -> usize {
         self.pos
     }

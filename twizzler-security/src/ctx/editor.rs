@@ -304,13 +304,42 @@ impl SecCtxEditor {
     /// entry order): bytes no entry names any more are dropped, and entries that shared or
     /// overlapped bytes still do.
     pub fn encode(&self) -> Result<Vec<u8>, BuildError> {
+        self.write(Layout::Dense)
+    }
+
+    /// Writes the context laid out for changes in place, as a store that writes only the
+    /// pages that differ wants it: the heap in storage order (the bytes of a loaded context
+    /// where they were, records added since at its end), starting at `heap_offset` (where
+    /// the loaded context's heap started) when the tables still fit before it, and otherwise
+    /// at a page boundary past the tables with room for a quarter more of them (at least a
+    /// page). Adding a record then changes the header, the entry table from its row on and
+    /// the heap's end, not every byte after the tables. Readers see no difference: the reader
+    /// allows room between the tables and the heap.
+    pub fn encode_for_update(&self, heap_offset: Option<u64>) -> Result<Vec<u8>, BuildError> {
+        self.write(Layout::InPlace { heap_offset })
+    }
+
+    fn write(&self, layout: Layout) -> Result<Vec<u8>, BuildError> {
         let mut spans = Spans::of(&self.entries);
         let n = self.entries.len() as u64;
         let m = self.masks.len() as u64;
         let heap_len = spans.total as u64;
         let entries_offset = HEADER_LEN as u64;
         let masks_offset = entries_offset + n * ENTRY_LEN as u64;
-        let heap_offset = masks_offset + m * MASK_LEN as u64;
+        let tables_end = masks_offset + m * MASK_LEN as u64;
+        let heap_offset = match layout {
+            Layout::Dense => tables_end,
+            Layout::InPlace { heap_offset } => {
+                spans.place_in_storage_order();
+                match heap_offset {
+                    Some(h) if h >= tables_end => h,
+                    _ => {
+                        let room = (tables_end / 4).max(ROOM_ALIGN);
+                        (tables_end + room).div_ceil(ROOM_ALIGN) * ROOM_ALIGN
+                    }
+                }
+            }
+        };
         let total = heap_offset + heap_len;
         if total > MAX_OBJECT_SIZE {
             return Err(BuildError::TooLarge { bytes: total });
@@ -345,6 +374,8 @@ impl SecCtxEditor {
         for (target, (perm, ovr)) in &self.masks {
             w.u128(target.raw()).u16(perm.bits()).u16(ovr.bits());
         }
+        // The room between the tables and the heap stays zero.
+        w.skip((heap_offset - tables_end) as usize);
         for span in spans.in_written_order() {
             w.bytes(self.heap.get(span.start..span.end).unwrap_or(&[]));
         }
@@ -352,6 +383,19 @@ impl SecCtxEditor {
         Ok(out)
     }
 }
+
+/// How [`SecCtxEditor::write`] lays a context out.
+#[derive(Clone, Copy)]
+enum Layout {
+    /// The heap right after the tables, in the order the sorted entries name it.
+    Dense,
+    /// The heap in storage order, at `heap_offset` when the tables fit before it.
+    InPlace { heap_offset: Option<u64> },
+}
+
+/// The room [`SecCtxEditor::encode_for_update`] leaves is in whole pages of this size
+/// (Twizzler's page).
+const ROOM_ALIGN: u64 = 4096;
 
 /// The union of the entries' heap ranges, as disjoint spans, and where each span goes in the
 /// written heap.
@@ -430,6 +474,16 @@ impl Spans {
             }
         };
         new_start + (at - span.start)
+    }
+
+    /// Places every span in storage order (by where it is now), so that a heap written
+    /// again keeps its bytes where they were.
+    fn place_in_storage_order(&mut self) {
+        for (i, span) in self.list.iter_mut().enumerate() {
+            span.new_start = Some(self.cursor);
+            self.cursor += span.end - span.start;
+            self.written.push(i);
+        }
     }
 
     /// The placed spans, in the order they were placed.

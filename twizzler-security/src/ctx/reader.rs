@@ -587,6 +587,11 @@ impl<'a, M: ?Sized + CtxMem> SecCtx<'a, M> {
         self.header
     }
 
+    /// Where the item heap starts (a writer that keeps the layout puts it there again).
+    pub fn heap_offset(&self) -> u64 {
+        self.heap.offset as u64
+    }
+
     /// The context's flags.
     pub fn flags(&self) -> CtxFlags {
         self.header.flags
