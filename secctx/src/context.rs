@@ -10,8 +10,8 @@
 use std::fmt;
 
 use twizzler_capsec::{
-    BuildError, Cap, CtxError, CtxFlags, Del, ObjID, Protections, Record, RecordId, SecCtx,
-    SecCtxEditor,
+    BuildError, Cap, CtxError, CtxFlags, Del, ObjID, Protections, Record, RecordId, RecordKind,
+    SecCtx, SecCtxEditor,
 };
 
 use crate::store::{ObjMeta, Object, ObjectStore, StoreError};
@@ -154,18 +154,32 @@ fn check_holder(id: ObjID, holder: ObjID) -> Result<(), ContextError> {
     }
 }
 
-/// Adds a capability to context `id` (it must be for `id`).
+/// Adds a capability to context `id` (it must be for `id`): in place when the context allows
+/// it ([`crate::context_append`]), else by a full edit.
 pub fn add_cap<S: ObjectStore>(store: &S, id: ObjID, cap: &Cap) -> Result<u64, ContextError> {
     check_holder(id, cap.accessor())?;
+    let item = cap.encode();
+    if let Some(generation) = store.transact(|tx| {
+        crate::context_append::append(tx, id, cap.target(), RecordKind::Cap, &item)
+    })? {
+        return Ok(generation);
+    }
     edit(store, id, |ed| {
         ed.add_cap(cap);
         Ok(())
     })
 }
 
-/// Adds a delegation to context `id` (its receiver must be `id`).
+/// Adds a delegation to context `id` (its receiver must be `id`): in place when the context
+/// allows it, else by a full edit.
 pub fn add_del<S: ObjectStore>(store: &S, id: ObjID, del: &Del) -> Result<u64, ContextError> {
     check_holder(id, del.receiver())?;
+    let item = del.encode();
+    if let Some(generation) = store.transact(|tx| {
+        crate::context_append::append(tx, id, del.target(), RecordKind::Del, &item)
+    })? {
+        return Ok(generation);
+    }
     edit(store, id, |ed| {
         ed.add_del(del);
         Ok(())

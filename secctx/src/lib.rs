@@ -8,7 +8,8 @@
 //! - [`keypair`]: key-pair objects, the signing key optionally sealed under a passphrase
 //!   (Argon2id + XChaCha20-Poly1305);
 //! - [`context`]: security-context objects: create, add capabilities and delegations, remove,
-//!   masks, flags, each a locked read-modify-write that bumps the generation;
+//!   masks, flags, each one transaction that bumps the generation; [`context_append`] adds a
+//!   record in place (format version 2's overflow table), whatever the context's size;
 //! - [`revocations`]: the store's list of revoked keys and records;
 //! - [`sim`]: the [`AccessSimulator`], which runs `kernel_hooks`' decision over the store and
 //!   explains it.
@@ -30,6 +31,7 @@
 #![warn(missing_docs)]
 
 pub mod context;
+pub mod context_append;
 pub mod db_store;
 pub mod dir_store;
 pub mod keypair;

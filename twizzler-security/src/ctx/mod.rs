@@ -22,7 +22,7 @@
 //! | 32 | 4 | mask table offset (its length is count × [`MASK_LEN`]) |
 //! | 36 | 4 | item heap offset |
 //! | 40 | 4 | item heap length |
-//! | 44 | 4 | reserved, zero |
+//! | 44 | 4 | reserved, zero (version 2: the overflow table's entry count, see [`CTX_VERSION_OVERFLOW`]) |
 //!
 //! - Entry ([`ENTRY_LEN`] bytes): target (16), kind (4: 0 capability, 1 delegation), item
 //!   offset within the heap (4), item length (4). Sorted by target, several per target allowed.
@@ -41,8 +41,17 @@ pub use editor::{BuildError, SecCtxEditor};
 
 /// Magic number of a context (`"TSCX"`).
 pub const CTX_MAGIC: u32 = u32::from_le_bytes(*b"TSCX");
-/// Format version this build reads and writes.
+/// Format version this build writes with [`SecCtxEditor`] (and reads).
 pub const CTX_VERSION: u16 = 1;
+/// Format version 2, which this build also reads: version 1 plus an *overflow table*. The
+/// header's last word (offset 44, reserved in version 1) is its entry count; its rows, in the
+/// entry-row format and sorted by target like the entry table, lie right after the mask
+/// table. A store appends a record to a large context by writing one overflow row, the
+/// record at the heap's end and the header, instead of re-sorting the entry table; the next
+/// full edit merges the overflow rows into the entry table and writes version 1 again. Every
+/// lookup searches both tables; every check of the entry table applies to the overflow
+/// table.
+pub const CTX_VERSION_OVERFLOW: u16 = 2;
 /// The top bit of the generation: a writer that rewrites a context in place sets it (with the
 /// old generation below it) before touching anything else, and writes the new generation,
 /// without it, last. Readers refuse a header with it set ([`CtxError::WriteInProgress`]) and

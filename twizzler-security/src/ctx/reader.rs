@@ -7,7 +7,10 @@
 use core::fmt;
 
 use super::mem::CtxMem;
-use super::{CTX_MAGIC, CTX_VERSION, CtxFlags, ENTRY_LEN, HEADER_LEN, MASK_LEN, WRITING};
+use super::{
+    CTX_MAGIC, CTX_VERSION, CTX_VERSION_OVERFLOW, CtxFlags, ENTRY_LEN, HEADER_LEN, MASK_LEN,
+    WRITING,
+};
 use crate::codec::Reader;
 use crate::del::MAX_DEL_LEN;
 use crate::error::DecodeError;
@@ -247,6 +250,7 @@ pub struct CtxHeader {
     masks_offset: u32,
     heap_offset: u32,
     heap_len: u32,
+    overflow_count: u32,
 }
 
 impl CtxHeader {
@@ -263,7 +267,13 @@ impl CtxHeader {
         }
         let mut r = Reader::new(&raw);
         r.magic(CTX_MAGIC)?;
-        r.version(CTX_VERSION)?;
+        let version = r.u16()?;
+        if version != CTX_VERSION && version != CTX_VERSION_OVERFLOW {
+            return Err(CtxError::Header(DecodeError::UnsupportedVersion {
+                found: version,
+                supported: CTX_VERSION_OVERFLOW,
+            }));
+        }
         let raw_flags = r.u16()?;
         let generation = r.u64()?;
         let raw_global = r.u16()?;
@@ -274,8 +284,14 @@ impl CtxHeader {
         let masks_offset = r.u32()?;
         let heap_offset = r.u32()?;
         let heap_len = r.u32()?;
-        let reserved_b = r.u32()?;
+        // Version 2: the overflow table's entry count. Version 1: reserved, zero.
+        let word_44 = r.u32()?;
         r.finish()?;
+        let (reserved_b, overflow_count) = if version == CTX_VERSION_OVERFLOW {
+            (0, word_44)
+        } else {
+            (word_44, 0)
+        };
         if generation & WRITING != 0 {
             return Err(CtxError::WriteInProgress);
         }
@@ -295,6 +311,7 @@ impl CtxHeader {
             masks_offset,
             heap_offset,
             heap_len,
+            overflow_count,
         })
     }
 }
@@ -318,6 +335,8 @@ pub struct SecCtx<'a, M: ?Sized + CtxMem = [u8]> {
     header: CtxHeader,
     entries: Region,
     masks: Region,
+    /// Version 2's overflow table (empty in version 1): right after the mask table.
+    overflow: Region,
     heap: Region,
 }
 
@@ -457,6 +476,12 @@ impl<'a, M: ?Sized + CtxMem> SecCtx<'a, M> {
             u64::from(header.mask_count) * MASK_LEN as u64,
         )
         .ok_or(CtxError::TableOutOfBounds("mask table"))?;
+        let overflow = Region::inside(
+            len,
+            u64::from(header.masks_offset) + u64::from(header.mask_count) * MASK_LEN as u64,
+            u64::from(header.overflow_count) * ENTRY_LEN as u64,
+        )
+        .ok_or(CtxError::TableOutOfBounds("overflow table"))?;
         let heap = Region::inside(
             len,
             u64::from(header.heap_offset),
@@ -469,6 +494,7 @@ impl<'a, M: ?Sized + CtxMem> SecCtx<'a, M> {
             header,
             entries,
             masks,
+            overflow,
             heap,
         })
     }
@@ -483,8 +509,25 @@ impl<'a, M: ?Sized + CtxMem> SecCtx<'a, M> {
         self.mem.read(at, &mut row).then_some(row)
     }
 
+    /// The table holding entry `index` (the entry table's, then the overflow table's) and the
+    /// row in it.
+    fn table_of(&self, index: usize) -> (Region, usize) {
+        let main = self.main_count();
+        if index < main {
+            (self.entries, index)
+        } else {
+            (self.overflow, index - main)
+        }
+    }
+
+    /// Rows of the entry table (without the overflow table's).
+    fn main_count(&self) -> usize {
+        self.entries.len / ENTRY_LEN
+    }
+
     fn raw_entry(&self, index: usize) -> Option<RawEntry> {
-        let row: [u8; ENTRY_LEN] = self.row(self.entries, index)?;
+        let (table, row) = self.table_of(index);
+        let row: [u8; ENTRY_LEN] = self.row(table, row)?;
         Some(RawEntry {
             target: le_u128(&row, 0),
             kind: le_u32(&row, 16),
@@ -494,7 +537,8 @@ impl<'a, M: ?Sized + CtxMem> SecCtx<'a, M> {
     }
 
     fn entry_target(&self, index: usize) -> Option<u128> {
-        let at = self.entries.row(index, ENTRY_LEN)?;
+        let (table, row) = self.table_of(index);
+        let at = table.row(row, ENTRY_LEN)?;
         if let Some(all) = self.mem.direct() {
             return Some(u128::from_le_bytes(all.get(at..at + 16)?.try_into().ok()?));
         }
@@ -550,8 +594,21 @@ impl<'a, M: ?Sized + CtxMem> SecCtx<'a, M> {
     }
 
     fn validate_entries(&self) -> Result<(), CtxError> {
+        self.validate_rows(self.entries, "entry table", 0)?;
+        self.validate_rows(self.overflow, "overflow table", self.main_count())
+    }
+
+    /// Checks the rows of an entry-format table (`first` is the index of its first entry):
+    /// sorted by target, known kinds, items inside the heap.
+    fn validate_rows(
+        &self,
+        table: Region,
+        name: &'static str,
+        first: usize,
+    ) -> Result<(), CtxError> {
         let mut prev = 0u128;
-        self.each_row::<ENTRY_LEN>(self.entries, "entry table", |index, row| {
+        self.each_row::<ENTRY_LEN>(table, name, |row_index, row| {
+            let index = first + row_index;
             let target = le_u128(row, 0);
             let kind = le_u32(row, 16);
             if target < prev {
@@ -607,9 +664,14 @@ impl<'a, M: ?Sized + CtxMem> SecCtx<'a, M> {
         self.header.global_mask
     }
 
-    /// Number of entries.
+    /// Number of entries (of the entry table and, in version 2, of the overflow table).
     pub fn entry_count(&self) -> usize {
-        self.entries.len / ENTRY_LEN
+        self.main_count() + self.overflow.len / ENTRY_LEN
+    }
+
+    /// Number of entries in version 2's overflow table.
+    pub fn overflow_count(&self) -> usize {
+        self.overflow.len / ENTRY_LEN
     }
 
     /// Number of per-object masks.
@@ -630,9 +692,9 @@ impl<'a, M: ?Sized + CtxMem> SecCtx<'a, M> {
         })
     }
 
-    /// Index of the first entry whose target is not less than `target` (binary search).
-    fn lower_bound(&self, target: u128) -> usize {
-        let (mut lo, mut hi) = (0, self.entry_count());
+    /// Index of the first entry of indices `lo..hi` (one sorted table) whose target is not less
+    /// than `target` (binary search).
+    fn lower_bound(&self, target: u128, mut lo: usize, mut hi: usize) -> usize {
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
             match self.entry_target(mid) {
@@ -643,20 +705,26 @@ impl<'a, M: ?Sized + CtxMem> SecCtx<'a, M> {
         lo
     }
 
-    /// The entries filed under `target`, by binary search.
+    /// The entries filed under `target`, by binary search of the entry table, then of the
+    /// overflow table.
     pub fn entries_for(&self, target: ObjID) -> EntryIter<'a, M> {
+        let (main, all) = (self.main_count(), self.entry_count());
         EntryIter {
             ctx: *self,
-            next: self.lower_bound(target.raw()),
+            next: self.lower_bound(target.raw(), 0, main),
+            end: main,
+            then: Some(self.lower_bound(target.raw(), main, all)),
             only: Some(target),
         }
     }
 
-    /// Every entry, in table order.
+    /// Every entry, in table order (the entry table's, then the overflow table's).
     pub fn entries(&self) -> EntryIter<'a, M> {
         EntryIter {
             ctx: *self,
             next: 0,
+            end: self.entry_count(),
+            then: None,
             only: None,
         }
     }
@@ -712,7 +780,12 @@ impl<M: ?Sized + CtxMem> fmt::Debug for SecCtx<'_, M> {
 /// Iterator over context entries (all of them, or those of one target).
 pub struct EntryIter<'a, M: ?Sized + CtxMem = [u8]> {
     ctx: SecCtx<'a, M>,
+    /// The next entry index, and the end of the run it is in.
     next: usize,
+    end: usize,
+    /// Where the second run starts (the overflow table's entries for `only`), once the first
+    /// is done.
+    then: Option<usize>,
     only: Option<ObjID>,
 }
 
@@ -721,6 +794,8 @@ impl<M: ?Sized + CtxMem> Clone for EntryIter<'_, M> {
         Self {
             ctx: self.ctx,
             next: self.next,
+            end: self.end,
+            then: self.then,
             only: self.only,
         }
     }
@@ -730,11 +805,18 @@ impl<'a, M: ?Sized + CtxMem> Iterator for EntryIter<'a, M> {
     type Item = Entry<'a, M>;
 
     fn next(&mut self) -> Option<Entry<'a, M>> {
-        let e = self.ctx.entry(self.next)?;
-        if self.only.is_some_and(|t| t != e.target) {
-            return None;
+        loop {
+            let e = (self.next < self.end)
+                .then(|| self.ctx.entry(self.next))
+                .flatten()
+                .filter(|e| self.only.is_none_or(|t| t == e.target));
+            if let Some(e) = e {
+                self.next += 1;
+                return Some(e);
+            }
+            // This run is over: the next one, if any.
+            self.next = self.then.take()?;
+            self.end = self.ctx.entry_count();
         }
-        self.next += 1;
-        Some(e)
     }
 }
