@@ -1,0 +1,129 @@
+//! What a node is told: its [`NodeConfig`](super::NodeConfig) and broadcast [`Peer`]s, and their checks.
+
+use std::collections::HashSet;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use twizzler_capsec::MAX_OBJECT_SIZE;
+
+use crate::table::{GuardTable, GuardTableConfig};
+
+use super::StartError;
+
+/// The largest [`NodeConfig::max_io_bytes`](super::NodeConfig::max_io_bytes): invocations must fit in a gRPC message (4 MiB by
+/// default) with room to spare.
+pub const MAX_IO_LIMIT: u64 = 3 << 20;
+
+/// A broadcast-baseline peer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Peer {
+    /// Its node id.
+    pub id: u64,
+    /// Its address (`host:port` or an `http://` URI).
+    pub addr: String,
+}
+
+/// How a node runs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeConfig {
+    /// The node id (the cluster's name for it; stored in the version file).
+    pub node_id: u64,
+    /// Where to listen (port 0: any free port; see [`RunningNode::addr`](super::RunningNode::addr)).
+    pub listen: SocketAddr,
+    /// The object store directory ([`DbStore`](secctx::DbStore)).
+    pub store_dir: PathBuf,
+    /// The controller version file ([`VersionFile`](crate::controller::VersionFile)).
+    pub version_file: PathBuf,
+    /// The guard table.
+    pub guard_table: GuardTableConfig,
+    /// Broadcast-baseline peers (every other node of the cluster).
+    pub peers: Vec<Peer>,
+    /// Accept `Export` from non-loopback addresses.
+    pub allow_remote_export: bool,
+    /// The most bytes one invocation may read or write (1 ..= [`MAX_IO_LIMIT`]).
+    pub max_io_bytes: u64,
+    /// Writes may extend an object up to this many bytes, no further (at most 1 GiB, the
+    /// largest object). It bounds how far a token holder can grow the owner's objects (a
+    /// write itself touches only the pages of its range).
+    pub max_object_bytes: u64,
+    /// How often the maintenance task runs.
+    pub maintenance_interval: Duration,
+    /// Time limit of a request to a peer.
+    pub peer_timeout: Duration,
+    /// How many upgrade notices `PollUpgrades` keeps.
+    pub notice_buffer: usize,
+}
+
+impl NodeConfig {
+    /// Node `node_id` with its store and version file, listening on `127.0.0.1:0`, with the
+    /// default guard table, no peers, 1 MiB per invocation, objects grown to at most 64 MiB,
+    /// maintenance every second.
+    pub fn new(
+        node_id: u64,
+        store_dir: impl Into<PathBuf>,
+        version_file: impl Into<PathBuf>,
+    ) -> Self {
+        NodeConfig {
+            node_id,
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            store_dir: store_dir.into(),
+            version_file: version_file.into(),
+            guard_table: GuardTableConfig::default(),
+            peers: Vec::new(),
+            allow_remote_export: false,
+            max_io_bytes: 1 << 20,
+            max_object_bytes: 64 << 20,
+            maintenance_interval: Duration::from_secs(1),
+            peer_timeout: Duration::from_secs(5),
+            notice_buffer: 1024,
+        }
+    }
+}
+
+impl NodeConfig {
+    /// Checks every value [`Node::start`](super::Node::start) checks before touching any file: the guard table,
+    /// the limits, and the peers (addresses well-formed, no id twice).
+    pub fn validate(&self) -> Result<(), StartError> {
+        GuardTable::new(self.guard_table).map_err(StartError::Table)?;
+        if !(1..=MAX_IO_LIMIT).contains(&self.max_io_bytes) {
+            return Err(StartError::Config(format!(
+                "max_io_bytes must be between 1 and {MAX_IO_LIMIT}, not {}",
+                self.max_io_bytes
+            )));
+        }
+        if !(1..=MAX_OBJECT_SIZE).contains(&self.max_object_bytes) {
+            return Err(StartError::Config(format!(
+                "max_object_bytes must be between 1 and {MAX_OBJECT_SIZE}, not {}",
+                self.max_object_bytes
+            )));
+        }
+        if self.maintenance_interval.is_zero() {
+            return Err(StartError::Config(
+                "the maintenance interval must be positive".into(),
+            ));
+        }
+        if self.peer_timeout.is_zero() {
+            return Err(StartError::Config(
+                "the peer timeout must be positive".into(),
+            ));
+        }
+        let mut seen = HashSet::new();
+        for p in &self.peers {
+            if !seen.insert(p.id) {
+                return Err(StartError::Config(format!("peer {} is listed twice", p.id)));
+            }
+            if p.id != self.node_id {
+                let uri = if p.addr.contains("://") {
+                    p.addr.clone()
+                } else {
+                    format!("http://{}", p.addr)
+                };
+                tonic::transport::Endpoint::from_shared(uri).map_err(|e| {
+                    StartError::Config(format!("peer {} address {:?}: {e}", p.id, p.addr))
+                })?;
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,102 @@
+//! What a node counts: requests by RPC, and the upgrade notices `PollUpgrades` serves.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::owner::UpgradeNotice;
+use crate::pb;
+
+/// The RPCs that are counted.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Rpc {
+    Export,
+    Invoke,
+    Revoke,
+    Renew,
+    DeriveGuard,
+    BroadcastIssue,
+    BroadcastRevoke,
+    BroadcastCheck,
+    Broadcast,
+}
+
+pub(super) const RPCS: [(Rpc, &str); 9] = [
+    (Rpc::Export, "export"),
+    (Rpc::Invoke, "invoke"),
+    (Rpc::Revoke, "revoke"),
+    (Rpc::Renew, "renew"),
+    (Rpc::DeriveGuard, "derive_guard"),
+    (Rpc::BroadcastIssue, "broadcast_issue"),
+    (Rpc::BroadcastRevoke, "broadcast_revoke"),
+    (Rpc::BroadcastCheck, "broadcast_check"),
+    (Rpc::Broadcast, "broadcast"),
+];
+
+#[derive(Debug, Default)]
+pub(super) struct Counters {
+    pub(super) received: [AtomicU64; RPCS.len()],
+    pub(super) requests_sent: AtomicU64,
+    pub(super) replies_received: AtomicU64,
+}
+
+impl Counters {
+    pub(super) fn received(&self, rpc: Rpc) {
+        if let Some(c) = self.received.get(rpc as usize) {
+            c.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    pub(super) fn to_pb(&self) -> pb::Counters {
+        let mut by_rpc = HashMap::new();
+        let mut total = 0u64;
+        for ((_, name), c) in RPCS.iter().zip(&self.received) {
+            let n = c.load(Ordering::Relaxed);
+            total = total.saturating_add(n);
+            by_rpc.insert((*name).to_owned(), n);
+        }
+        pb::Counters {
+            requests_received: total,
+            requests_sent: self.requests_sent.load(Ordering::Relaxed),
+            replies_received: self.replies_received.load(Ordering::Relaxed),
+            received_by_rpc: by_rpc,
+        }
+    }
+}
+
+/// The published upgrade notices, bounded.
+#[derive(Debug)]
+pub(super) struct Notices {
+    pub(super) kept: VecDeque<(u64, Vec<u8>)>,
+    pub(super) latest: u64,
+    pub(super) capacity: usize,
+}
+
+impl Notices {
+    pub(super) fn new(capacity: usize) -> Self {
+        Notices {
+            kept: VecDeque::new(),
+            latest: 0,
+            capacity: capacity.max(1),
+        }
+    }
+
+    pub(super) fn push(&mut self, notice: &UpgradeNotice) {
+        self.latest = self.latest.saturating_add(1);
+        if self.kept.len() >= self.capacity {
+            self.kept.pop_front();
+        }
+        self.kept.push_back((self.latest, notice.encode()));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    pub(super) fn rpc_counters_are_indexed_in_table_order() {
+        for (i, (rpc, _)) in RPCS.iter().enumerate() {
+            assert_eq!(*rpc as usize, i);
+        }
+    }
+}

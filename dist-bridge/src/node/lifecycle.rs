@@ -1,0 +1,259 @@
+//! Starting a node ([`Node::start`](super::Node::start)), serving, and stopping it ([`RunningNode`](super::RunningNode)).
+
+use std::collections::HashMap;
+use std::fmt;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+use secctx::{DbStore, StoreError};
+use tokio::sync::{RwLock, watch};
+use tokio::task::JoinHandle;
+use tonic::transport::Server;
+use tonic::transport::server::TcpIncoming;
+use tracing::info;
+
+use crate::broadcast::BroadcastNode;
+use crate::client::NodeClient;
+use crate::controller::{ControllerId, VersionFile, VersionFileError};
+use crate::crypto::{NodeSecret, SecretError};
+use crate::owner::Owner;
+use crate::pb::node_server::NodeServer;
+use crate::table::ConfigError;
+
+use super::config::NodeConfig;
+use super::counters::{Counters, Notices};
+use super::service::Service;
+use super::shared::{Applied, Shared, maintain};
+
+/// Why a node could not start.
+#[derive(Debug)]
+pub enum StartError {
+    /// The guard table configuration is unusable.
+    Table(ConfigError),
+    /// Another configuration value is unusable.
+    Config(String),
+    /// The object store could not be opened.
+    Store(StoreError),
+    /// The listener could not be bound.
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// The controller version could not be read or made durable.
+    Version(VersionFileError),
+    /// No node secret could be generated.
+    Secret(SecretError),
+}
+
+impl fmt::Display for StartError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Table(e) => write!(f, "bad guard table configuration: {e}"),
+            Self::Config(why) => write!(f, "bad configuration: {why}"),
+            Self::Store(e) => write!(f, "cannot open the object store: {e}"),
+            Self::Bind { addr, source } => write!(f, "cannot listen on {addr}: {source}"),
+            Self::Version(e) => e.fmt(f),
+            Self::Secret(e) => write!(f, "cannot generate the node secret: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for StartError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::Table(e) => Some(e),
+            Self::Store(e) => Some(e),
+            Self::Bind { source, .. } => Some(source),
+            Self::Version(e) => Some(e),
+            Self::Secret(e) => Some(e),
+            Self::Config(_) => None,
+        }
+    }
+}
+
+/// Why a node stopped other than by request.
+#[derive(Debug)]
+pub enum ServeError {
+    /// The server failed.
+    Transport(tonic::transport::Error),
+    /// The server task panicked or was cancelled.
+    Task(tokio::task::JoinError),
+}
+
+impl fmt::Display for ServeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Transport(e) => write!(f, "server failed: {e}"),
+            Self::Task(e) => write!(f, "server task failed: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for ServeError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::Transport(e) => Some(e),
+            Self::Task(e) => Some(e),
+        }
+    }
+}
+
+/// Asks a running node to stop (gracefully: in-flight requests finish).
+#[derive(Clone, Debug)]
+pub struct ShutdownHandle(Arc<watch::Sender<bool>>);
+
+impl ShutdownHandle {
+    /// Asks the node to stop; returns at once.
+    pub fn shutdown(&self) {
+        self.0.send_replace(true);
+    }
+}
+
+/// A node serving in the current tokio runtime. Dropping it asks the node to stop.
+#[derive(Debug)]
+pub struct RunningNode {
+    addr: SocketAddr,
+    controller: ControllerId,
+    shutdown: ShutdownHandle,
+    serve: Option<JoinHandle<Result<(), tonic::transport::Error>>>,
+    maintenance: Option<JoinHandle<()>>,
+}
+
+impl RunningNode {
+    /// The address it listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The controller this life serves as.
+    pub fn controller(&self) -> ControllerId {
+        self.controller
+    }
+
+    /// A handle that stops the node from elsewhere (a signal handler).
+    pub fn shutdown_handle(&self) -> ShutdownHandle {
+        self.shutdown.clone()
+    }
+
+    /// Asks the node to stop and waits until it has: the listener is closed, in-flight
+    /// requests have finished, and the version file is unlocked.
+    pub async fn shutdown(mut self) -> Result<(), ServeError> {
+        self.shutdown.shutdown();
+        self.join().await
+    }
+
+    /// Waits until the node stops (after [`ShutdownHandle::shutdown`](super::ShutdownHandle::shutdown), or a server failure).
+    pub async fn wait(mut self) -> Result<(), ServeError> {
+        self.join().await
+    }
+
+    async fn join(&mut self) -> Result<(), ServeError> {
+        let result = match self.serve.take() {
+            Some(task) => match task.await {
+                Ok(r) => r.map_err(ServeError::Transport),
+                Err(e) => Err(ServeError::Task(e)),
+            },
+            None => Ok(()),
+        };
+        // The server is gone; stop the maintenance task too (it may already have seen the
+        // signal).
+        self.shutdown.shutdown();
+        if let Some(task) = self.maintenance.take() {
+            let _ = task.await;
+        }
+        info!(controller = %self.controller, "node stopped");
+        result
+    }
+}
+
+impl Drop for RunningNode {
+    fn drop(&mut self) {
+        self.shutdown.shutdown();
+    }
+}
+
+/// Starts nodes.
+#[derive(Debug)]
+pub struct Node;
+
+impl Node {
+    /// Starts a node: validates the configuration, opens the store, binds the listener, bumps
+    /// the controller version (durably), and serves in the background of the current tokio
+    /// runtime.
+    pub async fn start(config: NodeConfig) -> Result<RunningNode, StartError> {
+        config.validate()?;
+        let mut peers = HashMap::new();
+        for p in &config.peers {
+            if p.id == config.node_id {
+                continue;
+            }
+            let client = NodeClient::connect_lazy(&p.addr, config.peer_timeout)
+                .map_err(|e| StartError::Config(format!("peer {}: {e}", p.id)))?;
+            peers.insert(p.id, client);
+        }
+        let store = DbStore::open(&config.store_dir).map_err(StartError::Store)?;
+        let incoming = TcpIncoming::bind(config.listen)
+            .map_err(|source| StartError::Bind {
+                addr: config.listen,
+                source,
+            })?
+            .with_nodelay(Some(true));
+        let addr = incoming.local_addr().map_err(|source| StartError::Bind {
+            addr: config.listen,
+            source,
+        })?;
+
+        let version = VersionFile::open_and_bump(&config.version_file, config.node_id)
+            .map_err(StartError::Version)?;
+        let controller = version.controller_id();
+        let secret = NodeSecret::generate().map_err(StartError::Secret)?;
+        let owner =
+            Owner::new(controller, secret, config.guard_table).map_err(StartError::Table)?;
+        let broadcast = BroadcastNode::new(config.node_id, peers.keys().copied());
+
+        let shared = Arc::new(Shared {
+            owner,
+            store,
+            gate: Arc::new(RwLock::new(())),
+            broadcast,
+            peers,
+            counters: Counters::default(),
+            notices: Mutex::new(Notices::new(config.notice_buffer)),
+            revoked_sources: Mutex::new(Applied::default()),
+            allow_remote_export: config.allow_remote_export,
+            max_io_bytes: config.max_io_bytes,
+            max_object_bytes: config.max_object_bytes,
+        });
+
+        let (tx, rx) = watch::channel(false);
+        let shutdown = ShutdownHandle(Arc::new(tx));
+        let service = NodeServer::new(Service {
+            shared: shared.clone(),
+        });
+        let mut stop = rx.clone();
+        let serve = tokio::spawn(async move {
+            let signal = async move {
+                // A dropped sender also means stop.
+                let _ = stop.wait_for(|s| *s).await;
+            };
+            let result = Server::builder()
+                .add_service(service)
+                .serve_with_incoming_shutdown(incoming, signal)
+                .await;
+            // Only now may another life of this controller start.
+            drop(version);
+            result
+        });
+        let maintenance = tokio::spawn(maintain(shared, config.maintenance_interval, rx));
+        info!(controller = %controller, %addr, "node serving");
+        Ok(RunningNode {
+            addr,
+            controller,
+            shutdown,
+            serve: Some(serve),
+            maintenance: Some(maintenance),
+        })
+    }
+}

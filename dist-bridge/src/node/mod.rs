@@ -1,0 +1,117 @@
+//! The node service: one node's [`Owner`](crate::owner::Owner) and object store behind gRPC (`tonic`), plus the
+//! broadcast-revocation baseline between peers.
+//!
+//! [`Node::start`](super::Node::start) binds the listener, starts a new life of the controller
+//! ([`VersionFile::open_and_bump`](crate::controller::VersionFile::open_and_bump): every token of an earlier life is dead from here on),
+//! and serves the `dist_bridge.v1.Node` service (`proto/dist_bridge.proto`) until
+//! [`RunningNode::shutdown`](super::RunningNode::shutdown): in-flight requests finish, then the version file's lock is
+//! released, so a new life can start on the same files.
+//!
+//! # Example
+//!
+//! ```
+//! use dist_bridge::*;
+//! use secctx::{DbStore, ObjMeta, Object, ObjectStore, keypair};
+//! use twizzler_capsec::{Cap, CapGrant, Expiry, ObjID, Protections, SigningKey, SigningScheme};
+//! # use rand_core::SeedableRng;
+//! # let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(1); // use the OS RNG in real code
+//! # let dir = std::env::temp_dir().join(format!("dist-bridge-doc-{}", std::process::id()));
+//! # let _ = std::fs::remove_dir_all(&dir);
+//! // The node's store: a verifying key, and an object it signs for.
+//! let store = DbStore::open(dir.join("store")).unwrap();
+//! let key = SigningKey::generate(SigningScheme::Ed25519, &mut rng);
+//! let (kuid, object, ctx) = (ObjID::new(1), ObjID::new(2), ObjID::new(3));
+//! keypair::store_verifying_key(&store, kuid, &key.verifying_key()).unwrap();
+//! let data = b"hello".to_vec();
+//! store.create(&Object { id: object, meta: ObjMeta::signed_by(kuid), data }).unwrap();
+//! let cap = Cap::mint(CapGrant::new(object, ctx, Protections::READ), &key).unwrap();
+//!
+//! tokio::runtime::Runtime::new().unwrap().block_on(async {
+//!     let config = NodeConfig::new(1, dir.join("store"), dir.join("controller.version"));
+//!     let node = Node::start(config).await.unwrap(); // listens on 127.0.0.1:<any port>
+//!     let client = NodeClient::connect(node.addr()).await.unwrap();
+//!
+//!     let scope = Scope::new(Rights::READ | Rights::REVOKE, ByteRange::WHOLE, Expiry::NEVER);
+//!     let token = client.export(&cap, ctx, scope).await.unwrap();
+//!     assert_eq!(client.read(&token, 0, 5).await.unwrap(), b"hello");
+//!
+//!     client.revoke(&token).await.unwrap();
+//!     let refused = client.read(&token, 0, 5).await.unwrap_err();
+//!     assert_eq!(refused.kind(), Some(ErrorKind::Revoked));
+//!     node.shutdown().await.unwrap();
+//! });
+//! # let _ = std::fs::remove_dir_all(&dir);
+//! ```
+//!
+//! # Requests
+//!
+//! | RPC | what the node does |
+//! |---|---|
+//! | `Export` | decodes the capability, looks up the object's `kuid` key in the store ([`StoreKeys`](crate::keys::StoreKeys)), [`Owner::export`](crate::owner::Owner::export) |
+//! | `Invoke` | [`Owner::check_bytes`](crate::owner::Owner::check_bytes), then reads or writes the object's bytes in the store |
+//! | `Revoke` | [`Owner::revoke`](crate::owner::Owner::revoke) |
+//! | `Renew` / `DeriveGuard` | [`Owner::renew`](crate::owner::Owner::renew) / [`Owner::export_from`](crate::owner::Owner::export_from) |
+//! | `Status` | controller, [`TableStats`](crate::table::TableStats), RPC counters, baseline counters |
+//! | `PollUpgrades` | the [`UpgradeNotice`](crate::owner::UpgradeNotice)s published so far (bounded buffer) |
+//! | `BroadcastIssue` / `BroadcastRevoke` / `BroadcastCheck` / `Broadcast` | the baseline ([`BroadcastNode`](crate::broadcast::BroadcastNode)) |
+//!
+//! Refusals are gRPC statuses as described in [`crate::wire`].
+//!
+//! # Invocation semantics
+//!
+//! - **Read** `len` bytes at `offset`: bytes past the object's stored end read as zeros (an
+//!   object is a sparse space of up to 1 GiB; only its prefix is stored).
+//! - **Write** `data` at `offset`: one store transaction that writes only the pages the range
+//!   touches ([`secctx::ObjectStore::write_at`]). A write past the stored end **extends** the
+//!   object, zero-filling any gap; it never reaches past the token's range, which the check
+//!   has already confined (and which lies inside 1 GiB).
+//! - At most [`NodeConfig::max_io_bytes`](super::NodeConfig::max_io_bytes) per invocation, and writes grow an object to at
+//!   most [`NodeConfig::max_object_bytes`](super::NodeConfig::max_object_bytes) ([`ErrorKind::ObjectTooLarge`](crate::wire::ErrorKind::ObjectTooLarge) beyond).
+//!
+//! # Revocation is ordered after every invocation it lets through
+//!
+//! An invocation holds a shared *gate* from before its check until its read or write is done
+//! (also when the caller goes away mid-request); a revocation takes the gate exclusively
+//! around [`Owner::revoke`](crate::owner::Owner::revoke). So when `Revoke` returns, every invocation that was accepted
+//! before it has completed its effect, and every later one is refused. (The cost: a
+//! revocation waits for the invocations in flight.)
+//!
+//! # Messages
+//!
+//! Revocation is one request and one reply, between the holder and the owner; the owner
+//! sends nothing to anybody ([`RpcCounters`](crate::client::RpcCounters) shows it). Only the
+//! baseline's `BroadcastRevoke` makes the node send requests: one `Broadcast` to each of its
+//! `N - 1` peers, whose replies carry the acknowledgements.
+//!
+//! # Background
+//!
+//! A maintenance task runs every [`NodeConfig::maintenance_interval`](super::NodeConfig::maintenance_interval): it publishes the
+//! upgrade notices of range upgrades ([`Owner::drain_upgrades`](crate::owner::Owner::drain_upgrades)) for `PollUpgrades`, frees
+//! expired guards ([`Owner::sweep_expired`](crate::owner::Owner::sweep_expired)), and applies the store's revocation list: the
+//! guards exported from a capability revoked there ([`Owner::revoke_source`](crate::owner::Owner::revoke_source)), and every
+//! guard of an object whose `kuid` key was revoked there ([`Owner::revoke_object`](crate::owner::Owner::revoke_object)).
+//!
+//! # Security
+//!
+//! Tokens are bearer tokens and requests are not authenticated by the transport: run nodes
+//! on a network where the channel is authenticated and encrypted (a TLS terminator, a VPN, or
+//! tonic's TLS feature). `Export` trusts the caller to run in the context it names, exactly as
+//! a local process would be trusted, so by default it is accepted only from loopback
+//! ([`NodeConfig::allow_remote_export`](super::NodeConfig::allow_remote_export)).
+//!
+//! # Modules
+//!
+//! `config` (what a node is told), `lifecycle` (starting, serving, stopping), `shared` (the
+//! state every request and the maintenance task share, and that task), `counters` (RPC
+//! counters and upgrade notices), `storage` (an invocation's ranged read or write) and
+//! `service` (the RPCs).
+
+mod config;
+mod counters;
+mod lifecycle;
+mod service;
+mod shared;
+mod storage;
+
+pub use config::{MAX_IO_LIMIT, NodeConfig, Peer};
+pub use lifecycle::{Node, RunningNode, ServeError, ShutdownHandle, StartError};

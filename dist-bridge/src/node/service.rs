@@ -1,0 +1,400 @@
+//! The RPCs of the `dist_bridge.v1.Node` service.
+
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use tokio::task::JoinSet;
+use tonic::{Code, Request, Response, Status};
+use tracing::{debug, info};
+use twizzler_capsec::Cap;
+
+use crate::broadcast::BroadcastMessage;
+use crate::keys::StoreKeys;
+use crate::owner::ExportRequest;
+use crate::pb;
+use crate::pb::node_server::Node as NodeRpc;
+use crate::rights::Op;
+use crate::table::TableStats;
+use crate::token::GuardedToken;
+use crate::wire::{self, ErrorKind};
+
+use super::counters::Rpc;
+use super::shared::{Shared, now_ns};
+use super::storage::{read_bytes, write_bytes};
+
+#[derive(Debug, Clone)]
+pub(super) struct Service {
+    pub(super) shared: Arc<Shared>,
+}
+
+pub(super) fn internal(what: impl fmt::Display) -> Status {
+    wire::refusal(Code::Internal, ErrorKind::Internal, what)
+}
+
+pub(super) fn decode_token(bytes: &[u8]) -> Result<GuardedToken, Status> {
+    GuardedToken::decode(bytes).map_err(|e| wire::invoke_status(&e.into()))
+}
+
+/// Logs a refusal and passes it on.
+pub(super) fn refused(rpc: &str, status: Status) -> Status {
+    debug!(
+        rpc,
+        code = ?status.code(),
+        kind = wire::kind_of(&status).map(ErrorKind::name).unwrap_or("none"),
+        message = status.message(),
+        "refused"
+    );
+    status
+}
+
+/// Reads `grant.len` bytes at `grant.offset`; bytes past the stored end read as zeros. Only
+
+#[tonic::async_trait]
+impl NodeRpc for Service {
+    async fn export(
+        &self,
+        request: Request<pb::ExportRequest>,
+    ) -> Result<Response<pb::TokenReply>, Status> {
+        let sh = &self.shared;
+        sh.counters.received(Rpc::Export);
+        let local = request.remote_addr().is_some_and(|a| a.ip().is_loopback());
+        if !local && !sh.allow_remote_export {
+            return Err(refused(
+                "export",
+                wire::refusal(
+                    Code::PermissionDenied,
+                    ErrorKind::ExportNotAllowed,
+                    format!(
+                        "export is only accepted from loopback (the caller is {})",
+                        request
+                            .remote_addr()
+                            .map_or_else(|| "unknown".to_owned(), |a| a.to_string())
+                    ),
+                ),
+            ));
+        }
+        let r = request.into_inner();
+        let cap = Cap::decode(&r.cap)
+            .map_err(|e| refused("export", wire::bad_request(format!("bad capability: {e}"))))?;
+        let context =
+            wire::objid_from_bytes(&r.context, "context").map_err(|s| refused("export", s))?;
+        let scope = wire::scope_from_pb(r.scope).map_err(|s| refused("export", s))?;
+        let shared = sh.clone();
+        let token = tokio::task::spawn_blocking(move || {
+            let keys = StoreKeys::new(&shared.store).map_err(|e| wire::store_status(&e))?;
+            shared
+                .owner
+                .export(&cap, &keys, &ExportRequest { context, scope }, now_ns())
+                .map_err(|e| wire::export_status(&e))
+        })
+        .await
+        .map_err(internal)?
+        .map_err(|s| refused("export", s))?;
+        info!(guard = %token.guard(), object = %token.object(), scope = ?token.scope(), "exported");
+        Ok(Response::new(pb::TokenReply {
+            token: token.encode(),
+        }))
+    }
+
+    async fn invoke(
+        &self,
+        request: Request<pb::InvokeRequest>,
+    ) -> Result<Response<pb::InvokeReply>, Status> {
+        let sh = &self.shared;
+        sh.counters.received(Rpc::Invoke);
+        let r = request.into_inner();
+        let op = match pb::Op::try_from(r.op) {
+            Ok(pb::Op::Read) => Op::Read,
+            Ok(pb::Op::Write) => Op::Write,
+            _ => {
+                return Err(refused(
+                    "invoke",
+                    wire::bad_request(format!("unknown operation {}", r.op)),
+                ));
+            }
+        };
+        let data = r.data;
+        match op {
+            Op::Read if !data.is_empty() => {
+                return Err(refused(
+                    "invoke",
+                    wire::bad_request("a read carries no data"),
+                ));
+            }
+            Op::Write if data.len() as u64 != r.len => {
+                return Err(refused(
+                    "invoke",
+                    wire::bad_request(format!("write of {} bytes says len {}", data.len(), r.len)),
+                ));
+            }
+            _ => {}
+        }
+        if r.len > sh.max_io_bytes {
+            return Err(refused(
+                "invoke",
+                wire::bad_request(format!(
+                    "{} bytes requested; this node moves at most {} per invocation",
+                    r.len, sh.max_io_bytes
+                )),
+            ));
+        }
+        // Held from before the check until the effect is done, even if this handler is
+        // cancelled: the guard moves into the blocking task.
+        let gate = sh.gate.clone().read_owned().await;
+        let grant = sh
+            .owner
+            .check_bytes(&r.token, op, r.offset, r.len, now_ns())
+            .map_err(|e| refused("invoke", wire::invoke_status(&e)))?;
+        let store = sh.store.clone();
+        let max_object = sh.max_object_bytes;
+        let data = tokio::task::spawn_blocking(move || {
+            let result = match op {
+                Op::Read => read_bytes(&store, &grant),
+                Op::Write => write_bytes(&store, &grant, &data, max_object).map(|()| Vec::new()),
+            };
+            drop(gate);
+            result
+        })
+        .await
+        .map_err(internal)?
+        .map_err(|s| refused("invoke", s))?;
+        Ok(Response::new(pb::InvokeReply { data }))
+    }
+
+    async fn revoke(
+        &self,
+        request: Request<pb::TokenRequest>,
+    ) -> Result<Response<pb::RevokeReply>, Status> {
+        let sh = &self.shared;
+        sh.counters.received(Rpc::Revoke);
+        let token = decode_token(&request.into_inner().token).map_err(|s| refused("revoke", s))?;
+        let report = {
+            let _gate = sh.gate.write().await;
+            sh.owner.revoke(&token, now_ns())
+        }
+        .map_err(|e| refused("revoke", wire::invoke_status(&e)))?;
+        info!(guard = %token.guard(), guards = report.guards_revoked, "revoked");
+        Ok(Response::new(pb::RevokeReply {
+            guards_revoked: report.guards_revoked,
+        }))
+    }
+
+    async fn renew(
+        &self,
+        request: Request<pb::TokenRequest>,
+    ) -> Result<Response<pb::TokenReply>, Status> {
+        let sh = &self.shared;
+        sh.counters.received(Rpc::Renew);
+        let token = decode_token(&request.into_inner().token).map_err(|s| refused("renew", s))?;
+        let fresh = sh
+            .owner
+            .renew(&token, now_ns())
+            .map_err(|e| refused("renew", wire::invoke_status(&e)))?;
+        Ok(Response::new(pb::TokenReply {
+            token: fresh.encode(),
+        }))
+    }
+
+    async fn derive_guard(
+        &self,
+        request: Request<pb::DeriveRequest>,
+    ) -> Result<Response<pb::TokenReply>, Status> {
+        let sh = &self.shared;
+        sh.counters.received(Rpc::DeriveGuard);
+        let r = request.into_inner();
+        let token = decode_token(&r.token).map_err(|s| refused("derive_guard", s))?;
+        let scope = wire::scope_from_pb(r.scope).map_err(|s| refused("derive_guard", s))?;
+        let child = sh
+            .owner
+            .export_from(&token, scope, now_ns())
+            .map_err(|e| refused("derive_guard", wire::invoke_status(&e)))?;
+        info!(parent = %token.guard(), guard = %child.guard(), "derived guard");
+        Ok(Response::new(pb::TokenReply {
+            token: child.encode(),
+        }))
+    }
+
+    async fn status(
+        &self,
+        _request: Request<pb::StatusRequest>,
+    ) -> Result<Response<pb::StatusReply>, Status> {
+        let sh = &self.shared;
+        let table: TableStats = sh.owner.stats().map_err(|e| wire::invoke_status(&e))?;
+        let counts = sh
+            .broadcast
+            .counts()
+            .map_err(|e| wire::broadcast_status(&e))?;
+        let revoked_len = sh
+            .broadcast
+            .revoked_len()
+            .map_err(|e| wire::broadcast_status(&e))?;
+        let id = sh.owner.id();
+        Ok(Response::new(pb::StatusReply {
+            node: id.node,
+            controller_version: id.version,
+            table: Some(wire::stats_to_pb(&table)),
+            counters: Some(sh.counters.to_pb()),
+            broadcast: Some(pb::BroadcastStats {
+                sent: counts.sent,
+                received: counts.received,
+                revocations: counts.revocations,
+                revoked_len: revoked_len as u64,
+            }),
+            peers: sh.broadcast.peers().to_vec(),
+        }))
+    }
+
+    async fn poll_upgrades(
+        &self,
+        request: Request<pb::PollUpgradesRequest>,
+    ) -> Result<Response<pb::PollUpgradesReply>, Status> {
+        let sh = &self.shared;
+        let after = request.into_inner().after;
+        // Publish what is pending now, so a holder need not wait for the next tick.
+        sh.publish_upgrades();
+        let n = sh
+            .notices
+            .lock()
+            .map_err(|_| internal("notice buffer unavailable"))?;
+        let first_kept = n
+            .kept
+            .front()
+            .map_or(n.latest.saturating_add(1), |(s, _)| *s);
+        let missed = after < n.latest && after.saturating_add(1) < first_kept;
+        let notices = n
+            .kept
+            .iter()
+            .filter(|(seq, _)| *seq > after)
+            .map(|(seq, bytes)| pb::Notice {
+                seq: *seq,
+                notice: bytes.clone(),
+            })
+            .collect();
+        Ok(Response::new(pb::PollUpgradesReply {
+            notices,
+            latest: n.latest,
+            missed,
+        }))
+    }
+
+    async fn broadcast_issue(
+        &self,
+        _request: Request<pb::BroadcastIssueRequest>,
+    ) -> Result<Response<pb::CapName>, Status> {
+        let sh = &self.shared;
+        sh.counters.received(Rpc::BroadcastIssue);
+        let cap = sh
+            .broadcast
+            .issue()
+            .map_err(|e| wire::broadcast_status(&e))?;
+        Ok(Response::new(wire::cap_name_to_pb(&cap)))
+    }
+
+    async fn broadcast_revoke(
+        &self,
+        request: Request<pb::CapName>,
+    ) -> Result<Response<pb::BroadcastRevokeReply>, Status> {
+        let sh = &self.shared;
+        sh.counters.received(Rpc::BroadcastRevoke);
+        let cap = wire::cap_name_from_pb(&request.into_inner());
+        let outgoing = sh
+            .broadcast
+            .revoke(cap)
+            .map_err(|e| refused("broadcast_revoke", wire::broadcast_status(&e)))?;
+        let from = sh.broadcast.node();
+        let mut sends = JoinSet::new();
+        for out in &outgoing {
+            let to = out.to;
+            let message = out.message;
+            let client = sh.peers.get(&to).cloned();
+            sh.counters.requests_sent.fetch_add(1, Ordering::Relaxed);
+            sends.spawn(async move {
+                let result = match client {
+                    Some(c) => c.broadcast(from, message).await.map_err(|e| e.to_string()),
+                    None => Err("no address for this peer".to_owned()),
+                };
+                (to, result)
+            });
+        }
+        let mut acks = 0u32;
+        let mut failures = Vec::new();
+        while let Some(joined) = sends.join_next().await {
+            match joined {
+                Ok((peer, Ok(replies))) => {
+                    sh.counters.replies_received.fetch_add(1, Ordering::Relaxed);
+                    for m in replies {
+                        if matches!(m, BroadcastMessage::Ack(c) if c == cap) {
+                            acks = acks.saturating_add(1);
+                        }
+                        if let Err(e) = sh.broadcast.handle(peer, m) {
+                            failures.push(format!("node {peer}: {e}"));
+                        }
+                    }
+                }
+                Ok((peer, Err(e))) => failures.push(format!("node {peer}: {e}")),
+                Err(e) => failures.push(format!("send task: {e}")),
+            }
+        }
+        let complete = sh
+            .broadcast
+            .is_complete(cap)
+            .map_err(|e| wire::broadcast_status(&e))?;
+        if !failures.is_empty() {
+            return Err(refused(
+                "broadcast_revoke",
+                wire::refusal(
+                    Code::Unavailable,
+                    ErrorKind::PeerFailed,
+                    format!(
+                        "{cap} is revoked here, but {} of {} peers did not acknowledge: {}",
+                        failures.len(),
+                        outgoing.len(),
+                        failures.join("; ")
+                    ),
+                ),
+            ));
+        }
+        info!(%cap, peers = outgoing.len(), acks, "broadcast revocation");
+        Ok(Response::new(pb::BroadcastRevokeReply {
+            peers_notified: u32::try_from(outgoing.len()).unwrap_or(u32::MAX),
+            acks,
+            complete,
+        }))
+    }
+
+    async fn broadcast_check(
+        &self,
+        request: Request<pb::CapName>,
+    ) -> Result<Response<pb::BroadcastCheckReply>, Status> {
+        let sh = &self.shared;
+        sh.counters.received(Rpc::BroadcastCheck);
+        let cap = wire::cap_name_from_pb(&request.into_inner());
+        sh.broadcast
+            .check(cap)
+            .map_err(|e| refused("broadcast_check", wire::broadcast_status(&e)))?;
+        Ok(Response::new(pb::BroadcastCheckReply {}))
+    }
+
+    async fn broadcast(
+        &self,
+        request: Request<pb::BroadcastRequest>,
+    ) -> Result<Response<pb::BroadcastReply>, Status> {
+        let sh = &self.shared;
+        sh.counters.received(Rpc::Broadcast);
+        let r = request.into_inner();
+        let message = BroadcastMessage::decode(&r.message)
+            .map_err(|e| refused("broadcast", wire::broadcast_status(&e)))?;
+        let replies = sh
+            .broadcast
+            .handle(r.from, message)
+            .map_err(|e| refused("broadcast", wire::broadcast_status(&e)))?;
+        Ok(Response::new(pb::BroadcastReply {
+            replies: replies
+                .iter()
+                .filter(|o| o.to == r.from)
+                .map(|o| o.message.encode().to_vec())
+                .collect(),
+        }))
+    }
+}

@@ -1,0 +1,153 @@
+//! The state every request and the maintenance task share ([`Shared`]), and that task.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use secctx::revocations::RevocationList;
+use secctx::{DbStore, ObjectStore};
+use tokio::sync::{RwLock, watch};
+use tracing::{debug, info, warn};
+use twizzler_capsec::{ObjID, RecordId};
+
+use crate::broadcast::BroadcastNode;
+use crate::client::NodeClient;
+use crate::owner::Owner;
+
+use super::counters::{Counters, Notices};
+
+/// Nanoseconds since the Unix epoch.
+pub(super) fn now_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
+}
+
+#[derive(Debug)]
+pub(super) struct Shared {
+    pub(super) owner: Owner,
+    pub(super) store: DbStore,
+    /// Invocations hold it shared from check to effect; revocations exclusively.
+    pub(super) gate: Arc<RwLock<()>>,
+    pub(super) broadcast: BroadcastNode,
+    pub(super) peers: HashMap<u64, NodeClient>,
+    pub(super) counters: Counters,
+    pub(super) notices: Mutex<Notices>,
+    /// Revocations of the store already applied to the guard table.
+    pub(super) revoked_sources: Mutex<Applied>,
+    pub(super) allow_remote_export: bool,
+    pub(super) max_io_bytes: u64,
+    pub(super) max_object_bytes: u64,
+}
+
+/// Store revocations already applied to the guard table.
+#[derive(Debug, Default)]
+pub(super) struct Applied {
+    pub(super) records: HashSet<RecordId>,
+    pub(super) keys: HashSet<ObjID>,
+}
+
+impl Shared {
+    pub(super) fn publish_upgrades(&self) {
+        match self.owner.drain_upgrades() {
+            Ok(Some(notice)) => {
+                info!(
+                    guards = notice.changes.len(),
+                    "guards upgraded; notice published"
+                );
+                if let Ok(mut n) = self.notices.lock() {
+                    n.push(&notice);
+                }
+            }
+            Ok(None) => {}
+            Err(e) => warn!(error = %e, "cannot drain upgrades"),
+        }
+    }
+
+    /// Revokes the guards exported from capabilities revoked in the store since the last
+    /// call (by record id), and every guard of the objects whose `kuid` key has been revoked
+    /// since (their capabilities were all signed by it).
+    pub(super) fn apply_store_revocations(&self) {
+        let list = match RevocationList::load(&self.store) {
+            Ok(l) => l,
+            Err(e) => {
+                warn!(error = %e, "cannot read the store's revocation list");
+                return;
+            }
+        };
+        let Ok(mut applied) = self.revoked_sources.lock() else {
+            return;
+        };
+        for id in &list.records {
+            if applied.records.insert(*id) {
+                match self.owner.revoke_source(id) {
+                    Ok(r) if r.guards_revoked > 0 => {
+                        info!(record = %id, guards = r.guards_revoked, "capability revoked in the store; guards revoked");
+                    }
+                    Ok(_) => {}
+                    Err(e) => warn!(error = %e, "cannot revoke the guards of a revoked capability"),
+                }
+            }
+        }
+        let new_keys: HashSet<ObjID> = list
+            .keys
+            .iter()
+            .copied()
+            .filter(|k| !applied.keys.contains(k))
+            .collect();
+        if new_keys.is_empty() {
+            return;
+        }
+        let ids = match self.store.list() {
+            Ok(ids) => ids,
+            Err(e) => {
+                warn!(error = %e, "cannot list the store");
+                return;
+            }
+        };
+        for id in ids {
+            let Ok(obj) = self.store.get(id) else {
+                continue;
+            };
+            if obj.meta.kuid.is_some_and(|k| new_keys.contains(&k)) {
+                match self.owner.revoke_object(id) {
+                    Ok(r) if r.guards_revoked > 0 => {
+                        info!(object = %id, guards = r.guards_revoked, "key revoked in the store; guards revoked");
+                    }
+                    Ok(_) => {}
+                    Err(e) => warn!(error = %e, "cannot revoke the guards of an object"),
+                }
+            }
+        }
+        applied.keys.extend(new_keys);
+    }
+}
+
+pub(super) async fn maintain(
+    shared: Arc<Shared>,
+    every: Duration,
+    mut stop: watch::Receiver<bool>,
+) {
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {
+                shared.publish_upgrades();
+                match shared.owner.sweep_expired(now_ns()) {
+                    Ok(r) if r.guards_revoked > 0 => debug!(guards = r.guards_revoked, "expired guards freed"),
+                    Ok(_) => {}
+                    Err(e) => warn!(error = %e, "cannot sweep expired guards"),
+                }
+                let s = shared.clone();
+                let _ = tokio::task::spawn_blocking(move || s.apply_store_revocations()).await;
+            }
+            changed = stop.changed() => {
+                if changed.is_err() || *stop.borrow() {
+                    break;
+                }
+            }
+        }
+    }
+}
