@@ -232,13 +232,18 @@ impl Node {
         let service = NodeServer::new(Service {
             shared: shared.clone(),
         });
+        // The standard health service: the node's service is serving until shutdown begins.
+        let (health, health_service) = tonic_health::server::health_reporter();
+        health.set_serving::<NodeServer<Service>>().await;
         let mut stop = rx.clone();
         let serve = tokio::spawn(async move {
             let signal = async move {
                 // A dropped sender also means stop.
                 let _ = stop.wait_for(|s| *s).await;
+                health.set_not_serving::<NodeServer<Service>>().await;
             };
             let result = Server::builder()
+                .add_service(health_service)
                 .add_service(service)
                 .serve_with_incoming_shutdown(incoming, signal)
                 .await;

@@ -57,6 +57,10 @@
 //!
 //! Refusals are gRPC statuses as described in [`crate::wire`].
 //!
+//! The node also serves the standard gRPC health service (`grpc.health.v1.Health`, from
+//! `tonic-health`): `dist_bridge.v1.Node` (and the server, `""`) report `SERVING` from start
+//! until shutdown begins, then `NOT_SERVING`.
+//!
 //! # Invocation semantics
 //!
 //! - **Read** `len` bytes at `offset`: bytes past the object's stored end read as zeros (an
