@@ -12,6 +12,7 @@
 //! max_object_bytes = 67108864            # writes grow objects to at most this
 //! maintenance_interval_ms = 1000
 //! peer_timeout_ms = 5000
+//! shutdown_deadline_ms = 10000           # then open connections are cut
 //!
 //! [guard_table]
 //! capacity = 8192
@@ -100,6 +101,8 @@ pub struct FileConfig {
     pub peer_timeout_ms: Option<u64>,
     /// Upgrade notices kept for `PollUpgrades`.
     pub notice_buffer: Option<usize>,
+    /// How long a shutdown waits for open connections before cutting them, ms.
+    pub shutdown_deadline_ms: Option<u64>,
     /// The log format.
     pub log_format: Option<LogFormat>,
     /// The guard table.
@@ -187,6 +190,7 @@ impl FileConfig {
                 .or(self.maintenance_interval_ms),
             peer_timeout_ms: over.peer_timeout_ms.or(self.peer_timeout_ms),
             notice_buffer: over.notice_buffer.or(self.notice_buffer),
+            shutdown_deadline_ms: over.shutdown_deadline_ms.or(self.shutdown_deadline_ms),
             log_format: over.log_format.or(self.log_format),
             guard_table: table,
             peers: if over.peers.is_empty() {
@@ -246,6 +250,9 @@ impl FileConfig {
         if let Some(n) = self.notice_buffer {
             config.notice_buffer = n;
         }
+        if let Some(ms) = self.shutdown_deadline_ms {
+            config.shutdown_deadline = Duration::from_millis(ms);
+        }
         config.peers = self
             .peers
             .into_iter()
@@ -284,10 +291,12 @@ mod tests {
     #[test]
     fn the_documented_example_parses() {
         let text = "node_id = 1\nlisten = \"127.0.0.1:7401\"\nstore_dir = \"s\"\n\
-                    version_file = \"v\"\nlog_format = \"json\"\n[guard_table]\ncapacity = 16\n\
+                    version_file = \"v\"\nlog_format = \"json\"\nshutdown_deadline_ms = 2500\n\
+                    [guard_table]\ncapacity = 16\n\
                     [[peers]]\nid = 2\naddr = \"127.0.0.1:7402\"\n";
         let (c, log) = FileConfig::parse(text, "t").unwrap().resolve().unwrap();
         assert_eq!(c.node_id, 1);
+        assert_eq!(c.shutdown_deadline, std::time::Duration::from_millis(2500));
         assert_eq!(c.listen.port(), 7401);
         assert_eq!(c.guard_table.capacity, 16);
         assert_eq!(c.guard_table.batch_size, 64);

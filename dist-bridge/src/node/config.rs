@@ -51,6 +51,10 @@ pub struct NodeConfig {
     pub maintenance_interval: Duration,
     /// Time limit of a request to a peer.
     pub peer_timeout: Duration,
+    /// How long a shutdown waits for open connections to finish their requests and close;
+    /// then they are cut (a client that keeps a connection or a stream open cannot hold the
+    /// node, or its version file's lock, any longer).
+    pub shutdown_deadline: Duration,
     /// How many upgrade notices `PollUpgrades` keeps.
     pub notice_buffer: usize,
 }
@@ -58,7 +62,7 @@ pub struct NodeConfig {
 impl NodeConfig {
     /// Node `node_id` with its store and version file, listening on `127.0.0.1:0`, with the
     /// default guard table, no peers, 1 MiB per invocation, objects grown to at most 64 MiB,
-    /// maintenance every second.
+    /// maintenance every second, and open connections cut 10 s into a shutdown.
     pub fn new(
         node_id: u64,
         store_dir: impl Into<PathBuf>,
@@ -76,6 +80,7 @@ impl NodeConfig {
             max_object_bytes: 64 << 20,
             maintenance_interval: Duration::from_secs(1),
             peer_timeout: Duration::from_secs(5),
+            shutdown_deadline: Duration::from_secs(10),
             notice_buffer: 1024,
         }
     }

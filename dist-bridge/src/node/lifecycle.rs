@@ -8,9 +8,12 @@ use std::sync::{Arc, Mutex};
 use secctx::{DbStore, StoreError};
 use tokio::sync::{RwLock, watch};
 use tokio::task::JoinHandle;
+use tokio_stream::StreamExt;
 use tonic::transport::Server;
 use tonic::transport::server::TcpIncoming;
-use tracing::info;
+
+use super::cut::Cutter;
+use tracing::{info, warn};
 
 use crate::broadcast::BroadcastNode;
 use crate::client::NodeClient;
@@ -235,12 +238,28 @@ impl Node {
         // The standard health service: the node's service is serving until shutdown begins.
         let (health, health_service) = tonic_health::server::health_reporter();
         health.set_serving::<NodeServer<Service>>().await;
+        // Every connection can be cut once a shutdown has waited `shutdown_deadline` for them.
+        let cutter = Arc::new(Cutter::new());
+        let incoming = {
+            let cutter = cutter.clone();
+            incoming.map(move |conn| conn.map(|io| cutter.wrap(io)))
+        };
         let mut stop = rx.clone();
+        let deadline = config.shutdown_deadline;
         let serve = tokio::spawn(async move {
             let signal = async move {
                 // A dropped sender also means stop.
                 let _ = stop.wait_for(|s| *s).await;
                 health.set_not_serving::<NodeServer<Service>>().await;
+                let cutter = cutter.clone();
+                tokio::spawn(async move {
+                    tokio::time::sleep(deadline).await;
+                    warn!(
+                        ?deadline,
+                        "shutdown deadline passed: cutting open connections"
+                    );
+                    cutter.cut();
+                });
             };
             let result = Server::builder()
                 .add_service(health_service)

@@ -112,6 +112,7 @@
 
 mod config;
 mod counters;
+mod cut;
 mod lifecycle;
 mod service;
 mod shared;
