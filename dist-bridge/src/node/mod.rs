@@ -5,7 +5,9 @@
 //! ([`VersionFile::open_and_bump`](crate::controller::VersionFile::open_and_bump): every token of an earlier life is dead from here on),
 //! and serves the `dist_bridge.v1.Node` service (`proto/dist_bridge.proto`) until
 //! [`RunningNode::shutdown`](super::RunningNode::shutdown): in-flight requests finish, then the version file's lock is
-//! released, so a new life can start on the same files.
+//! released, so a new life can start on the same files. Connections still open
+//! [`NodeConfig::shutdown_deadline`](super::NodeConfig::shutdown_deadline) after the shutdown
+//! began (an idle client, a stream it never ends) are cut, so no client can hold the node.
 //!
 //! # Example
 //!
