@@ -13,6 +13,10 @@
 //! maintenance_interval_ms = 1000
 //! peer_timeout_ms = 5000
 //! shutdown_deadline_ms = 10000           # then open connections are cut
+//! request_timeout_ms = 30000             # reading the request included
+//! max_streams_per_connection = 32
+//! keepalive_interval_ms = 30000          # ping idle connections; drop dead ones
+//! keepalive_timeout_ms = 10000
 //!
 //! [guard_table]
 //! capacity = 8192
@@ -103,6 +107,14 @@ pub struct FileConfig {
     pub notice_buffer: Option<usize>,
     /// How long a shutdown waits for open connections before cutting them, ms.
     pub shutdown_deadline_ms: Option<u64>,
+    /// The longest a request may take, ms.
+    pub request_timeout_ms: Option<u64>,
+    /// Concurrent requests per connection.
+    pub max_streams_per_connection: Option<u32>,
+    /// HTTP/2 keepalive ping interval, ms.
+    pub keepalive_interval_ms: Option<u64>,
+    /// HTTP/2 keepalive timeout, ms.
+    pub keepalive_timeout_ms: Option<u64>,
     /// The log format.
     pub log_format: Option<LogFormat>,
     /// The guard table.
@@ -191,6 +203,12 @@ impl FileConfig {
             peer_timeout_ms: over.peer_timeout_ms.or(self.peer_timeout_ms),
             notice_buffer: over.notice_buffer.or(self.notice_buffer),
             shutdown_deadline_ms: over.shutdown_deadline_ms.or(self.shutdown_deadline_ms),
+            request_timeout_ms: over.request_timeout_ms.or(self.request_timeout_ms),
+            max_streams_per_connection: over
+                .max_streams_per_connection
+                .or(self.max_streams_per_connection),
+            keepalive_interval_ms: over.keepalive_interval_ms.or(self.keepalive_interval_ms),
+            keepalive_timeout_ms: over.keepalive_timeout_ms.or(self.keepalive_timeout_ms),
             log_format: over.log_format.or(self.log_format),
             guard_table: table,
             peers: if over.peers.is_empty() {
@@ -252,6 +270,18 @@ impl FileConfig {
         }
         if let Some(ms) = self.shutdown_deadline_ms {
             config.shutdown_deadline = Duration::from_millis(ms);
+        }
+        if let Some(ms) = self.request_timeout_ms {
+            config.request_timeout = Duration::from_millis(ms);
+        }
+        if let Some(n) = self.max_streams_per_connection {
+            config.max_streams_per_connection = n;
+        }
+        if let Some(ms) = self.keepalive_interval_ms {
+            config.keepalive_interval = Duration::from_millis(ms);
+        }
+        if let Some(ms) = self.keepalive_timeout_ms {
+            config.keepalive_timeout = Duration::from_millis(ms);
         }
         config.peers = self
             .peers

@@ -55,6 +55,16 @@ pub struct NodeConfig {
     /// then they are cut (a client that keeps a connection or a stream open cannot hold the
     /// node, or its version file's lock, any longer).
     pub shutdown_deadline: Duration,
+    /// The longest a request may take, reading its body included: a client that stalls
+    /// mid-request gets `CANCELLED` (or `DEADLINE_EXCEEDED`) and its memory back.
+    pub request_timeout: Duration,
+    /// Concurrent requests (HTTP/2 streams) one connection may have open; further ones wait.
+    pub max_streams_per_connection: u32,
+    /// How often an idle connection is pinged (HTTP/2 keepalive); a peer that does not answer
+    /// within [`NodeConfig::keepalive_timeout`] is disconnected.
+    pub keepalive_interval: Duration,
+    /// See [`NodeConfig::keepalive_interval`].
+    pub keepalive_timeout: Duration,
     /// How many upgrade notices `PollUpgrades` keeps.
     pub notice_buffer: usize,
 }
@@ -62,7 +72,8 @@ pub struct NodeConfig {
 impl NodeConfig {
     /// Node `node_id` with its store and version file, listening on `127.0.0.1:0`, with the
     /// default guard table, no peers, 1 MiB per invocation, objects grown to at most 64 MiB,
-    /// maintenance every second, and open connections cut 10 s into a shutdown.
+    /// maintenance every second, open connections cut 10 s into a shutdown, requests limited
+    /// to 30 s and 32 at a time per connection, idle connections pinged every 30 s.
     pub fn new(
         node_id: u64,
         store_dir: impl Into<PathBuf>,
@@ -81,6 +92,10 @@ impl NodeConfig {
             maintenance_interval: Duration::from_secs(1),
             peer_timeout: Duration::from_secs(5),
             shutdown_deadline: Duration::from_secs(10),
+            request_timeout: Duration::from_secs(30),
+            max_streams_per_connection: 32,
+            keepalive_interval: Duration::from_secs(30),
+            keepalive_timeout: Duration::from_secs(10),
             notice_buffer: 1024,
         }
     }
@@ -106,6 +121,20 @@ impl NodeConfig {
         if self.maintenance_interval.is_zero() {
             return Err(StartError::Config(
                 "the maintenance interval must be positive".into(),
+            ));
+        }
+        for (name, d) in [
+            ("request_timeout", self.request_timeout),
+            ("keepalive_interval", self.keepalive_interval),
+            ("keepalive_timeout", self.keepalive_timeout),
+        ] {
+            if d.is_zero() {
+                return Err(StartError::Config(format!("{name} must be positive")));
+            }
+        }
+        if self.max_streams_per_connection == 0 {
+            return Err(StartError::Config(
+                "max_streams_per_connection must be at least 1".into(),
             ));
         }
         if self.peer_timeout.is_zero() {

@@ -246,6 +246,7 @@ impl Node {
         };
         let mut stop = rx.clone();
         let deadline = config.shutdown_deadline;
+        let limits = config.clone();
         let serve = tokio::spawn(async move {
             let signal = async move {
                 // A dropped sender also means stop.
@@ -262,6 +263,10 @@ impl Node {
                 });
             };
             let result = Server::builder()
+                .timeout(limits.request_timeout)
+                .max_concurrent_streams(limits.max_streams_per_connection)
+                .http2_keepalive_interval(Some(limits.keepalive_interval))
+                .http2_keepalive_timeout(Some(limits.keepalive_timeout))
                 .add_service(health_service)
                 .add_service(service)
                 .serve_with_incoming_shutdown(incoming, signal)

@@ -1,0 +1,88 @@
+//! What a client controls is bounded: a request that stalls half-way is cut at the request
+//! timeout, and other clients are served meanwhile.
+
+mod net;
+
+use std::time::{Duration, Instant};
+
+use dist_bridge::*;
+use net::*;
+
+/// Starts an `Invoke` whose body promises 4,096 bytes and sends 5; returns the gRPC status the
+/// node ends it with, and how long that took.
+async fn stalled_invoke(addr: std::net::SocketAddr) -> (String, Duration) {
+    let tcp = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let (client, conn) = h2::client::handshake(tcp).await.expect("handshake");
+    tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    let mut client = client.ready().await.expect("ready");
+    let req = http::Request::builder()
+        .method("POST")
+        .uri(format!("http://{addr}/dist_bridge.v1.Node/Invoke"))
+        .header("content-type", "application/grpc")
+        .header("te", "trailers")
+        .body(())
+        .expect("request");
+    let started = Instant::now();
+    let (response, mut body) = client.send_request(req, false).expect("send");
+    // A gRPC frame header announcing 4,096 bytes, then nothing: the body never ends.
+    body.send_data(bytes::Bytes::from_static(&[0, 0, 0, 0x10, 0]), false)
+        .expect("data");
+    let response = response.await.expect("a response");
+    let status = match response.headers().get("grpc-status") {
+        Some(s) => s.to_str().unwrap_or("?").to_owned(),
+        None => {
+            let mut body = response.into_body();
+            while body.data().await.is_some() {}
+            let trailers = body.trailers().await.expect("trailers").unwrap_or_default();
+            trailers
+                .get("grpc-status")
+                .map_or("none".into(), |s| s.to_str().unwrap_or("?").to_owned())
+        }
+    };
+    drop(body);
+    (status, started.elapsed())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_request_is_cut_at_the_timeout_while_others_are_served() {
+    bounded(async {
+        let timeout = Duration::from_millis(400);
+        let net = Net::start("bounds", 1, |c| c.request_timeout = timeout).await;
+        let addr = net.nodes[0].addr();
+        let token = net.export(0, Rights::READ, ByteRange::WHOLE).await;
+        let stalled = tokio::spawn(stalled_invoke(addr));
+        // Meanwhile another client is served.
+        for _ in 0..5 {
+            net.cluster
+                .read(&token, 0, 4)
+                .await
+                .expect("served during the stall");
+        }
+        let (status, took) = stalled.await.expect("the stalled request");
+        // CANCELLED (1) or DEADLINE_EXCEEDED (4): not OK, and not a hang.
+        assert!(status == "1" || status == "4", "grpc-status {status}");
+        assert!(took >= timeout, "cut before the timeout: {took:?}");
+        eprintln!("stalled request cut after {took:?} with grpc-status {status}");
+        net.shutdown().await;
+    })
+    .await;
+}
+
+#[test]
+fn zero_limits_are_refused_at_start() {
+    let root = scratch("bounds-config");
+    let site = Site::new(&root, 1, b"x");
+    for tweak in [
+        (|c: &mut NodeConfig| c.request_timeout = Duration::ZERO) as fn(&mut NodeConfig),
+        |c| c.keepalive_interval = Duration::ZERO,
+        |c| c.keepalive_timeout = Duration::ZERO,
+        |c| c.max_streams_per_connection = 0,
+    ] {
+        let mut c = site.config();
+        tweak(&mut c);
+        let e = c.validate().expect_err("a zero limit");
+        assert!(e.to_string().starts_with("bad configuration:"), "{e}");
+    }
+}
