@@ -17,6 +17,8 @@
 //! max_streams_per_connection = 32
 //! keepalive_interval_ms = 30000          # ping idle connections; drop dead ones
 //! keepalive_timeout_ms = 10000
+//! max_message_bytes = 4194304            # larger requests are refused unread
+//! max_connections = 256                  # further connections are closed at once
 //!
 //! [guard_table]
 //! capacity = 8192
@@ -115,6 +117,10 @@ pub struct FileConfig {
     pub keepalive_interval_ms: Option<u64>,
     /// HTTP/2 keepalive timeout, ms.
     pub keepalive_timeout_ms: Option<u64>,
+    /// The largest message, bytes.
+    pub max_message_bytes: Option<usize>,
+    /// Connections served at once.
+    pub max_connections: Option<usize>,
     /// The log format.
     pub log_format: Option<LogFormat>,
     /// The guard table.
@@ -209,6 +215,8 @@ impl FileConfig {
                 .or(self.max_streams_per_connection),
             keepalive_interval_ms: over.keepalive_interval_ms.or(self.keepalive_interval_ms),
             keepalive_timeout_ms: over.keepalive_timeout_ms.or(self.keepalive_timeout_ms),
+            max_message_bytes: over.max_message_bytes.or(self.max_message_bytes),
+            max_connections: over.max_connections.or(self.max_connections),
             log_format: over.log_format.or(self.log_format),
             guard_table: table,
             peers: if over.peers.is_empty() {
@@ -282,6 +290,12 @@ impl FileConfig {
         }
         if let Some(ms) = self.keepalive_timeout_ms {
             config.keepalive_timeout = Duration::from_millis(ms);
+        }
+        if let Some(n) = self.max_message_bytes {
+            config.max_message_bytes = n;
+        }
+        if let Some(n) = self.max_connections {
+            config.max_connections = n;
         }
         config.peers = self
             .peers

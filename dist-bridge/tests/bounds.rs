@@ -79,10 +79,81 @@ fn zero_limits_are_refused_at_start() {
         |c| c.keepalive_interval = Duration::ZERO,
         |c| c.keepalive_timeout = Duration::ZERO,
         |c| c.max_streams_per_connection = 0,
+        |c| c.max_connections = 0,
+        |c| c.max_message_bytes = c.max_io_bytes as usize,
+        |c| c.max_message_bytes = dist_bridge::node::MAX_MESSAGE_LIMIT + 1,
     ] {
         let mut c = site.config();
         tweak(&mut c);
         let e = c.validate().expect_err("a zero limit");
         assert!(e.to_string().starts_with("bad configuration:"), "{e}");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_past_the_limit_is_refused_and_the_node_serves_on() {
+    bounded(async {
+        let net = Net::start("bounds-size", 1, |c| {
+            c.max_io_bytes = 64 << 10;
+            c.max_message_bytes = 256 << 10;
+        })
+        .await;
+        let token = net.export(0, Rights::all(), ByteRange::WHOLE).await;
+        let e = net
+            .cluster
+            .write(&token, 0, &vec![7u8; 1 << 20])
+            .await
+            .expect_err("a 1 MiB message past a 256 KiB limit");
+        // Refused by the decoder, before the service (and its max_io_bytes check) saw it.
+        assert_eq!(e.code(), Some(tonic::Code::OutOfRange), "{e}");
+        assert!(e.to_string().contains("too large"), "{e}");
+        net.cluster
+            .write(&token, 0, b"fine")
+            .await
+            .expect("served on");
+        assert_eq!(&net.sites[0].stored()[..4], b"fine");
+        net.shutdown().await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_past_the_limit_are_closed_and_the_others_served() {
+    bounded(async {
+        let net = Net::start("bounds-conns", 1, |c| c.max_connections = 2).await;
+        let addr = net.nodes[0].addr();
+        let token = net.export(0, Rights::READ, ByteRange::WHOLE).await;
+        // The net's own client holds one connection; one more fits.
+        let second = NodeClient::connect(addr).await.expect("second connection");
+        second
+            .read(&token, 0, 1)
+            .await
+            .expect("the second is served");
+        // A third is closed at once: its request fails.
+        let third = NodeClient::connect(addr).await;
+        let refused = match third {
+            Err(_) => true,
+            Ok(c) => c.read(&token, 0, 1).await.is_err(),
+        };
+        assert!(refused, "a connection past the limit was served");
+        // Those within the limit are still served; a slot freed is taken again.
+        net.cluster
+            .read(&token, 0, 1)
+            .await
+            .expect("the first is served");
+        drop(second);
+        let mut served = false;
+        for _ in 0..100 {
+            if let Ok(c) = NodeClient::connect(addr).await
+                && c.read(&token, 0, 1).await.is_ok()
+            {
+                served = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(served, "a freed slot was never taken again");
+        net.shutdown().await;
+    })
+    .await;
 }

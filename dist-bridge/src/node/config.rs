@@ -15,6 +15,11 @@ use super::StartError;
 /// default) with room to spare.
 pub const MAX_IO_LIMIT: u64 = 3 << 20;
 
+/// Room in a message for what is not an invocation's data (its token, offsets, framing).
+const MESSAGE_OVERHEAD: usize = 64 << 10;
+/// The largest [`NodeConfig::max_message_bytes`].
+pub const MAX_MESSAGE_LIMIT: usize = 64 << 20;
+
 /// A broadcast-baseline peer.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Peer {
@@ -65,6 +70,12 @@ pub struct NodeConfig {
     pub keepalive_interval: Duration,
     /// See [`NodeConfig::keepalive_interval`].
     pub keepalive_timeout: Duration,
+    /// The largest request or reply message, in bytes: larger ones are refused before they
+    /// are buffered. At least [`NodeConfig::max_io_bytes`] plus 64 KiB (an invocation's data
+    /// and its token), at most 64 MiB.
+    pub max_message_bytes: usize,
+    /// Connections the node serves at once; further ones are closed as they come.
+    pub max_connections: usize,
     /// How many upgrade notices `PollUpgrades` keeps.
     pub notice_buffer: usize,
 }
@@ -96,6 +107,8 @@ impl NodeConfig {
             max_streams_per_connection: 32,
             keepalive_interval: Duration::from_secs(30),
             keepalive_timeout: Duration::from_secs(10),
+            max_message_bytes: 4 << 20,
+            max_connections: 256,
             notice_buffer: 1024,
         }
     }
@@ -131,6 +144,18 @@ impl NodeConfig {
             if d.is_zero() {
                 return Err(StartError::Config(format!("{name} must be positive")));
             }
+        }
+        let least = self.max_io_bytes as usize + MESSAGE_OVERHEAD;
+        if !(least..=MAX_MESSAGE_LIMIT).contains(&self.max_message_bytes) {
+            return Err(StartError::Config(format!(
+                "max_message_bytes must be between {least} (max_io_bytes plus 64 KiB) and {MAX_MESSAGE_LIMIT}, not {}",
+                self.max_message_bytes
+            )));
+        }
+        if self.max_connections == 0 {
+            return Err(StartError::Config(
+                "max_connections must be at least 1".into(),
+            ));
         }
         if self.max_streams_per_connection == 0 {
             return Err(StartError::Config(

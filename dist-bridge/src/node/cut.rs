@@ -1,4 +1,4 @@
-//! Connections a shutdown can cut. tonic's graceful shutdown waits until every connection
+//! Connections a shutdown can cut, each holding a slot of the node's connection limit. tonic's graceful shutdown waits until every connection
 //! has closed, and a client can keep one open for ever (an idle connection, a stream it never
 //! ends), holding the node and its version file's lock. Every accepted connection is wrapped
 //! in a [`Cuttable`]: once the shutdown deadline passes ([`Cutter::cut`]), its reads and
@@ -11,7 +11,7 @@ use std::task::{Context, Poll};
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
-use tokio::sync::watch;
+use tokio::sync::{OwnedSemaphorePermit, watch};
 use tonic::transport::server::{Connected, TcpConnectInfo};
 
 /// Cuts every [`Cuttable`] made from it.
@@ -23,11 +23,13 @@ impl Cutter {
         Self(watch::channel(false).0)
     }
 
-    /// Wraps an accepted connection.
-    pub(super) fn wrap(&self, io: TcpStream) -> Cuttable {
+    /// Wraps an accepted connection, which holds `slot` (of the node's connection limit) until
+    /// it is dropped.
+    pub(super) fn wrap(&self, io: TcpStream, slot: OwnedSemaphorePermit) -> Cuttable {
         let mut rx = self.0.subscribe();
         Cuttable {
             io,
+            _slot: slot,
             // Resolves when cut, or when the cutter is gone (the server has stopped).
             cut: Box::pin(async move {
                 let _ = rx.wait_for(|cut| *cut).await;
@@ -45,6 +47,7 @@ impl Cutter {
 /// A TCP connection that fails once cut.
 pub(super) struct Cuttable {
     io: TcpStream,
+    _slot: OwnedSemaphorePermit,
     cut: Pin<Box<dyn Future<Output = ()> + Send + Sync>>,
     is_cut: bool,
 }

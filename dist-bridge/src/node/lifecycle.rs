@@ -6,6 +6,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
 use secctx::{DbStore, StoreError};
+use tokio::sync::Semaphore;
 use tokio::sync::{RwLock, watch};
 use tokio::task::JoinHandle;
 use tokio_stream::StreamExt;
@@ -232,17 +233,31 @@ impl Node {
 
         let (tx, rx) = watch::channel(false);
         let shutdown = ShutdownHandle(Arc::new(tx));
+        // Messages larger than the limit are refused before they are buffered.
         let service = NodeServer::new(Service {
             shared: shared.clone(),
-        });
+        })
+        .max_decoding_message_size(config.max_message_bytes)
+        .max_encoding_message_size(config.max_message_bytes);
         // The standard health service: the node's service is serving until shutdown begins.
         let (health, health_service) = tonic_health::server::health_reporter();
         health.set_serving::<NodeServer<Service>>().await;
         // Every connection can be cut once a shutdown has waited `shutdown_deadline` for them.
+        // At most `max_connections` at once: a connection past them is closed as it comes.
         let cutter = Arc::new(Cutter::new());
         let incoming = {
             let cutter = cutter.clone();
-            incoming.map(move |conn| conn.map(|io| cutter.wrap(io)))
+            let slots = Arc::new(Semaphore::new(config.max_connections));
+            incoming.filter_map(move |conn| match conn {
+                Ok(io) => match slots.clone().try_acquire_owned() {
+                    Ok(slot) => Some(Ok(cutter.wrap(io, slot))),
+                    Err(_) => {
+                        warn!("connection limit reached: closing a new connection");
+                        None
+                    }
+                },
+                Err(e) => Some(Err(e)),
+            })
         };
         let mut stop = rx.clone();
         let deadline = config.shutdown_deadline;

@@ -120,5 +120,5 @@ mod service;
 mod shared;
 mod storage;
 
-pub use config::{MAX_IO_LIMIT, NodeConfig, Peer};
+pub use config::{MAX_IO_LIMIT, MAX_MESSAGE_LIMIT, NodeConfig, Peer};
 pub use lifecycle::{Node, RunningNode, ServeError, ShutdownHandle, StartError};
