@@ -24,6 +24,7 @@
 //! capacity = 8192
 //! batch_size = 64
 //! ranges = 16
+//! max_derived = 64                       # guards derivable from one exported guard
 //! # max_version = 1000000                # omit for the full 64-bit version space
 //!
 //! [[peers]]                              # broadcast-baseline peers
@@ -71,6 +72,8 @@ pub struct TableSection {
     pub max_version: Option<u64>,
     /// Version ranges.
     pub ranges: Option<u32>,
+    /// Guards derivable from one exported guard.
+    pub max_derived: Option<u32>,
 }
 
 /// A `[[peers]]` entry (or a `--peer ID=ADDR` flag).
@@ -192,6 +195,7 @@ impl FileConfig {
                 batch_size: b.batch_size.or(a.batch_size),
                 max_version: b.max_version.or(a.max_version),
                 ranges: b.ranges.or(a.ranges),
+                max_derived: b.max_derived.or(a.max_derived),
             }),
             (a, b) => b.or(a),
         };
@@ -249,6 +253,7 @@ impl FileConfig {
             g.batch_size = t.batch_size.unwrap_or(g.batch_size);
             g.max_version = t.max_version.unwrap_or(g.max_version);
             g.ranges = t.ranges.unwrap_or(g.ranges);
+            g.max_derived = t.max_derived.unwrap_or(g.max_derived);
         }
         if let Some(v) = self.allow_remote_export {
             config.allow_remote_export = v;
@@ -362,7 +367,7 @@ mod tests {
     #[test]
     fn flags_override_the_file() {
         let file = FileConfig::parse(
-            "node_id = 1\nstore_dir = \"a\"\n[guard_table]\nranges = 4\n",
+            "node_id = 1\nstore_dir = \"a\"\n[guard_table]\nranges = 4\nmax_derived = 3\n",
             "f",
         )
         .unwrap();
@@ -379,6 +384,7 @@ mod tests {
         assert_eq!(c.node_id, 9);
         assert_eq!(c.store_dir, PathBuf::from("a"));
         assert_eq!(c.guard_table.ranges, 4);
+        assert_eq!(c.guard_table.max_derived, 3);
         assert_eq!(c.guard_table.capacity, 8);
         assert_eq!(parse_peer("3=127.0.0.1:1").unwrap().id, 3);
         assert!(parse_peer("x").is_err());

@@ -71,6 +71,9 @@ struct Args {
     /// Guard version ranges.
     #[arg(long, value_name = "N")]
     ranges: Option<u32>,
+    /// Guards derivable from one exported guard (all generations together)
+    #[arg(long, value_name = "N")]
+    max_derived: Option<u32>,
     /// A broadcast-baseline peer (repeatable; replaces the file's peers).
     #[arg(long = "peer", value_name = "ID=ADDR", value_parser = parse_peer)]
     peers: Vec<PeerEntry>,
@@ -95,6 +98,7 @@ impl Args {
             batch_size: self.batch_size,
             max_version: self.max_version,
             ranges: self.ranges,
+            max_derived: self.max_derived,
         };
         FileConfig {
             node_id: self.node_id,

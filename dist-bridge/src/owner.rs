@@ -128,6 +128,12 @@ pub enum InvokeError {
         /// Its capacity.
         capacity: u32,
     },
+    /// The token's derivation tree already holds as many derived guards as one exported guard
+    /// may have ([`GuardTableConfig::max_derived`](crate::table::GuardTableConfig::max_derived)).
+    DeriveQuota {
+        /// The quota.
+        quota: u32,
+    },
     /// [`Owner::renew`] on a token whose guard was not upgraded (or whose upgrade record has
     /// expired with its range).
     NotRenewable {
@@ -183,6 +189,10 @@ impl fmt::Display for InvokeError {
             Self::TableFull { capacity } => {
                 write!(f, "guard table is full ({capacity} live guards)")
             }
+            Self::DeriveQuota { quota } => write!(
+                f,
+                "this token's guards already have {quota} derived guards, the most one exported guard may have"
+            ),
             Self::NotRenewable { guard } => write!(
                 f,
                 "{guard} has no pending upgrade: nothing to renew (revoked, or renewed too late)"
@@ -615,6 +625,10 @@ impl Owner {
         }
         let allowed = held.with_rights(held.rights | Rights::REVOKE);
         scope.within(&allowed).map_err(InvokeError::Widens)?;
+        let quota = st.table.config().max_derived;
+        if st.table.derived_in_tree(token.guard().index, quota) >= quota {
+            return Err(InvokeError::DeriveQuota { quota });
+        }
         let info = GuardInfo {
             object: token.object(),
             scope,

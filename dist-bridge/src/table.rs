@@ -65,17 +65,21 @@ pub struct GuardTableConfig {
     pub max_version: u64,
     /// Number of version ranges (at least 2).
     pub ranges: u32,
+    /// Guards the holders of one exported guard may derive from it, in all generations
+    /// together: no single token can fill the table (0 forbids deriving).
+    pub max_derived: u32,
 }
 
 impl Default for GuardTableConfig {
     /// 8192 entries (as in the paper), batches of 64, the full `u64` version space in 16
-    /// ranges.
+    /// ranges, and 64 derived guards per exported guard.
     fn default() -> Self {
         Self {
             capacity: 8192,
             batch_size: 64,
             max_version: u64::MAX,
             ranges: 16,
+            max_derived: 64,
         }
     }
 }
@@ -398,6 +402,39 @@ impl GuardTable {
         }
     }
 
+    /// How many guards were derived, directly or not, from the exported guard at the root of
+    /// live guard `index`'s derivation tree, counting at most `limit`. The walk is bounded by
+    /// `limit` (and the table's capacity), whatever the tree.
+    pub fn derived_in_tree(&self, index: u32, limit: u32) -> u32 {
+        let parent = |i: u32| match self.entries.get(i as usize) {
+            Some(Entry {
+                slot: Slot::Live { info, .. },
+                ..
+            }) => info.parent,
+            _ => None,
+        };
+        // Up to the root (a parent is live while its children are; the bound guards against
+        // a cycle, which insert cannot make).
+        let mut root = index;
+        for _ in 0..self.config.capacity {
+            match parent(root) {
+                Some(p) => root = p,
+                None => break,
+            }
+        }
+        // Down, counting, until `limit`.
+        let mut count = 0;
+        let mut stack: Vec<u32> = self.children(root).to_vec();
+        while let Some(i) = stack.pop() {
+            count += 1;
+            if count >= limit {
+                return limit;
+            }
+            stack.extend_from_slice(self.children(i));
+        }
+        count
+    }
+
     /// The children of a live guard.
     pub fn children(&self, index: u32) -> &[u32] {
         match self.entries.get(index as usize) {
@@ -597,6 +634,7 @@ mod tests {
             batch_size: batch,
             max_version,
             ranges,
+            ..GuardTableConfig::default()
         })
         .unwrap()
     }

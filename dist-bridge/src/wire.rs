@@ -18,7 +18,7 @@
 //! | `PERMISSION_DENIED` (genuine, but not for this) | [`RightsExceeded`](ErrorKind::RightsExceeded), [`OutOfRange`](ErrorKind::OutOfRange), [`Widens`](ErrorKind::Widens), [`WrongContext`](ErrorKind::WrongContext), [`CapRevoked`](ErrorKind::CapRevoked), [`KeyRevoked`](ErrorKind::KeyRevoked), [`ExportNotAllowed`](ErrorKind::ExportNotAllowed), [`BroadcastRevoked`](ErrorKind::BroadcastRevoked), [`UnknownPeer`](ErrorKind::UnknownPeer) |
 //! | `FAILED_PRECONDITION` | [`Upgraded`](ErrorKind::Upgraded) (renew first), [`NotRenewable`](ErrorKind::NotRenewable) |
 //! | `NOT_FOUND` | [`NoKey`](ErrorKind::NoKey) (no such object, no `kuid`, no key object), [`ObjectNotFound`](ErrorKind::ObjectNotFound) |
-//! | `RESOURCE_EXHAUSTED` | [`TableFull`](ErrorKind::TableFull), [`ObjectTooLarge`](ErrorKind::ObjectTooLarge) |
+//! | `RESOURCE_EXHAUSTED` | [`TableFull`](ErrorKind::TableFull), [`DeriveQuota`](ErrorKind::DeriveQuota), [`ObjectTooLarge`](ErrorKind::ObjectTooLarge) |
 //! | `UNAVAILABLE` | [`Unavailable`](ErrorKind::Unavailable), [`PeerFailed`](ErrorKind::PeerFailed) |
 //! | `INTERNAL` | [`Store`](ErrorKind::Store), [`Internal`](ErrorKind::Internal) |
 
@@ -99,6 +99,8 @@ kinds! {
     Widens = "widens",
     /// The guard table is full.
     TableFull = "table-full",
+    /// The token's derivation tree is at its quota ([`InvokeError::DeriveQuota`]).
+    DeriveQuota = "derive-quota",
     /// Nothing to renew ([`InvokeError::NotRenewable`]).
     NotRenewable = "not-renewable",
     /// The owner's state is unusable; the node must be restarted.
@@ -174,6 +176,7 @@ pub fn invoke_kind(e: &InvokeError) -> (Code, ErrorKind) {
         E::OutOfRange { .. } => (Code::PermissionDenied, ErrorKind::OutOfRange),
         E::Widens(_) => (Code::PermissionDenied, ErrorKind::Widens),
         E::TableFull { .. } => (Code::ResourceExhausted, ErrorKind::TableFull),
+        E::DeriveQuota { .. } => (Code::ResourceExhausted, ErrorKind::DeriveQuota),
         E::NotRenewable { .. } => (Code::FailedPrecondition, ErrorKind::NotRenewable),
         E::Unavailable => (Code::Unavailable, ErrorKind::Unavailable),
     }

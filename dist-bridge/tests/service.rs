@@ -258,6 +258,7 @@ async fn a_reused_guard_entry_never_accepts_a_token_from_its_earlier_life() {
                 batch_size: 1,
                 max_version: 16,
                 ranges: 4,
+                ..GuardTableConfig::default()
             };
         })
         .await;
@@ -595,6 +596,7 @@ async fn upgraded_guards_are_announced_and_renewed() {
                 batch_size: 1,
                 max_version: 16,
                 ranges: 4,
+                ..GuardTableConfig::default()
             };
         })
         .await;

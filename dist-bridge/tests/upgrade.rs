@@ -113,6 +113,7 @@ fn model_check_with_a_tiny_version_space() {
             batch_size: 1 + (seed as u32 % 3),
             max_version: 16,
             ranges: 2 + (seed as u32 % 3),
+            ..GuardTableConfig::default()
         });
         let mut rng = rng(seed);
         let mut held: Vec<Held> = Vec::new();

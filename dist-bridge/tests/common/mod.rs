@@ -56,6 +56,7 @@ pub fn tiny(capacity: u32) -> GuardTableConfig {
         batch_size: 1,
         max_version: 16,
         ranges: 4,
+        ..GuardTableConfig::default()
     }
 }
 
