@@ -7,13 +7,14 @@ use std::sync::{Arc, Mutex};
 
 use secctx::{DbStore, StoreError};
 use tokio::sync::Semaphore;
-use tokio::sync::{RwLock, watch};
+use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_stream::StreamExt;
 use tonic::transport::Server;
 use tonic::transport::server::TcpIncoming;
 
 use super::cut::Cutter;
+use super::gates::Gates;
 use tracing::{info, warn};
 
 use crate::broadcast::BroadcastNode;
@@ -220,7 +221,7 @@ impl Node {
         let shared = Arc::new(Shared {
             owner,
             store,
-            gate: Arc::new(RwLock::new(())),
+            gates: Gates::default(),
             broadcast,
             peers,
             counters: Counters::default(),

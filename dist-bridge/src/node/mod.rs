@@ -76,11 +76,12 @@
 //!
 //! # Revocation is ordered after every invocation it lets through
 //!
-//! An invocation holds a shared *gate* from before its check until its read or write is done
-//! (also when the caller goes away mid-request); a revocation takes the gate exclusively
-//! around [`Owner::revoke`](crate::owner::Owner::revoke). So when `Revoke` returns, every invocation that was accepted
-//! before it has completed its effect, and every later one is refused. (The cost: a
-//! revocation waits for the invocations in flight.)
+//! An invocation holds its object's *gate* shared from before its check until its read or
+//! write is done (also when the caller goes away mid-request); a revocation takes the gate of
+//! the object whose guards it revokes exclusively around
+//! [`Owner::revoke`](crate::owner::Owner::revoke). So when `Revoke` returns, every invocation
+//! that was accepted before it has completed its effect, and every later one is refused; and a
+//! revocation waits only for the invocations in flight on its own object.
 //!
 //! # Messages
 //!
@@ -115,6 +116,7 @@
 mod config;
 mod counters;
 mod cut;
+mod gates;
 mod lifecycle;
 mod service;
 mod shared;

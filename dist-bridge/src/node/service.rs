@@ -139,12 +139,13 @@ impl NodeRpc for Service {
                 )),
             ));
         }
-        // Held from before the check until the effect is done, even if this handler is
-        // cancelled: the guard moves into the blocking task.
-        let gate = sh.gate.clone().read_owned().await;
+        // The gate of the token's object, held from before the check until the effect is
+        // done, even if this handler is cancelled: the guard moves into the blocking task.
+        let token = decode_token(&r.token).map_err(|s| refused("invoke", s))?;
+        let gate = sh.gates.of(token.object()).read_owned().await;
         let grant = sh
             .owner
-            .check_bytes(&r.token, op, r.offset, r.len, now_ns())
+            .check(&token, op, r.offset, r.len, now_ns())
             .map_err(|e| refused("invoke", wire::invoke_status(&e)))?;
         let store = sh.store.clone();
         let max_object = sh.max_object_bytes;
@@ -170,7 +171,9 @@ impl NodeRpc for Service {
         sh.counters.received(Rpc::Revoke);
         let token = decode_token(&request.into_inner().token).map_err(|s| refused("revoke", s))?;
         let report = {
-            let _gate = sh.gate.write().await;
+            // Waits only for invocations on this object (every guard it revokes is of it).
+            let gate = sh.gates.of(token.object());
+            let _held = gate.write().await;
             sh.owner.revoke(&token, now_ns())
         }
         .map_err(|e| refused("revoke", wire::invoke_status(&e)))?;

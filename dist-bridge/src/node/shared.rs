@@ -6,7 +6,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use secctx::revocations::RevocationList;
 use secctx::{DbStore, ObjectStore};
-use tokio::sync::{RwLock, watch};
+use tokio::sync::watch;
 use tracing::{debug, info, warn};
 use twizzler_capsec::{ObjID, RecordId};
 
@@ -15,6 +15,7 @@ use crate::client::NodeClient;
 use crate::owner::Owner;
 
 use super::counters::{Counters, Notices};
+use super::gates::Gates;
 
 /// Nanoseconds since the Unix epoch.
 pub(super) fn now_ns() -> u64 {
@@ -28,8 +29,9 @@ pub(super) fn now_ns() -> u64 {
 pub(super) struct Shared {
     pub(super) owner: Owner,
     pub(super) store: DbStore,
-    /// Invocations hold it shared from check to effect; revocations exclusively.
-    pub(super) gate: Arc<RwLock<()>>,
+    /// Per-object gates: invocations hold their object's shared from check to effect;
+    /// revocations theirs exclusively.
+    pub(super) gates: Gates,
     pub(super) broadcast: BroadcastNode,
     pub(super) peers: HashMap<u64, NodeClient>,
     pub(super) counters: Counters,
