@@ -141,3 +141,50 @@ fn a_damaged_overflow_table_is_not_appended_to() {
         "{e}"
     );
 }
+
+mod hostile {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 256, failure_persistence: None, ..ProptestConfig::default() })]
+
+        /// Whatever a context's header says (fields overwritten at random), an add never panics;
+        /// a context the kernel's reader accepted before still reads after, with the new record
+        /// found under its target.
+        #[test]
+        fn an_add_to_a_tampered_context_never_breaks_a_valid_one(
+            n in 0u64..6,
+            field in 0usize..12,
+            value in any::<u32>(),
+        ) {
+            let key = key();
+            let store = MemStore::new();
+            context::create(&store, CTX, None).expect("create");
+            for i in 0..n {
+                context::add_cap(&store, CTX, &cap(&key, 0x100 + u128::from(i % 3), i)).expect("add");
+            }
+            // Overwrite one 32-bit header word (offsets 4..48).
+            let at = 4 + field * 4;
+            store
+                .update(CTX, |o| {
+                    o.data[at..at + 4].copy_from_slice(&value.to_le_bytes());
+                    Ok::<(), secctx::StoreError>(())
+                })
+                .expect("tamper");
+            let before = store.get(CTX).expect("get").data;
+            let was_valid = SecCtx::parse(&before).is_ok();
+            let c = cap(&key, 0x1ff, 99);
+            let added = context::add_cap(&store, CTX, &c);
+            let after = store.get(CTX).expect("get").data;
+            if was_valid {
+                prop_assert!(added.is_ok(), "{:?}", added.err());
+                let ctx = SecCtx::parse(&after).expect("a valid context stays valid");
+                let found = ctx
+                    .entries_for(ObjID::new(0x1ff))
+                    .any(|e| e.bytes() == c.encode().as_slice());
+                prop_assert!(found);
+            }
+        }
+    }
+}
