@@ -18,12 +18,7 @@ async fn a_stream_left_open_does_not_hold_a_shutdown_past_its_deadline() {
         let config = net.sites[0].config();
         // A client that opens a stream and never closes it (a health watch: the server keeps
         // it open to report changes).
-        let channel =
-            tonic::transport::Endpoint::from_shared(format!("http://{}", net.nodes[0].addr()))
-                .expect("endpoint")
-                .connect()
-                .await
-                .expect("connect");
+        let channel = channel(net.nodes[0].addr()).await;
         let mut watch = HealthClient::new(channel)
             .watch(HealthCheckRequest {
                 service: "dist_bridge.v1.Node".into(),

@@ -20,18 +20,7 @@ use crate::store::{StoreError, Txn};
 /// merges them): bounds both a lookup's extra binary search and the rows an add shifts.
 pub const MAX_OVERFLOW: u32 = 256;
 
-// Offsets of the header fields this writes (see `twizzler_capsec::ctx`).
-const OFF_MAGIC: usize = 0;
-const OFF_VERSION: usize = 4;
-const OFF_GENERATION: usize = 8;
-const OFF_RESERVED_A: usize = 18;
-const OFF_ENTRY_COUNT: usize = 20;
-const OFF_MASK_COUNT: usize = 24;
-const OFF_ENTRIES: usize = 28;
-const OFF_MASKS: usize = 32;
-const OFF_HEAP: usize = 36;
-const OFF_HEAP_LEN: usize = 40;
-const OFF_OVERFLOW: usize = 44;
+use twizzler_capsec::ctx::field;
 
 fn u16_at(b: &[u8], at: usize) -> Option<u16> {
     Some(u16::from_le_bytes(b.get(at..at + 2)?.try_into().ok()?))
@@ -110,14 +99,22 @@ pub fn append(
     tx.write_at(id, plan.overflow_at + (pos * ENTRY_LEN) as u64, &shifted)?;
     tx.write_at(id, len, item)?;
     let generation = plan.generation.wrapping_add(1) & !WRITING;
-    put(&mut head, OFF_VERSION, &CTX_VERSION_OVERFLOW.to_le_bytes());
-    put(&mut head, OFF_GENERATION, &generation.to_le_bytes());
     put(
         &mut head,
-        OFF_HEAP_LEN,
+        field::VERSION,
+        &CTX_VERSION_OVERFLOW.to_le_bytes(),
+    );
+    put(&mut head, field::GENERATION, &generation.to_le_bytes());
+    put(
+        &mut head,
+        field::HEAP_LEN,
         &((plan.heap_len + item.len() as u64) as u32).to_le_bytes(),
     );
-    put(&mut head, OFF_OVERFLOW, &(plan.overflow + 1).to_le_bytes());
+    put(
+        &mut head,
+        field::OVERFLOW,
+        &(plan.overflow + 1).to_le_bytes(),
+    );
     tx.write_at(id, 0, &head)?;
     Ok(Some(generation))
 }
@@ -132,21 +129,21 @@ struct Plan {
 
 impl Plan {
     fn of(head: &[u8], len: u64, item_len: u64) -> Option<Plan> {
-        if u32_at(head, OFF_MAGIC)? != CTX_MAGIC || u16_at(head, OFF_RESERVED_A)? != 0 {
+        if u32_at(head, field::MAGIC)? != CTX_MAGIC || u16_at(head, field::RESERVED_A)? != 0 {
             return None;
         }
-        let overflow = match u16_at(head, OFF_VERSION)? {
-            CTX_VERSION if u32_at(head, OFF_OVERFLOW)? == 0 => 0,
-            CTX_VERSION_OVERFLOW => u32_at(head, OFF_OVERFLOW)?,
+        let overflow = match u16_at(head, field::VERSION)? {
+            CTX_VERSION if u32_at(head, field::OVERFLOW)? == 0 => 0,
+            CTX_VERSION_OVERFLOW => u32_at(head, field::OVERFLOW)?,
             _ => return None,
         };
-        let generation = u64_at(head, OFF_GENERATION)?;
-        let n = u64::from(u32_at(head, OFF_ENTRY_COUNT)?);
-        let m = u64::from(u32_at(head, OFF_MASK_COUNT)?);
-        let entries = u64::from(u32_at(head, OFF_ENTRIES)?);
-        let masks = u64::from(u32_at(head, OFF_MASKS)?);
-        let heap = u64::from(u32_at(head, OFF_HEAP)?);
-        let heap_len = u64::from(u32_at(head, OFF_HEAP_LEN)?);
+        let generation = u64_at(head, field::GENERATION)?;
+        let n = u64::from(u32_at(head, field::ENTRY_COUNT)?);
+        let m = u64::from(u32_at(head, field::MASK_COUNT)?);
+        let entries = u64::from(u32_at(head, field::ENTRIES)?);
+        let masks = u64::from(u32_at(head, field::MASKS)?);
+        let heap = u64::from(u32_at(head, field::HEAP)?);
+        let heap_len = u64::from(u32_at(head, field::HEAP_LEN)?);
         let overflow_at = masks + m * MASK_LEN as u64;
         let overflow_end = overflow_at + (u64::from(overflow) + 1) * ENTRY_LEN as u64;
         let fits = generation & WRITING == 0

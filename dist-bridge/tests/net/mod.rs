@@ -38,6 +38,15 @@ pub fn scratch(name: &str) -> PathBuf {
     dir
 }
 
+/// A raw channel to the node at `addr` (for services other than the node's own client).
+pub async fn channel(addr: std::net::SocketAddr) -> tonic::transport::Channel {
+    tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+        .expect("endpoint")
+        .connect()
+        .await
+        .expect("connect")
+}
+
 /// The security context every capability of the tests is for.
 pub const CTX: ObjID = ObjID::new(0xc7c7_c7c7);
 

@@ -92,6 +92,19 @@ impl<'t> DbTxn<'t> {
         Ok(())
     }
 
+    /// Writes `obj` (metadata and bytes) over an object of `old_len` bytes.
+    fn put_whole(&mut self, obj: &Object, old_len: u64) -> Result<(), StoreError> {
+        let len = store::check_range(obj.id, 0, obj.data.len() as u64)?;
+        self.put_meta(
+            obj.id,
+            &ObjInfo {
+                meta: obj.meta,
+                len,
+            },
+        )?;
+        self.put_data(obj.id, old_len, &obj.data)
+    }
+
     /// Writes `data` as the whole of `id`'s bytes: only the pages that differ.
     fn put_data(&mut self, id: ObjID, old_len: u64, data: &[u8]) -> Result<(), StoreError> {
         for (index, chunk) in (0u32..).zip(data.chunks(PAGE as usize)) {
@@ -120,7 +133,6 @@ impl Txn for DbTxn<'_> {
     }
 
     fn create(&mut self, obj: &Object) -> Result<(), StoreError> {
-        let len = store::check_range(obj.id, 0, obj.data.len() as u64)?;
         let exists = self
             .objects
             .get(obj.id.raw())
@@ -129,29 +141,16 @@ impl Txn for DbTxn<'_> {
         if exists {
             return Err(StoreError::AlreadyExists(obj.id));
         }
-        self.put_meta(
-            obj.id,
-            &ObjInfo {
-                meta: obj.meta,
-                len,
-            },
-        )?;
         // Pages a removed object left would be read as this one's.
         self.drop_pages(obj.id, 0)?;
-        self.put_data(obj.id, 0, &obj.data)
+        self.put_whole(obj, 0)
     }
 
     fn put(&mut self, obj: &Object) -> Result<(), StoreError> {
-        let len = store::check_range(obj.id, 0, obj.data.len() as u64)?;
+        // Out of range before missing, as every store answers.
+        store::check_range(obj.id, 0, obj.data.len() as u64)?;
         let old = self.info(obj.id)?;
-        self.put_meta(
-            obj.id,
-            &ObjInfo {
-                meta: obj.meta,
-                len,
-            },
-        )?;
-        self.put_data(obj.id, old.len, &obj.data)
+        self.put_whole(obj, old.len)
     }
 
     fn write_at(&mut self, id: ObjID, offset: u64, data: &[u8]) -> Result<u64, StoreError> {

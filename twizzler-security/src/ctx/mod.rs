@@ -60,6 +60,33 @@ pub const CTX_VERSION_OVERFLOW: u16 = 2;
 pub const WRITING: u64 = 1 << 63;
 /// Length of the header.
 pub const HEADER_LEN: usize = 48;
+
+/// Byte offsets of the header's fields (see the layout table above), for writers that patch a
+/// stored context in place rather than re-encode it.
+pub mod field {
+    /// Magic number, 4 bytes.
+    pub const MAGIC: usize = 0;
+    /// Format version, 2 bytes.
+    pub const VERSION: usize = 4;
+    /// Generation, 8 bytes.
+    pub const GENERATION: usize = 8;
+    /// Reserved, 2 bytes (zero).
+    pub const RESERVED_A: usize = 18;
+    /// Entry count, 4 bytes.
+    pub const ENTRY_COUNT: usize = 20;
+    /// Mask count, 4 bytes.
+    pub const MASK_COUNT: usize = 24;
+    /// Entry table offset, 4 bytes.
+    pub const ENTRIES: usize = 28;
+    /// Mask table offset, 4 bytes.
+    pub const MASKS: usize = 32;
+    /// Item heap offset, 4 bytes.
+    pub const HEAP: usize = 36;
+    /// Item heap length, 4 bytes.
+    pub const HEAP_LEN: usize = 40;
+    /// Version 2's overflow count (version 1: reserved, zero), 4 bytes.
+    pub const OVERFLOW: usize = 44;
+}
 /// Length of an entry-table row.
 pub const ENTRY_LEN: usize = 16 + 4 + 4 + 4;
 /// Length of a mask-table row.
