@@ -20,13 +20,16 @@
 //!
 //! # What a check verifies, in order
 //!
-//! 1. the token names this node ([`InvokeError::WrongOwner`]) and this controller version
-//!    ([`InvokeError::StaleController`]): tokens from before a restart are dead;
+//! 1. the tag chain, recomputed from the range key of the token's guard version
+//!    ([`InvokeError::BadTag`]; [`InvokeError::WrongOwner`] or
+//!    [`InvokeError::StaleController`] when the token names another node or an earlier life
+//!    of this one: tokens from before a restart are dead). It comes first, so that nothing
+//!    the table knows (which guards are live, revoked, reused or upgraded) is told apart for
+//!    a token the owner did not issue;
 //! 2. the guard entry exists and is live at exactly the token's guard version
 //!    ([`InvokeError::NoSuchGuard`], [`InvokeError::Revoked`], [`InvokeError::StaleGuard`],
 //!    [`InvokeError::Upgraded`]);
-//! 3. the tag chain, recomputed from the range key of the guard version
-//!    ([`InvokeError::BadTag`]), and that the body is what the guard was issued with;
+//! 3. the body is what the guard was issued with ([`InvokeError::GuardMismatch`]);
 //! 4. the effective scope (after every caveat): not expired, the operation's right, the
 //!    accessed bytes inside the range ([`InvokeError::Expired`],
 //!    [`InvokeError::RightsExceeded`], [`InvokeError::OutOfRange`]).
@@ -731,7 +734,9 @@ impl Owner {
     /// expired (the old range was recycled).
     pub fn renew(&self, token: &GuardedToken, now: u64) -> Result<GuardedToken, InvokeError> {
         let st = self.read()?;
-        self.check_controller(token)?;
+        // The old range has not been reopened while the guard's upgrade record lives, so its
+        // key still verifies tokens minted at the old version; checked before the lookup.
+        self.check_tag(&st, token)?;
         let old = token.guard();
         let new_version = match st.table.lookup(old) {
             Ok(_) => {
@@ -742,12 +747,6 @@ impl Owner {
             Err(LookupError::Stale { .. }) => return Err(InvokeError::NotRenewable { guard: old }),
             Err(e) => return Err(e.into()),
         };
-        // The old range has not been reopened (the record would be gone), so its key still
-        // verifies tokens minted at the old version.
-        let root = Self::root_tag(&st, token.body()).ok_or(InvokeError::BadTag)?;
-        if !token.tag_matches(root) {
-            return Err(InvokeError::BadTag);
-        }
         let fresh = GuardRef {
             index: old.index,
             version: new_version,
@@ -845,13 +844,11 @@ impl Owner {
         token: &GuardedToken,
         now: u64,
     ) -> Result<(GuardRef, Scope), InvokeError> {
-        self.check_controller(token)?;
+        // The tag first: nothing about the guard's state (live, revoked, reused, upgraded)
+        // may depend on a token the owner did not issue.
+        self.check_tag(st, token)?;
         let guard = token.guard();
         let info = st.table.lookup(guard)?;
-        let root = Self::root_tag(st, token.body()).ok_or(InvokeError::BadTag)?;
-        if !token.tag_matches(root) {
-            return Err(InvokeError::BadTag);
-        }
         if info.object != token.object() || info.scope != token.body().scope {
             return Err(InvokeError::GuardMismatch);
         }
@@ -863,6 +860,20 @@ impl Owner {
             });
         }
         Ok((guard, scope))
+    }
+
+    /// Step 1 of a check: the token's tag chain verifies under the key of its guard version's
+    /// range, which needs nothing but the token and the keys. A token that fails is reported
+    /// as from another node or controller when it names one (for the log), else as
+    /// [`InvokeError::BadTag`].
+    fn check_tag(&self, st: &State, token: &GuardedToken) -> Result<(), InvokeError> {
+        let genuine = Self::root_tag(st, token.body()).is_some_and(|root| token.tag_matches(root));
+        if genuine {
+            // Keys are derived from this controller's id: a genuine token names it.
+            return self.check_controller(token);
+        }
+        self.check_controller(token)?;
+        Err(InvokeError::BadTag)
     }
 
     /// The root tag of `body` under the key of its guard version's range (`None` for a version

@@ -372,3 +372,67 @@ proptest! {
         }
     }
 }
+
+/// A forged token (a genuine one with its guard reference rewritten, so its tag no longer
+/// verifies) is refused as `BadTag` whatever the guard it names: live, revoked, reused,
+/// never issued, or outside the table. Before the tag was checked first, the refusals told
+/// them apart, and an unauthenticated prober rebuilt the set of live guards.
+#[test]
+fn forged_tokens_learn_nothing_about_the_table() {
+    let f = fixture_with(GuardTableConfig {
+        capacity: 8,
+        batch_size: 1,
+        ..GuardTableConfig::default()
+    });
+    let probe = f.export_scope(Rights::READ, range(0, 4096));
+    let live = f.export();
+    let revoked = f.export();
+    f.owner.revoke(&revoked, NOW).unwrap();
+    // Guard index at body offset 16, version at 20 (after the 8-byte header).
+    let forge = |index: u32, version: u64| {
+        let mut b = probe.encode();
+        b[HEADER_LEN + 16..HEADER_LEN + 20].copy_from_slice(&index.to_le_bytes());
+        b[HEADER_LEN + 20..HEADER_LEN + 28].copy_from_slice(&version.to_le_bytes());
+        b
+    };
+    let (l, r) = (live.guard(), revoked.guard());
+    let cases = [
+        ("live", forge(l.index, l.version)),
+        ("revoked", forge(r.index, r.version)),
+        (
+            "live, older version",
+            forge(l.index, l.version.saturating_sub(1)),
+        ),
+        ("live, newer version", forge(l.index, l.version + 1)),
+        ("never issued", forge(6, 1)),
+        ("outside the table", forge(1_000, 1)),
+        ("outside the version space", forge(l.index, u64::MAX)),
+    ];
+    for (what, bytes) in cases {
+        for op in [Op::Read, Op::Write] {
+            assert_eq!(
+                f.owner.check_bytes(&bytes, op, 0, 1, NOW),
+                Err(InvokeError::BadTag),
+                "a forged token naming a {what} guard"
+            );
+        }
+        let token = GuardedToken::decode(&bytes).unwrap();
+        assert_eq!(
+            f.owner.revoke(&token, NOW),
+            Err(InvokeError::BadTag),
+            "{what}"
+        );
+        assert_eq!(
+            f.owner.renew(&token, NOW),
+            Err(InvokeError::BadTag),
+            "{what}"
+        );
+        assert_eq!(
+            f.owner
+                .export_from(&token, token.scope(), NOW)
+                .map(|t| t.guard()),
+            Err(InvokeError::BadTag),
+            "{what}"
+        );
+    }
+}
