@@ -38,6 +38,7 @@ fn bench_fig3(c: &mut Criterion) {
     });
     let site = &net.sites[0];
 
+    let ctx_key = net::ctx_key();
     let mut g = c.benchmark_group("dist_rpc");
     g.measurement_time(Duration::from_secs(3));
     g.bench_function("create", |b| {
@@ -47,6 +48,7 @@ fn bench_fig3(c: &mut Criterion) {
                     .export(
                         &site.cap,
                         net::CTX,
+                        &ctx_key,
                         Scope::new(Rights::all(), ByteRange::WHOLE, Expiry::NEVER),
                     )
                     .await

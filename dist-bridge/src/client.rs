@@ -8,19 +8,21 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use tonic::transport::{Channel, Endpoint};
 use tonic::{Code, Status};
-use twizzler_capsec::{Cap, ObjID};
+use twizzler_capsec::{Cap, ObjID, SigningKey};
 
 use crate::broadcast::{BroadcastMessage, CapName, MessageCounts};
 use crate::controller::ControllerId;
+use crate::export_proof::{ExportClaim, ExportProof};
 use crate::owner::{RevokeReport, UpgradeNotice};
 use crate::pb;
 use crate::pb::node_client::NodeClient as RawClient;
 use crate::rights::Op;
 use crate::table::TableStats;
+use crate::tls::TlsMaterial;
 use crate::token::{GuardedToken, Scope};
 use crate::wire::{self, ErrorKind};
 
@@ -60,6 +62,8 @@ pub enum ClientError {
     Rpc(Status),
     /// The node's reply does not decode.
     BadReply(String),
+    /// The request could not be made here (no randomness or key for the export proof).
+    Local(String),
 }
 
 impl ClientError {
@@ -85,10 +89,24 @@ impl fmt::Display for ClientError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::BadAddress { addr, why } => write!(f, "bad node address {addr:?}: {why}"),
-            Self::Connect { addr, source } => write!(f, "cannot connect to {addr}: {source}"),
+            Self::Connect { addr, source } => {
+                // The TLS reason may sit below tonic's error: say each cause once.
+                let mut text = format!("cannot connect to {addr}: {source}");
+                let mut cause = std::error::Error::source(source);
+                while let Some(c) = cause {
+                    let said = c.to_string();
+                    if !text.contains(&said) {
+                        text.push_str(": ");
+                        text.push_str(&said);
+                    }
+                    cause = c.source();
+                }
+                f.write_str(&text)
+            }
             Self::Rejected { kind, message, .. } => write!(f, "refused ({kind}): {message}"),
             Self::Rpc(s) => write!(f, "call failed: {:?}: {}", s.code(), s.message()),
             Self::BadReply(why) => write!(f, "bad reply from node: {why}"),
+            Self::Local(why) => f.write_str(why),
         }
     }
 }
@@ -151,6 +169,10 @@ pub struct NodeStatus {
     pub broadcast_revoked: u64,
     /// The node's broadcast peers.
     pub peers: Vec<u64>,
+    /// Refusals since start, by detailed kind name.
+    pub refusals: HashMap<String, u64>,
+    /// The most recent refusals in detail, oldest first.
+    pub recent_refusals: Vec<pb::Refusal>,
 }
 
 /// What [`NodeClient::poll_upgrades`] returns.
@@ -181,18 +203,43 @@ pub struct BroadcastOutcome {
 #[derive(Clone, Debug)]
 pub struct NodeClient {
     raw: RawClient<Channel>,
+    node: u64,
 }
 
-fn endpoint(addr: &str, timeout: Duration) -> Result<Endpoint, ClientError> {
-    let uri = if addr.contains("://") {
-        addr.to_owned()
-    } else {
-        format!("http://{addr}")
-    };
-    let ep = Endpoint::from_shared(uri).map_err(|e| ClientError::BadAddress {
+/// How a client reaches a node: mutual TLS with its material (the node's certificate must
+/// name the node id the client expects), or plaintext for nodes run `insecure` in tests.
+#[derive(Clone, Copy, Debug)]
+pub enum Reach<'a> {
+    /// Mutual TLS.
+    Tls(&'a TlsMaterial),
+    /// Plaintext, unauthenticated.
+    Insecure,
+}
+
+fn endpoint(
+    addr: &str,
+    node: u64,
+    reach: Reach<'_>,
+    timeout: Duration,
+) -> Result<Endpoint, ClientError> {
+    let bad = |why: String| ClientError::BadAddress {
         addr: addr.to_owned(),
-        why: e.to_string(),
-    })?;
+        why,
+    };
+    let scheme = match reach {
+        Reach::Tls(_) => "https",
+        Reach::Insecure => "http",
+    };
+    let uri = match addr.split_once("://") {
+        Some((_, rest)) => format!("{scheme}://{rest}"),
+        None => format!("{scheme}://{addr}"),
+    };
+    let mut ep = Endpoint::from_shared(uri).map_err(|e| bad(e.to_string()))?;
+    if let Reach::Tls(tls) = reach {
+        ep = ep
+            .tls_config(tls.client_config(node))
+            .map_err(|e| bad(format!("TLS: {e}")))?;
+    }
     Ok(ep
         .timeout(timeout)
         .connect_timeout(DEFAULT_CONNECT_TIMEOUT)
@@ -203,29 +250,56 @@ fn decode_token(bytes: &[u8]) -> Result<GuardedToken, ClientError> {
     GuardedToken::decode(bytes).map_err(|e| ClientError::BadReply(format!("token: {e}")))
 }
 
+/// Nanoseconds since the Unix epoch.
+fn now_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
+}
+
 impl NodeClient {
-    /// Connects to the node at `addr` (`host:port`, or a `http://` URI).
-    pub async fn connect(addr: impl ToString) -> Result<NodeClient, ClientError> {
+    /// Connects to node `node` at `addr` (`host:port`). With [`Reach::Tls`] the handshake
+    /// fails unless the server's certificate names node `node` and chains to the CA.
+    pub async fn connect(
+        addr: impl ToString,
+        node: u64,
+        reach: Reach<'_>,
+    ) -> Result<NodeClient, ClientError> {
         let addr = addr.to_string();
-        let channel = endpoint(&addr, DEFAULT_TIMEOUT)?
+        let channel = endpoint(&addr, node, reach, DEFAULT_TIMEOUT)?
             .connect()
             .await
             .map_err(|source| ClientError::Connect { addr, source })?;
-        Ok(Self::from_channel(channel))
+        Ok(Self::from_channel(channel, node))
     }
 
     /// A client that connects on first use (and reconnects after failures); every call is
     /// limited to `timeout`. This is how nodes talk to their peers.
-    pub fn connect_lazy(addr: impl ToString, timeout: Duration) -> Result<NodeClient, ClientError> {
+    pub fn connect_lazy(
+        addr: impl ToString,
+        node: u64,
+        reach: Reach<'_>,
+        timeout: Duration,
+    ) -> Result<NodeClient, ClientError> {
         let addr = addr.to_string();
-        Ok(Self::from_channel(endpoint(&addr, timeout)?.connect_lazy()))
+        Ok(Self::from_channel(
+            endpoint(&addr, node, reach, timeout)?.connect_lazy(),
+            node,
+        ))
     }
 
-    /// A client over an existing channel.
-    pub fn from_channel(channel: Channel) -> NodeClient {
+    /// A client of node `node` over an existing channel.
+    pub fn from_channel(channel: Channel, node: u64) -> NodeClient {
         NodeClient {
             raw: RawClient::new(channel),
+            node,
         }
+    }
+
+    /// The node this client talks to.
+    pub fn node(&self) -> u64 {
+        self.node
     }
 
     fn raw(&self) -> RawClient<Channel> {
@@ -233,18 +307,40 @@ impl NodeClient {
     }
 
     /// Exports capability `cap` (for an object in the node's store) for context `context`
-    /// with `scope`: the root token of a new guard.
+    /// with `scope`: the root token of a new guard. `context_key` is the signing key of the
+    /// context object's `kuid`: it signs the request's proof
+    /// ([`ExportProof`](crate::export_proof::ExportProof)).
     pub async fn export(
         &self,
         cap: &Cap,
         context: ObjID,
+        context_key: &SigningKey,
         scope: Scope,
     ) -> Result<GuardedToken, ClientError> {
+        let cap = cap.encode().to_vec();
+        let claim = ExportClaim {
+            node: self.node,
+            cap: &cap,
+            context,
+            scope: &scope,
+        };
+        let proof = ExportProof::sign(context_key, &claim, now_ns())
+            .map_err(|e| ClientError::Local(e.to_string()))?;
         let req = pb::ExportRequest {
-            cap: cap.encode().to_vec(),
             context: context.to_le_bytes().to_vec(),
             scope: Some(wire::scope_to_pb(&scope)),
+            proof: Some(pb::ExportProof {
+                time: proof.time,
+                nonce: proof.nonce.to_vec(),
+                signature: proof.signature.encode().to_vec(),
+            }),
+            cap,
         };
+        self.export_raw(req).await
+    }
+
+    /// Sends an export request as it is (for tests of the node's checks).
+    pub async fn export_raw(&self, req: pb::ExportRequest) -> Result<GuardedToken, ClientError> {
         let reply = self.raw().export(req).await?.into_inner();
         decode_token(&reply.token)
     }
@@ -348,7 +444,7 @@ impl NodeClient {
         decode_token(&reply.token)
     }
 
-    /// The node's identity and counters.
+    /// The node's identity, counters and recent refusals (operators only).
     pub async fn status(&self) -> Result<NodeStatus, ClientError> {
         let r = self.raw().status(pb::StatusRequest {}).await?.into_inner();
         let table = r
@@ -374,6 +470,8 @@ impl NodeClient {
             },
             broadcast_revoked: broadcast.revoked_len,
             peers: r.peers,
+            refusals: r.refusals,
+            recent_refusals: r.recent_refusals,
         })
     }
 

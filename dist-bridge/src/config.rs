@@ -7,7 +7,10 @@
 //! store_dir = "store"                    # relative paths: relative to this file
 //! version_file = "controller.version"
 //! log_format = "text"                    # or "json"
-//! allow_remote_export = false            # Export only from loopback
+//! metrics_listen = "127.0.0.1:9401"      # Prometheus metrics (plain HTTP); omit for none
+//! handshake_timeout_ms = 10000           # a TLS handshake must finish within this
+//! export_skew_ms = 60000                 # export proofs within this of the node's clock
+//! export_nonces = 65536                  # export nonces remembered within that window
 //! max_io_bytes = 1048576                 # per invocation
 //! max_object_bytes = 67108864            # writes grow objects to at most this
 //! maintenance_interval_ms = 1000
@@ -19,6 +22,11 @@
 //! keepalive_timeout_ms = 10000
 //! max_message_bytes = 4194304            # larger requests are refused unread
 //! max_connections = 256                  # further connections are closed at once
+//!
+//! [tls]                                  # mutual TLS (or `insecure = true`, tests only)
+//! ca = "certs/ca.crt"                    # the cluster CA: the only trust anchor
+//! cert = "certs/node-1.crt"              # must name node 1 (1.node.dist-bridge)
+//! key = "certs/node-1.key"
 //!
 //! [guard_table]
 //! capacity = 8192
@@ -42,6 +50,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use crate::node::{NodeConfig, Peer};
+use crate::tls::{TlsFiles, Transport};
 
 /// The default listen address of the binary.
 pub const DEFAULT_LISTEN: SocketAddr = SocketAddr::V4(std::net::SocketAddrV4::new(
@@ -76,6 +85,18 @@ pub struct TableSection {
     pub max_derived: Option<u32>,
 }
 
+/// The `[tls]` section: the node's certificate, key, and the cluster CA (PEM files).
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsSection {
+    /// The CA certificate.
+    pub ca: PathBuf,
+    /// The node's certificate.
+    pub cert: PathBuf,
+    /// The node's private key.
+    pub key: PathBuf,
+}
+
 /// A `[[peers]]` entry (or a `--peer ID=ADDR` flag).
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -98,8 +119,18 @@ pub struct FileConfig {
     pub store_dir: Option<PathBuf>,
     /// The controller version file.
     pub version_file: Option<PathBuf>,
-    /// Accept `Export` from non-loopback callers.
-    pub allow_remote_export: Option<bool>,
+    /// Plaintext without authentication (tests only).
+    pub insecure: Option<bool>,
+    /// Mutual TLS.
+    pub tls: Option<TlsSection>,
+    /// TLS handshake limit, ms.
+    pub handshake_timeout_ms: Option<u64>,
+    /// Export proof time window, ms.
+    pub export_skew_ms: Option<u64>,
+    /// Export nonces remembered.
+    pub export_nonces: Option<usize>,
+    /// Where to serve metrics.
+    pub metrics_listen: Option<SocketAddr>,
     /// Most bytes per invocation.
     pub max_io_bytes: Option<u64>,
     /// Largest size a write may grow an object to.
@@ -175,9 +206,14 @@ impl FileConfig {
             .map_err(|e| ConfigFileError(format!("cannot read config file {origin}: {e}")))?;
         let mut config = Self::parse(&text, &origin)?;
         let base = path.parent().unwrap_or(Path::new(""));
+        let tls = config
+            .tls
+            .as_mut()
+            .map(|t| [&mut t.ca, &mut t.cert, &mut t.key]);
         for p in [&mut config.store_dir, &mut config.version_file]
             .into_iter()
             .flatten()
+            .chain(tls.into_iter().flatten())
         {
             if p.is_relative() {
                 *p = base.join(&*p);
@@ -204,7 +240,12 @@ impl FileConfig {
             listen: over.listen.or(self.listen),
             store_dir: over.store_dir.or(self.store_dir),
             version_file: over.version_file.or(self.version_file),
-            allow_remote_export: over.allow_remote_export.or(self.allow_remote_export),
+            insecure: over.insecure.or(self.insecure),
+            tls: over.tls.or(self.tls),
+            handshake_timeout_ms: over.handshake_timeout_ms.or(self.handshake_timeout_ms),
+            export_skew_ms: over.export_skew_ms.or(self.export_skew_ms),
+            export_nonces: over.export_nonces.or(self.export_nonces),
+            metrics_listen: over.metrics_listen.or(self.metrics_listen),
             max_io_bytes: over.max_io_bytes.or(self.max_io_bytes),
             max_object_bytes: over.max_object_bytes.or(self.max_object_bytes),
             maintenance_interval_ms: over
@@ -255,9 +296,36 @@ impl FileConfig {
             g.ranges = t.ranges.unwrap_or(g.ranges);
             g.max_derived = t.max_derived.unwrap_or(g.max_derived);
         }
-        if let Some(v) = self.allow_remote_export {
-            config.allow_remote_export = v;
+        config.transport = Some(match (self.tls, self.insecure.unwrap_or(false)) {
+            (Some(_), true) => {
+                return Err(ConfigFileError(
+                    "both [tls] and insecure = true: choose one".into(),
+                ));
+            }
+            (Some(t), false) => Transport::Tls(TlsFiles {
+                ca: t.ca,
+                cert: t.cert,
+                key: t.key,
+            }),
+            (None, true) => Transport::Insecure,
+            (None, false) => {
+                return Err(ConfigFileError(
+                    "no [tls] section (ca, cert, key): make them with `dist-bridge certs`, \
+                     or set insecure = true for a test without authentication"
+                        .into(),
+                ));
+            }
+        });
+        if let Some(ms) = self.handshake_timeout_ms {
+            config.handshake_timeout = Duration::from_millis(ms);
         }
+        if let Some(ms) = self.export_skew_ms {
+            config.export_skew = Duration::from_millis(ms);
+        }
+        if let Some(n) = self.export_nonces {
+            config.export_nonces = n;
+        }
+        config.metrics_listen = self.metrics_listen;
         if let Some(v) = self.max_io_bytes {
             config.max_io_bytes = v;
         }
@@ -341,6 +409,8 @@ mod tests {
     fn the_documented_example_parses() {
         let text = "node_id = 1\nlisten = \"127.0.0.1:7401\"\nstore_dir = \"s\"\n\
                     version_file = \"v\"\nlog_format = \"json\"\nshutdown_deadline_ms = 2500\n\
+                    metrics_listen = \"127.0.0.1:9401\"\n\
+                    [tls]\nca = \"c/ca.crt\"\ncert = \"c/node-1.crt\"\nkey = \"c/node-1.key\"\n\
                     [guard_table]\ncapacity = 16\n\
                     [[peers]]\nid = 2\naddr = \"127.0.0.1:7402\"\n";
         let (c, log) = FileConfig::parse(text, "t").unwrap().resolve().unwrap();
@@ -351,6 +421,38 @@ mod tests {
         assert_eq!(c.guard_table.batch_size, 64);
         assert_eq!(c.peers.len(), 1);
         assert_eq!(log, LogFormat::Json);
+        assert_eq!(c.metrics_listen.map(|a| a.port()), Some(9401));
+        assert_eq!(
+            c.transport,
+            Some(Transport::Tls(TlsFiles {
+                ca: "c/ca.crt".into(),
+                cert: "c/node-1.crt".into(),
+                key: "c/node-1.key".into(),
+            }))
+        );
+    }
+
+    #[test]
+    fn the_transport_is_chosen_explicitly_and_once() {
+        let base = "node_id = 1\nstore_dir = \"s\"\nversion_file = \"v\"\n";
+        let e = FileConfig::parse(base, "t").unwrap().resolve().unwrap_err();
+        assert!(e.0.contains("dist-bridge certs"), "{e}");
+        let both = format!("{base}insecure = true\n[tls]\nca = \"a\"\ncert = \"b\"\nkey = \"c\"\n");
+        let e = FileConfig::parse(&both, "t")
+            .unwrap()
+            .resolve()
+            .unwrap_err();
+        assert!(e.0.contains("choose one"), "{e}");
+        let insecure = format!("{base}insecure = true\n");
+        let (c, _) = FileConfig::parse(&insecure, "t")
+            .unwrap()
+            .resolve()
+            .unwrap();
+        assert_eq!(c.transport, Some(Transport::Insecure));
+        // A [tls] section missing a file is a parse error naming it.
+        let half = format!("{base}[tls]\nca = \"a\"\n");
+        let e = FileConfig::parse(&half, "t").unwrap_err();
+        assert!(e.0.contains("cert"), "{e}");
     }
 
     #[test]
@@ -373,6 +475,7 @@ mod tests {
         .unwrap();
         let flags = FileConfig {
             node_id: Some(9),
+            insecure: Some(true),
             version_file: Some("v".into()),
             guard_table: Some(TableSection {
                 capacity: Some(8),

@@ -29,7 +29,7 @@
 //!
 //! At start: [`VersionFile::open_and_bump`] (keep the returned value alive while serving), then
 //! [`Owner::new`] with its [`ControllerId`] and [`NodeSecret::generate`]. Then, per request:
-//! [`Owner::export`] for local callers (with [`StoreKeys`] over the node's store);
+//! [`Owner::export`] for callers who proved they speak for the capability's context (with [`StoreKeys`] over the node's store);
 //! [`Owner::check_bytes`] for remote invocations; [`Owner::revoke`], [`Owner::export_from`]
 //! and [`Owner::renew`] for holders; [`GuardedToken::decode`] / [`GuardedToken::encode`] at
 //! the wire. In the background: [`Owner::drain_upgrades`] (push the [`UpgradeNotice`]s to the
@@ -102,15 +102,19 @@
 #![warn(missing_docs)]
 
 pub mod broadcast;
+pub mod certs;
 pub mod client;
 pub mod config;
 pub mod controller;
 pub mod crypto;
+pub mod export_proof;
+pub mod identity;
 pub mod keys;
 pub mod node;
 pub mod owner;
 pub mod rights;
 pub mod table;
+pub mod tls;
 pub mod token;
 pub mod wire;
 
@@ -124,6 +128,7 @@ pub use broadcast::{BroadcastMessage, BroadcastNode, CapName, MessageCounts, Out
 pub use client::{ClientError, Cluster, NodeClient, NodeStatus};
 pub use controller::{ControllerId, VersionFile, VersionFileError};
 pub use crypto::{NodeSecret, SecretError};
+pub use identity::PeerIdentity;
 pub use keys::{AuthorityKeys, KeyLookup, KeySourceError, MapKeys, StoreKeys};
 pub use node::{Node, NodeConfig, RunningNode, ShutdownHandle, StartError};
 pub use owner::{
@@ -132,6 +137,7 @@ pub use owner::{
 };
 pub use rights::{ByteRange, Op, RangeError, Rights};
 pub use table::{ConfigError, GuardTableConfig, TableStats, VersionChange};
+pub use tls::{TlsFiles, Transport};
 pub use token::{
     AttenuateError, GuardRef, GuardedToken, MAX_CAVEATS, Scope, TokenBody, TokenDecodeError,
     Widening,

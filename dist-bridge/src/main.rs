@@ -7,7 +7,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
-use dist_bridge::config::{FileConfig, LogFormat, PeerEntry, TableSection, parse_peer};
+use dist_bridge::certs::{CertError, DevCa, file_stem};
+use dist_bridge::config::{FileConfig, LogFormat, PeerEntry, TableSection, TlsSection, parse_peer};
+use dist_bridge::identity::{PeerIdentity, is_label};
 use dist_bridge::node::{Node, NodeConfig};
 use tracing::{error, info};
 
@@ -22,10 +24,15 @@ Example config file (relative paths are relative to the file):
   store_dir = \"store\"
   version_file = \"controller.version\"
   log_format = \"text\"            # or \"json\"
-  allow_remote_export = false    # Export only from loopback
+  metrics_listen = \"127.0.0.1:9401\"  # Prometheus metrics; omit for none
   max_io_bytes = 1048576         # per invocation
   max_object_bytes = 67108864    # writes grow objects to at most this
   maintenance_interval_ms = 1000
+
+  [tls]                          # mutual TLS; or `insecure = true` (tests only)
+  ca = \"certs/ca.crt\"
+  cert = \"certs/node-1.crt\"      # must name node 1
+  key = \"certs/node-1.key\"
 
   [guard_table]
   capacity = 8192
@@ -37,13 +44,25 @@ Example config file (relative paths are relative to the file):
   id = 2
   addr = \"127.0.0.1:7402\"
 
+Certificates for a development cluster (a CA, then one per party):
+
+  dist-bridge certs ca --dir certs
+  dist-bridge certs issue --dir certs node:1 node:2 operator:ops client:app
+
 Example: dist-bridge --config node1.toml --listen 0.0.0.0:7401";
 
 /// Runs a dist-bridge node: exports signed capabilities as guarded tokens, serves
 /// invocations on its object store, revokes in one round trip.
 #[derive(Debug, Parser)]
-#[command(name = "dist-bridge", version, after_help = AFTER_HELP)]
+#[command(
+    name = "dist-bridge",
+    version,
+    after_help = AFTER_HELP,
+    args_conflicts_with_subcommands = true
+)]
 struct Args {
+    #[command(subcommand)]
+    command: Option<Command>,
     /// The TOML config file.
     #[arg(short, long, value_name = "FILE")]
     config: Option<PathBuf>,
@@ -77,9 +96,21 @@ struct Args {
     /// A broadcast-baseline peer (repeatable; replaces the file's peers).
     #[arg(long = "peer", value_name = "ID=ADDR", value_parser = parse_peer)]
     peers: Vec<PeerEntry>,
-    /// Accept Export from non-loopback callers.
-    #[arg(long)]
-    allow_remote_export: bool,
+    /// The cluster CA's certificate (PEM), for mutual TLS (with --tls-cert, --tls-key).
+    #[arg(long, value_name = "FILE", requires_all = ["tls_cert", "tls_key"])]
+    tls_ca: Option<PathBuf>,
+    /// This node's certificate (PEM); it must name this node id.
+    #[arg(long, value_name = "FILE", requires = "tls_ca")]
+    tls_cert: Option<PathBuf>,
+    /// This node's private key (PEM).
+    #[arg(long, value_name = "FILE", requires = "tls_ca")]
+    tls_key: Option<PathBuf>,
+    /// Serve plaintext without any authentication (tests only; logged loudly).
+    #[arg(long, conflicts_with = "tls_ca")]
+    insecure: bool,
+    /// Serve Prometheus metrics here (plain HTTP, GET /metrics).
+    #[arg(long, value_name = "ADDR")]
+    metrics_listen: Option<SocketAddr>,
     /// Most bytes one invocation may move.
     #[arg(long, value_name = "N")]
     max_io_bytes: Option<u64>,
@@ -105,7 +136,16 @@ impl Args {
             listen: self.listen,
             store_dir: self.store_dir.clone(),
             version_file: self.version_file.clone(),
-            allow_remote_export: self.allow_remote_export.then_some(true),
+            insecure: self.insecure.then_some(true),
+            tls: match (&self.tls_ca, &self.tls_cert, &self.tls_key) {
+                (Some(ca), Some(cert), Some(key)) => Some(TlsSection {
+                    ca: ca.clone(),
+                    cert: cert.clone(),
+                    key: key.clone(),
+                }),
+                _ => None,
+            },
+            metrics_listen: self.metrics_listen,
             max_io_bytes: self.max_io_bytes,
             log_format: self.log_format,
             guard_table: (table != TableSection::default()).then_some(table),
@@ -164,8 +204,18 @@ async fn stop_signal() {
     }
 }
 
-async fn run(config: NodeConfig) -> Result<(), String> {
-    let node = Node::start(config).await.map_err(|e| e.to_string())?;
+/// Why the node stopped with an error.
+enum RunError {
+    /// It never started: one line on stderr, nothing else.
+    Start(String),
+    /// It failed while serving: logged, and on stderr.
+    Serve(String),
+}
+
+async fn run(config: NodeConfig) -> Result<(), RunError> {
+    let node = Node::start(config)
+        .await
+        .map_err(|e| RunError::Start(e.to_string()))?;
     {
         let mut out = std::io::stdout().lock();
         let _ = writeln!(out, "listening on {}", node.addr());
@@ -177,11 +227,138 @@ async fn run(config: NodeConfig) -> Result<(), String> {
         info!("shutting down");
         handle.shutdown();
     });
-    node.wait().await.map_err(|e| e.to_string())
+    node.wait()
+        .await
+        .map_err(|e| RunError::Serve(e.to_string()))
+}
+
+/// Subcommands (without one, `dist-bridge` runs a node).
+#[derive(Debug, clap::Subcommand)]
+enum Command {
+    /// Make a development CA and certificates for a cluster's nodes, operators and clients.
+    #[command(subcommand)]
+    Certs(CertsCommand),
+}
+
+const CERTS_AFTER_HELP: &str = "\
+Identities (what a certificate lets its holder do):
+  node:N          serve as node N, send broadcast messages as node N (N.node.dist-bridge)
+  operator:NAME   read Status and detailed refusals (NAME.operator.dist-bridge)
+  client:NAME     export, invoke, revoke, renew, derive (NAME.client.dist-bridge)
+
+NAME is 1-63 of a-z, 0-9 and '-'. Keys are written with mode 0600; existing files are
+never replaced without --force.
+
+Example:
+  dist-bridge certs ca --dir certs
+  dist-bridge certs issue --dir certs node:1 node:2 operator:ops client:app";
+
+#[derive(Debug, clap::Subcommand)]
+enum CertsCommand {
+    /// Create a CA (ca.crt, ca.key) in DIR.
+    #[command(after_help = CERTS_AFTER_HELP)]
+    Ca {
+        /// Where to write it.
+        #[arg(long, value_name = "DIR")]
+        dir: PathBuf,
+        /// Replace existing files.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Issue certificates (NAME.crt, NAME.key) from the CA in DIR.
+    #[command(after_help = CERTS_AFTER_HELP)]
+    Issue {
+        /// The CA's directory; the certificates are written there too.
+        #[arg(long, value_name = "DIR")]
+        dir: PathBuf,
+        /// Also valid for this DNS name or IP address (repeatable), for tools that check a
+        /// node by its address.
+        #[arg(long = "host", value_name = "HOST")]
+        hosts: Vec<String>,
+        /// Replace existing files.
+        #[arg(long)]
+        force: bool,
+        /// Whom to issue for: node:N, operator:NAME or client:NAME.
+        #[arg(required = true, value_name = "IDENTITY", value_parser = parse_identity)]
+        identities: Vec<PeerIdentity>,
+    },
+}
+
+fn parse_identity(s: &str) -> Result<PeerIdentity, String> {
+    let (role, name) = s
+        .split_once(':')
+        .ok_or_else(|| format!("expected node:N, operator:NAME or client:NAME, got {s:?}"))?;
+    let label = |name: &str| {
+        if is_label(name) {
+            Ok(name.to_owned())
+        } else {
+            Err(format!(
+                "{name:?} is not a name: 1-63 of a-z, 0-9 and '-', not starting or ending with '-'"
+            ))
+        }
+    };
+    match role {
+        "node" => name
+            .parse()
+            .map(PeerIdentity::Node)
+            .map_err(|e| format!("bad node id {name:?}: {e}")),
+        "operator" => label(name).map(PeerIdentity::Operator),
+        "client" => label(name).map(PeerIdentity::Client),
+        _ => Err(format!(
+            "unknown role {role:?}: expected node, operator or client"
+        )),
+    }
+}
+
+fn certs(cmd: CertsCommand) -> Result<(), CertError> {
+    match cmd {
+        CertsCommand::Ca { dir, force } => {
+            DevCa::generate()?.save(&dir, force)?;
+            println!("wrote {}", dir.join("ca.crt").display());
+            println!("wrote {} (keep it secret)", dir.join("ca.key").display());
+        }
+        CertsCommand::Issue {
+            dir,
+            hosts,
+            force,
+            identities,
+        } => {
+            let ca = DevCa::load(&dir)?;
+            // Every certificate is made before any is written: a bad host name writes none.
+            let issued = identities
+                .iter()
+                .map(|id| ca.issue(id, &hosts).map(|c| (id, c)))
+                .collect::<Result<Vec<_>, _>>()?;
+            if !force {
+                for id in &identities {
+                    let files = dist_bridge::TlsFiles::in_dir(&dir, &file_stem(id));
+                    for f in [&files.cert, &files.key] {
+                        if f.exists() {
+                            return Err(CertError::Exists(f.clone()));
+                        }
+                    }
+                }
+            }
+            for (id, cert) in issued {
+                let files = cert.save(&dir, force)?;
+                println!("{id}: {} {}", files.cert.display(), files.key.display());
+            }
+        }
+    }
+    Ok(())
 }
 
 fn main() -> ExitCode {
-    let args = Args::parse();
+    let mut args = Args::parse();
+    if let Some(Command::Certs(cmd)) = args.command.take() {
+        return match certs(cmd) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("dist-bridge certs: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     let (config, log_format) = match args.resolve() {
         Ok(c) => c,
         Err(e) => {
@@ -210,7 +387,11 @@ fn main() -> ExitCode {
     };
     match runtime.block_on(run(config)) {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
+        Err(RunError::Start(e)) => {
+            eprintln!("dist-bridge: {e}");
+            ExitCode::FAILURE
+        }
+        Err(RunError::Serve(e)) => {
             error!(error = %e, "node failed");
             eprintln!("dist-bridge: {e}");
             ExitCode::FAILURE

@@ -15,12 +15,25 @@
 //! |---|---|
 //! | `INVALID_ARGUMENT` | [`MalformedToken`](ErrorKind::MalformedToken), [`WrongOwner`](ErrorKind::WrongOwner), [`BadRequest`](ErrorKind::BadRequest), an export's already-passed [`Expired`](ErrorKind::Expired) |
 //! | `UNAUTHENTICATED` (the token or capability is not a genuine, current credential) | [`StaleController`](ErrorKind::StaleController), [`NoSuchGuard`](ErrorKind::NoSuchGuard), [`Revoked`](ErrorKind::Revoked), [`StaleGuard`](ErrorKind::StaleGuard), [`BadTag`](ErrorKind::BadTag), [`GuardMismatch`](ErrorKind::GuardMismatch), a token's [`Expired`](ErrorKind::Expired), [`CapInvalid`](ErrorKind::CapInvalid) |
-//! | `PERMISSION_DENIED` (genuine, but not for this) | [`RightsExceeded`](ErrorKind::RightsExceeded), [`OutOfRange`](ErrorKind::OutOfRange), [`Widens`](ErrorKind::Widens), [`WrongContext`](ErrorKind::WrongContext), [`CapRevoked`](ErrorKind::CapRevoked), [`KeyRevoked`](ErrorKind::KeyRevoked), [`ExportNotAllowed`](ErrorKind::ExportNotAllowed), [`BroadcastRevoked`](ErrorKind::BroadcastRevoked), [`UnknownPeer`](ErrorKind::UnknownPeer) |
+//! | `PERMISSION_DENIED` (genuine, but not for this) | [`RightsExceeded`](ErrorKind::RightsExceeded), [`OutOfRange`](ErrorKind::OutOfRange), [`Widens`](ErrorKind::Widens), [`WrongContext`](ErrorKind::WrongContext), [`CapRevoked`](ErrorKind::CapRevoked), [`KeyRevoked`](ErrorKind::KeyRevoked), [`BadProof`](ErrorKind::BadProof), [`NotAllowed`](ErrorKind::NotAllowed), [`Denied`](ErrorKind::Denied), [`BroadcastRevoked`](ErrorKind::BroadcastRevoked), [`UnknownPeer`](ErrorKind::UnknownPeer) |
 //! | `FAILED_PRECONDITION` | [`Upgraded`](ErrorKind::Upgraded) (renew first), [`NotRenewable`](ErrorKind::NotRenewable) |
 //! | `NOT_FOUND` | [`NoKey`](ErrorKind::NoKey) (no such object, no `kuid`, no key object), [`ObjectNotFound`](ErrorKind::ObjectNotFound) |
-//! | `RESOURCE_EXHAUSTED` | [`TableFull`](ErrorKind::TableFull), [`DeriveQuota`](ErrorKind::DeriveQuota), [`ObjectTooLarge`](ErrorKind::ObjectTooLarge) |
+//! | `RESOURCE_EXHAUSTED` | [`Busy`](ErrorKind::Busy), [`TableFull`](ErrorKind::TableFull), [`DeriveQuota`](ErrorKind::DeriveQuota), [`ObjectTooLarge`](ErrorKind::ObjectTooLarge) |
 //! | `UNAVAILABLE` | [`Unavailable`](ErrorKind::Unavailable), [`PeerFailed`](ErrorKind::PeerFailed) |
 //! | `INTERNAL` | [`Store`](ErrorKind::Store), [`Internal`](ErrorKind::Internal) |
+
+//!
+//! # What a caller who is not an operator sees
+//!
+//! The detailed kinds above are for operators (and the node's log). Every other caller gets
+//! [`public_view`] of a refusal: a failed check of any kind (a malformed, forged, stale,
+//! revoked or expired token, a capability or proof that does not verify, rights or range
+//! exceeded) is one [`Denied`](ErrorKind::Denied) with `PERMISSION_DENIED` and one fixed
+//! message, so refusals tell an unauthenticated prober nothing about the node's guards. Kinds
+//! that are not about a credential (a malformed request, a full table, the node's limits, an
+//! internal failure) and [`Upgraded`](ErrorKind::Upgraded) keep their kind, but their message
+//! is a fixed text without numbers. `Upgraded` is only ever answered for a token whose tag
+//! verified, and tells its holder no more than `Renew` would.
 
 use std::fmt;
 use std::str::FromStr;
@@ -116,8 +129,18 @@ kinds! {
     CapRevoked = "cap-revoked",
     /// The capability is for another security context.
     WrongContext = "wrong-context",
-    /// The node only accepts exports from loopback.
-    ExportNotAllowed = "export-not-allowed",
+    /// The export's proof of its context is missing, does not verify, is outside the node's
+    /// time window, or was used before ([`crate::export_proof::ProofError`]).
+    BadProof = "bad-proof",
+    /// The node is remembering as many recent export nonces as it may: retry shortly.
+    Busy = "busy",
+    /// The caller's certificate does not allow this request (`Status` needs an operator;
+    /// broadcast messages need the node they claim to come from).
+    NotAllowed = "not-allowed",
+    /// What every caller but an operator gets for a failed check, whatever the reason (the
+    /// reason goes to the node's log and to operators through `Status`): see
+    /// [`public_view`].
+    Denied = "denied",
     /// A request field is invalid (bad capability encoding, context id, scope, operation,
     /// data length, or too many bytes).
     BadRequest = "bad-request",
@@ -236,6 +259,45 @@ pub fn broadcast_status(e: &BroadcastError) -> Status {
     }
 }
 
+/// The message every caller but an operator gets for a [`Denied`](ErrorKind::Denied).
+pub const DENIED_MESSAGE: &str = "refused (the node's log has the reason)";
+
+/// What a caller who is not an operator is told of `status` (see the [module docs](self)).
+pub fn public_view(status: &Status) -> Status {
+    use ErrorKind as K;
+    let kind = kind_of(status);
+    let (code, kind, message) = match kind {
+        Some(K::Upgraded) => (
+            status.code(),
+            K::Upgraded,
+            "the token's guard was upgraded: renew the token",
+        ),
+        Some(K::BadRequest) => (status.code(), K::BadRequest, "malformed request"),
+        Some(K::TableFull) => (status.code(), K::TableFull, "the guard table is full"),
+        Some(K::DeriveQuota) => (
+            status.code(),
+            K::DeriveQuota,
+            "the token's guard has as many derived guards as it may",
+        ),
+        Some(K::ObjectTooLarge) => (
+            status.code(),
+            K::ObjectTooLarge,
+            "the write would grow the object beyond the node's limit",
+        ),
+        Some(K::ObjectNotFound) => (
+            status.code(),
+            K::ObjectNotFound,
+            "the token's object is gone",
+        ),
+        Some(K::Busy) => (status.code(), K::Busy, "the node is busy: retry shortly"),
+        Some(K::Unavailable) => (status.code(), K::Unavailable, "the node is unavailable"),
+        Some(K::PeerFailed) => (status.code(), K::PeerFailed, "a peer did not acknowledge"),
+        Some(K::Store | K::Internal) => (Code::Internal, K::Internal, "internal error"),
+        _ => (Code::PermissionDenied, K::Denied, DENIED_MESSAGE),
+    };
+    refusal(code, kind, message)
+}
+
 /// The kind a status carries, if a node put one there.
 pub fn kind_of(status: &Status) -> Option<ErrorKind> {
     status
@@ -344,6 +406,55 @@ mod tests {
         assert!(s.message().contains("restarted"));
         assert_eq!("bad-tag".parse::<ErrorKind>(), Ok(ErrorKind::BadTag));
         assert!("nonsense".parse::<ErrorKind>().is_err());
+    }
+
+    #[test]
+    fn the_public_view_of_every_failed_check_is_one_refusal() {
+        use InvokeError as E;
+        let guard = crate::token::GuardRef {
+            index: 3,
+            version: 9,
+        };
+        let checks = [
+            E::Malformed(crate::token::TokenDecodeError::BadMagic(*b"XXXX")),
+            E::WrongOwner {
+                token_node: 1,
+                this_node: 2,
+            },
+            E::StaleController {
+                token: 1,
+                current: 2,
+            },
+            E::NoSuchGuard {
+                index: 3,
+                capacity: 8,
+            },
+            E::Revoked { guard },
+            E::StaleGuard { guard, current: 10 },
+            E::BadTag,
+            E::GuardMismatch,
+            E::Expired { expires: 1, now: 2 },
+            E::RightsExceeded {
+                needed: Rights::WRITE,
+                held: Rights::READ,
+            },
+        ];
+        let first = public_view(&invoke_status(&checks[0]));
+        for e in checks {
+            let p = public_view(&invoke_status(&e));
+            assert_eq!(kind_of(&p), Some(ErrorKind::Denied), "{e}");
+            assert_eq!(p.code(), first.code());
+            assert_eq!(p.message(), DENIED_MESSAGE);
+        }
+        // Not a failed check: the kind stays, the numbers go.
+        let full = public_view(&invoke_status(&E::TableFull { capacity: 8192 }));
+        assert_eq!(kind_of(&full), Some(ErrorKind::TableFull));
+        assert!(!full.message().contains("8192"));
+        // A status without a kind is a denial too.
+        assert_eq!(
+            kind_of(&public_view(&Status::unknown("x"))),
+            Some(ErrorKind::Denied)
+        );
     }
 
     #[test]

@@ -8,6 +8,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use dist_bridge::client::Reach;
 use dist_bridge::*;
 use net::*;
 
@@ -33,12 +34,30 @@ async fn starts_from_a_config_file_serves_and_stops_on_sigterm() {
     let root = scratch("binary");
     let site = Site::new(&root, 4, b"served by the binary");
     let config = root.join("node4.toml");
+    // The binary's own certificates: a CA, node 4, an operator.
+    let certs = root.join("certs");
+    for args in [
+        vec!["certs", "ca", "--dir", certs.to_str().unwrap()],
+        vec![
+            "certs",
+            "issue",
+            "--dir",
+            certs.to_str().unwrap(),
+            "node:4",
+            "operator:ops",
+        ],
+    ] {
+        let (code, stderr) = run_with(&args);
+        assert_eq!(code, 0, "{args:?}: {stderr}");
+    }
     // Relative paths are relative to the config file.
     std::fs::write(
         &config,
         "node_id = 4\nlisten = \"127.0.0.1:0\"\nstore_dir = \"node4/store\"\n\
          version_file = \"node4/controller.version\"\nlog_format = \"json\"\n\
-         maintenance_interval_ms = 100\n\n[guard_table]\ncapacity = 64\nbatch_size = 4\n",
+         maintenance_interval_ms = 100\n\n[tls]\nca = \"certs/ca.crt\"\n\
+         cert = \"certs/node-4.crt\"\nkey = \"certs/node-4.key\"\n\n\
+         [guard_table]\ncapacity = 64\nbatch_size = 4\n",
     )
     .unwrap();
     let mut child = Command::new(BIN)
@@ -73,7 +92,10 @@ async fn starts_from_a_config_file_serves_and_stops_on_sigterm() {
         .to_owned();
 
     bounded(async {
-        let client = NodeClient::connect(&addr).await.unwrap();
+        let ops = TlsFiles::in_dir(&certs, "operator-ops").load().unwrap();
+        let client = NodeClient::connect(&addr, 4, Reach::Tls(&ops))
+            .await
+            .unwrap();
         let status = client.status().await.unwrap();
         assert_eq!(status.controller, ControllerId::new(4, 1));
         assert_eq!(status.table.capacity, 64);
@@ -81,6 +103,7 @@ async fn starts_from_a_config_file_serves_and_stops_on_sigterm() {
             .export(
                 &site.cap,
                 CTX,
+                &ctx_key(),
                 Scope::new(
                     Rights::READ,
                     ByteRange::WHOLE,
@@ -134,7 +157,39 @@ fn bad_configurations_exit_non_zero_with_one_line() {
     let bad = root.join("bad.toml");
     let missing = root.join("missing.toml");
     std::fs::write(&bad, "node_id = 1\nstore_dirr = \"x\"\n").unwrap();
-    let cases: [(&[&str], &str); 4] = [
+    let files = tls_files(&PeerIdentity::Node(2));
+    let (ca, cert, key) = (
+        files.ca.to_str().unwrap(),
+        files.cert.to_str().unwrap(),
+        files.key.to_str().unwrap(),
+    );
+    let base = ["--node-id", "1", "--store-dir", "s", "--version-file", "v"];
+    let with = |extra: &[&'static str]| -> Vec<&str> {
+        base.iter().chain(extra).copied().collect::<Vec<_>>()
+    };
+    let no_tls = with(&[]);
+    let both = [
+        &base[..],
+        &[
+            "--insecure",
+            "--tls-ca",
+            ca,
+            "--tls-cert",
+            cert,
+            "--tls-key",
+            key,
+        ],
+    ]
+    .concat();
+    let half = [&base[..], &["--tls-ca", ca]].concat();
+    // Flags clap refuses: its error on the first line (then its usage hint).
+    for (args, needle) in [(&both, "cannot be used with"), (&half, "--tls-cert")] {
+        let (code, stderr) = run_with(args);
+        assert_ne!(code, 0, "{args:?}");
+        assert!(stderr.starts_with("error:"), "{stderr}");
+        assert!(stderr.contains(needle), "{stderr}");
+    }
+    let cases: [(&[&str], &str); 5] = [
         (&["--config", bad.to_str().unwrap()], "bad.toml:2:"),
         (
             &["--config", missing.to_str().unwrap()],
@@ -142,6 +197,8 @@ fn bad_configurations_exit_non_zero_with_one_line() {
         ),
         (&["--node-id", "1", "--store-dir", "s"], "no version_file"),
         (&[], "no node_id"),
+        // No transport chosen: refused, with the way out.
+        (&no_tls, "dist-bridge certs"),
     ];
     for (args, needle) in cases {
         let (code, stderr) = run_with(args);
@@ -164,11 +221,115 @@ fn bad_configurations_exit_non_zero_with_one_line() {
         "0",
         "--log-format",
         "json",
+        "--insecure",
     ]);
     assert_ne!(code, 0);
     assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
     assert!(stderr.starts_with("dist-bridge: "), "{stderr}");
     assert!(stderr.contains("batch size must be at least 1"), "{stderr}");
+}
+
+/// A node refuses to start with a certificate that names another node, or TLS files that
+/// are missing or not PEM, in one line, before touching its files.
+#[test]
+fn tls_material_that_is_not_this_nodes_is_refused_at_start() {
+    let root = scratch("binary-tls");
+    let other = tls_files(&PeerIdentity::Node(2));
+    let client = tls_files(&holder());
+    let junk = root.join("junk.pem");
+    std::fs::write(&junk, "not pem").unwrap();
+    let missing = root.join("missing.pem");
+    let ca = other.ca.to_str().unwrap();
+    let cases: [(&str, &str, &str); 4] = [
+        (
+            other.cert.to_str().unwrap(),
+            other.key.to_str().unwrap(),
+            "names node 2, not node 1",
+        ),
+        (
+            client.cert.to_str().unwrap(),
+            client.key.to_str().unwrap(),
+            "names client app, not node 1",
+        ),
+        (
+            junk.to_str().unwrap(),
+            other.key.to_str().unwrap(),
+            "no certificate",
+        ),
+        (
+            missing.to_str().unwrap(),
+            other.key.to_str().unwrap(),
+            "cannot read",
+        ),
+    ];
+    for (cert, key, needle) in cases {
+        let (code, stderr) = run_with(&[
+            "--node-id",
+            "1",
+            "--store-dir",
+            root.join("s").to_str().unwrap(),
+            "--version-file",
+            root.join("v").to_str().unwrap(),
+            "--listen",
+            "127.0.0.1:0",
+            "--tls-ca",
+            ca,
+            "--tls-cert",
+            cert,
+            "--tls-key",
+            key,
+        ]);
+        assert_ne!(code, 0);
+        assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+        assert!(stderr.contains(needle), "{needle}: {stderr}");
+        assert!(!root.join("v").exists(), "the version file was touched");
+    }
+}
+
+/// `dist-bridge certs`: keys 0600, never overwritten without --force, nothing written when
+/// one identity is bad or one file exists.
+#[test]
+fn certs_command_writes_whole_files_and_never_overwrites() {
+    use std::os::unix::fs::PermissionsExt;
+    let root = scratch("binary-certs");
+    let dir = root.join("certs");
+    let d = dir.to_str().unwrap();
+    assert_eq!(run_with(&["certs", "ca", "--dir", d]).0, 0);
+    let ca_before = std::fs::read(dir.join("ca.key")).unwrap();
+    let (code, stderr) = run_with(&["certs", "ca", "--dir", d]);
+    assert_ne!(code, 0);
+    assert!(stderr.contains("exists"), "{stderr}");
+    assert_eq!(std::fs::read(dir.join("ca.key")).unwrap(), ca_before);
+    for bad in ["node:x", "client:Bob", "operator:-a", "admin:x", "client"] {
+        let (code, stderr) = run_with(&["certs", "issue", "--dir", d, "client:a", bad]);
+        assert_ne!(code, 0, "{bad}");
+        assert!(
+            stderr.starts_with("error: invalid value"),
+            "{bad}: {stderr}"
+        );
+    }
+    assert!(!dir.join("client-a.crt").exists());
+    let (code, stderr) = run_with(&["certs", "issue", "--dir", d, "client:a", "--host", "*.x"]);
+    assert_ne!(code, 0, "{stderr}");
+    assert!(!dir.join("client-a.crt").exists());
+    assert_eq!(run_with(&["certs", "issue", "--dir", d, "node:3"]).0, 0);
+    // node-3 exists: node-4 is not written either.
+    let (code, _) = run_with(&["certs", "issue", "--dir", d, "node:4", "node:3"]);
+    assert_ne!(code, 0);
+    assert!(!dir.join("node-4.crt").exists());
+    for key in ["ca.key", "node-3.key"] {
+        let mode = std::fs::metadata(dir.join(key))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600, "{key}");
+    }
+    let files = TlsFiles::in_dir(&dir, "node-3");
+    assert_eq!(files.load().unwrap().identity(), &PeerIdentity::Node(3));
+    // No CA there: a clear error.
+    let (code, stderr) = run_with(&["certs", "issue", "--dir", root.to_str().unwrap(), "node:1"]);
+    assert_ne!(code, 0);
+    assert!(stderr.contains("ca.key"), "{stderr}");
 }
 
 #[test]

@@ -5,21 +5,22 @@ mod net;
 
 use std::time::{Duration, Instant};
 
+use dist_bridge::client::Reach;
 use dist_bridge::*;
 use net::*;
 
 /// Starts an `Invoke` whose body promises 4,096 bytes and sends 5; returns the gRPC status the
 /// node ends it with, and how long that took.
 async fn stalled_invoke(addr: std::net::SocketAddr) -> (String, Duration) {
-    let tcp = tokio::net::TcpStream::connect(addr).await.expect("connect");
-    let (client, conn) = h2::client::handshake(tcp).await.expect("handshake");
+    let tls = tls_stream(&holder(), addr, 1).await;
+    let (client, conn) = h2::client::handshake(tls).await.expect("handshake");
     tokio::spawn(async move {
         let _ = conn.await;
     });
     let mut client = client.ready().await.expect("ready");
     let req = http::Request::builder()
         .method("POST")
-        .uri(format!("http://{addr}/dist_bridge.v1.Node/Invoke"))
+        .uri(format!("https://{addr}/dist_bridge.v1.Node/Invoke"))
         .header("content-type", "application/grpc")
         .header("te", "trailers")
         .body(())
@@ -124,13 +125,15 @@ async fn connections_past_the_limit_are_closed_and_the_others_served() {
         let addr = net.nodes[0].addr();
         let token = net.export(0, Rights::READ, ByteRange::WHOLE).await;
         // The net's own client holds one connection; one more fits.
-        let second = NodeClient::connect(addr).await.expect("second connection");
+        let second = NodeClient::connect(addr, 1, Reach::Tls(&tls(&holder())))
+            .await
+            .expect("second connection");
         second
             .read(&token, 0, 1)
             .await
             .expect("the second is served");
         // A third is closed at once: its request fails.
-        let third = NodeClient::connect(addr).await;
+        let third = NodeClient::connect(addr, 1, Reach::Tls(&tls(&holder()))).await;
         let refused = match third {
             Err(_) => true,
             Ok(c) => c.read(&token, 0, 1).await.is_err(),
@@ -144,7 +147,7 @@ async fn connections_past_the_limit_are_closed_and_the_others_served() {
         drop(second);
         let mut served = false;
         for _ in 0..100 {
-            if let Ok(c) = NodeClient::connect(addr).await
+            if let Ok(c) = NodeClient::connect(addr, 1, Reach::Tls(&tls(&holder()))).await
                 && c.read(&token, 0, 1).await.is_ok()
             {
                 served = true;

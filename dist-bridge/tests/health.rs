@@ -23,7 +23,7 @@ async fn check(
 async fn a_node_answers_health_checks_without_a_token() {
     bounded(async {
         let net = Net::start("health", 1, |_| {}).await;
-        let channel = channel(net.nodes[0].addr()).await;
+        let channel = channel(net.nodes[0].addr(), net.sites[0].id).await;
         let mut client = HealthClient::new(channel);
         let serving = ServingStatus::Serving as i32;
         assert_eq!(

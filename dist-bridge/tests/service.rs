@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use dist_bridge::*;
 use net::*;
+use secctx::ObjectStore;
 use tonic::Code;
 use twizzler_capsec::{Cap, CapGrant, Expiry, ObjID, Protections};
 
@@ -215,7 +216,7 @@ async fn owner_restart_rejects_every_earlier_token() {
         assert_eq!(v2.node, v1.node);
         assert_eq!(v2.version, v1.version + 1);
         net.nodes.insert(owner, restarted);
-        let client = NodeClient::connect(net.nodes[owner].addr()).await.unwrap();
+        let client = connect_as(&operator(), net.nodes[owner].addr(), net.sites[owner].id).await;
         net.cluster.insert(net.sites[owner].id, client.clone());
 
         for t in [&root, &weak, &child] {
@@ -233,6 +234,7 @@ async fn owner_restart_rejects_every_earlier_token() {
             .export(
                 &net.sites[owner].cap,
                 CTX,
+                &ctx_key(),
                 Scope::new(Rights::READ, ByteRange::WHOLE, Expiry::NEVER),
             )
             .await
@@ -467,11 +469,8 @@ async fn truncated_forged_and_other_node_tokens_are_rejected_with_clear_errors()
         );
         let mut index = bytes.clone();
         index[24..28].copy_from_slice(&u32::MAX.to_le_bytes());
-        assert_refused(
-            read(index).await,
-            ErrorKind::NoSuchGuard,
-            "outside the guard table",
-        );
+        // The tag is checked first: a guard index outside the table is just a bad tag.
+        assert_refused(read(index).await, ErrorKind::BadTag, "does not verify");
         let mut controller = bytes.clone();
         controller[16] ^= 0x7;
         assert_refused(
@@ -529,15 +528,32 @@ async fn export_checks_the_capability_against_the_store() {
         let net = Net::start("export", 2, |_| {}).await;
         let (s0, c0) = (&net.sites[0], net.client(0));
         let all = |rights| Scope::new(rights, ByteRange::WHOLE, Expiry::NEVER);
-        // For another context.
+        // For a context that has no key here: no proof can be checked.
         assert_refused(
-            c0.export(&s0.cap, ObjID::new(0xbad), all(Rights::READ))
+            c0.export(&s0.cap, ObjID::new(0xbad), &ctx_key(), all(Rights::READ))
+                .await,
+            ErrorKind::BadProof,
+            "no usable key",
+        );
+        // For another context, proven: the capability is not for it.
+        let other_ctx = ObjID::new(0xc7c7_0002);
+        s0.store
+            .create(&secctx::Object {
+                id: other_ctx,
+                meta: secctx::ObjMeta::signed_by(CTX_KUID),
+                data: Vec::new(),
+            })
+            .unwrap();
+        assert_refused(
+            c0.export(&s0.cap, other_ctx, &ctx_key(), all(Rights::READ))
                 .await,
             ErrorKind::WrongContext,
             "capability is for context",
         );
         // An object this node does not hold (node 2's capability sent to node 1).
-        let r = c0.export(&net.sites[1].cap, CTX, all(Rights::READ)).await;
+        let r = c0
+            .export(&net.sites[1].cap, CTX, &ctx_key(), all(Rights::READ))
+            .await;
         assert_eq!(r.as_ref().unwrap_err().code(), Some(Code::NotFound));
         assert_refused(r, ErrorKind::NoKey, "has no kuid");
         // Signed by another key.
@@ -547,14 +563,14 @@ async fn export_checks_the_capability_against_the_store() {
         )
         .unwrap();
         assert_refused(
-            c0.export(&forged, CTX, all(Rights::READ)).await,
+            c0.export(&forged, CTX, &ctx_key(), all(Rights::READ)).await,
             ErrorKind::CapInvalid,
             "does not verify",
         );
         // More than the capability grants.
         let ro = Cap::mint(CapGrant::new(s0.object, CTX, Protections::READ), &s0.key).unwrap();
         assert_refused(
-            c0.export(&ro, CTX, all(Rights::DATA)).await,
+            c0.export(&ro, CTX, &ctx_key(), all(Rights::DATA)).await,
             ErrorKind::RightsExceeded,
             "exceed",
         );
@@ -562,6 +578,7 @@ async fn export_checks_the_capability_against_the_store() {
             .export(
                 &ro,
                 CTX,
+                &ctx_key(),
                 all(Rights::READ | Rights::REVOKE | Rights::DERIVE),
             )
             .await
@@ -575,6 +592,7 @@ async fn export_checks_the_capability_against_the_store() {
             c0.export(
                 &s0.cap,
                 CTX,
+                &ctx_key(),
                 Scope::new(Rights::READ, ByteRange::WHOLE, Expiry::from_raw(1)),
             )
             .await,
@@ -696,14 +714,50 @@ async fn broadcast_revocation_sends_a_request_to_every_peer() {
         // Revoking again sends nothing.
         let again = net.client(issuer).broadcast_revoke(cap).await.unwrap();
         assert_eq!(again.peers_notified, 0);
-        // A message from a node that is not a peer.
+        // A message claiming a node its sender is not (the operator's certificate).
         assert_refused(
             net.client(0)
                 .broadcast(99, BroadcastMessage::Revoke(cap))
                 .await,
-            ErrorKind::UnknownPeer,
-            "not a peer",
+            ErrorKind::NotAllowed,
+            "claiming to be from node 99 sent by operator ops",
         );
+        // A node claiming another node's id is refused (it is no operator: it sees only a
+        // denial); the operator sees why in Status.
+        let node3 = connect_as(&PeerIdentity::Node(3), net.nodes[0].addr(), 1).await;
+        let fresh = net.client(0).broadcast_issue().await.unwrap();
+        assert_refused(
+            node3.broadcast(2, BroadcastMessage::Revoke(fresh)).await,
+            ErrorKind::Denied,
+            "refused",
+        );
+        assert!(
+            net.client(0).broadcast_check(fresh).await.is_ok(),
+            "revoked by an impostor"
+        );
+        // A genuine node that is not a peer.
+        let node9 = connect_as(&PeerIdentity::Node(9), net.nodes[0].addr(), 1).await;
+        assert_refused(
+            node9.broadcast(9, BroadcastMessage::Revoke(fresh)).await,
+            ErrorKind::Denied,
+            "refused",
+        );
+        assert!(net.client(0).broadcast_check(fresh).await.is_ok());
+        let recent = net.client(0).status().await.unwrap().recent_refusals;
+        let reasons: Vec<_> = recent
+            .iter()
+            .rev()
+            .take(2)
+            .map(|r| (r.kind.as_str(), r.caller.as_str(), r.message.as_str()))
+            .collect();
+        assert_eq!(reasons[1].0, "not-allowed");
+        assert_eq!(reasons[1].1, "node 3");
+        assert!(
+            reasons[1].2.contains("claiming to be from node 2"),
+            "{reasons:?}"
+        );
+        assert_eq!(reasons[0].0, "unknown-peer");
+        assert_eq!(reasons[0].1, "node 9");
 
         // The versioned path in the same cluster: one request, nothing else.
         let t = net.export(3, Rights::all(), ByteRange::WHOLE).await;
@@ -737,7 +791,7 @@ async fn a_broadcast_to_an_unreachable_peer_is_a_clear_error() {
         }];
         c.peer_timeout = Duration::from_secs(2);
         let node = Node::start(c).await.unwrap();
-        let client = NodeClient::connect(node.addr()).await.unwrap();
+        let client = connect_as(&operator(), node.addr(), 1).await;
         let cap = client.broadcast_issue().await.unwrap();
         let r = client.broadcast_revoke(cap).await;
         assert_eq!(r.as_ref().unwrap_err().code(), Some(Code::Unavailable));
@@ -776,6 +830,7 @@ async fn a_second_node_on_the_same_version_file_is_refused_and_bad_configs_are_e
         // A wrong node id for the version file.
         let mut c = site.config();
         c.node_id = 9;
+        c.transport = Some(Transport::Tls(tls_files(&PeerIdentity::Node(9))));
         let e = Node::start(c).await.unwrap_err();
         assert!(e.to_string().contains("belongs to node 1"), "{e}");
     })
@@ -803,13 +858,13 @@ async fn revocations_in_the_store_revoke_guards_in_the_background() {
         let site = &net.sites[0];
         let c = net.client(0);
         let all = Scope::new(Rights::READ, ByteRange::WHOLE, Expiry::NEVER);
-        let from_cap = c.export(&site.cap, CTX, all).await.unwrap();
+        let from_cap = c.export(&site.cap, CTX, &ctx_key(), all).await.unwrap();
         let ro = Cap::mint(
             CapGrant::new(site.object, CTX, Protections::READ),
             &site.key,
         )
         .unwrap();
-        let from_ro = c.export(&ro, CTX, all).await.unwrap();
+        let from_ro = c.export(&ro, CTX, &ctx_key(), all).await.unwrap();
         let elsewhere = net.export(1, Rights::READ, ByteRange::WHOLE).await;
 
         // One capability revoked in the store: its guards go, the other capability's stay.
@@ -819,7 +874,7 @@ async fn revocations_in_the_store_revoke_guards_in_the_background() {
         assert!(net.cluster.read(&from_ro, 0, 1).await.is_ok());
         // A fresh export of the revoked capability is refused outright.
         assert_refused(
-            c.export(&site.cap, CTX, all).await,
+            c.export(&site.cap, CTX, &ctx_key(), all).await,
             ErrorKind::CapRevoked,
             "revoked",
         );
@@ -829,7 +884,7 @@ async fn revocations_in_the_store_revoke_guards_in_the_background() {
         secctx::revocations::RevocationList::add(&site.store, |l| l.keys.insert(kuid)).unwrap();
         revoked_soon(&net.cluster, &from_ro).await;
         assert_refused(
-            c.export(&ro, CTX, all).await,
+            c.export(&ro, CTX, &ctx_key(), all).await,
             ErrorKind::KeyRevoked,
             "revoked",
         );

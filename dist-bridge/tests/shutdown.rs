@@ -18,7 +18,7 @@ async fn a_stream_left_open_does_not_hold_a_shutdown_past_its_deadline() {
         let config = net.sites[0].config();
         // A client that opens a stream and never closes it (a health watch: the server keeps
         // it open to report changes).
-        let channel = channel(net.nodes[0].addr()).await;
+        let channel = channel(net.nodes[0].addr(), net.sites[0].id).await;
         let mut watch = HealthClient::new(channel)
             .watch(HealthCheckRequest {
                 service: "dist_bridge.v1.Node".into(),

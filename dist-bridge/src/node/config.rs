@@ -8,6 +8,7 @@ use std::time::Duration;
 use twizzler_capsec::MAX_OBJECT_SIZE;
 
 use crate::table::{GuardTable, GuardTableConfig};
+use crate::tls::Transport;
 
 use super::StartError;
 
@@ -44,8 +45,19 @@ pub struct NodeConfig {
     pub guard_table: GuardTableConfig,
     /// Broadcast-baseline peers (every other node of the cluster).
     pub peers: Vec<Peer>,
-    /// Accept `Export` from non-loopback addresses.
-    pub allow_remote_export: bool,
+    /// How the node is reached: mutual TLS (its certificate must name this node), or
+    /// plaintext for tests. `None` (the default of [`NodeConfig::new`]) is refused at start:
+    /// the choice is explicit.
+    pub transport: Option<Transport>,
+    /// How long a new connection may take to complete its TLS handshake.
+    pub handshake_timeout: Duration,
+    /// How far an export proof's time may be from the node's clock.
+    pub export_skew: Duration,
+    /// The most export nonces remembered at once (each for `2 × export_skew` at most): more
+    /// exports than this within the window are refused with `busy`.
+    pub export_nonces: usize,
+    /// Where to serve Prometheus metrics (`GET /metrics`, plain HTTP); `None`: nowhere.
+    pub metrics_listen: Option<SocketAddr>,
     /// The most bytes one invocation may read or write (1 ..= [`MAX_IO_LIMIT`]).
     pub max_io_bytes: u64,
     /// Writes may extend an object up to this many bytes, no further (at most 1 GiB, the
@@ -81,8 +93,9 @@ pub struct NodeConfig {
 }
 
 impl NodeConfig {
-    /// Node `node_id` with its store and version file, listening on `127.0.0.1:0`, with the
-    /// default guard table, no peers, 1 MiB per invocation, objects grown to at most 64 MiB,
+    /// Node `node_id` with its store and version file, listening on `127.0.0.1:0`, with no
+    /// transport chosen yet (set [`NodeConfig::transport`]), TLS handshakes limited to 10 s,
+    /// export proofs within 60 s of the clock, no metrics listener, the default guard table, no peers, 1 MiB per invocation, objects grown to at most 64 MiB,
     /// maintenance every second, open connections cut 10 s into a shutdown, requests limited
     /// to 30 s and 32 at a time per connection, idle connections pinged every 30 s.
     pub fn new(
@@ -97,7 +110,11 @@ impl NodeConfig {
             version_file: version_file.into(),
             guard_table: GuardTableConfig::default(),
             peers: Vec::new(),
-            allow_remote_export: false,
+            transport: None,
+            handshake_timeout: Duration::from_secs(10),
+            export_skew: Duration::from_secs(60),
+            export_nonces: 65_536,
+            metrics_listen: None,
             max_io_bytes: 1 << 20,
             max_object_bytes: 64 << 20,
             maintenance_interval: Duration::from_secs(1),
@@ -136,7 +153,19 @@ impl NodeConfig {
                 "the maintenance interval must be positive".into(),
             ));
         }
+        if self.transport.is_none() {
+            return Err(StartError::Config(
+                "no transport: configure TLS (ca, cert, key) or, for tests only, insecure".into(),
+            ));
+        }
+        if self.export_nonces == 0 {
+            return Err(StartError::Config(
+                "export_nonces must be at least 1".into(),
+            ));
+        }
         for (name, d) in [
+            ("handshake_timeout", self.handshake_timeout),
+            ("export_skew", self.export_skew),
             ("request_timeout", self.request_timeout),
             ("keepalive_interval", self.keepalive_interval),
             ("keepalive_timeout", self.keepalive_timeout),

@@ -1,4 +1,5 @@
-//! What a node counts: requests by RPC, and the upgrade notices `PollUpgrades` serves.
+//! What a node counts: requests by RPC, refusals by kind (with the last few in detail, for
+//! operators), and the upgrade notices `PollUpgrades` serves.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -60,6 +61,26 @@ impl Counters {
             replies_received: self.replies_received.load(Ordering::Relaxed),
             received_by_rpc: by_rpc,
         }
+    }
+}
+
+/// How many refusals `Status` shows in detail.
+pub(super) const RECENT_REFUSALS: usize = 64;
+
+/// Refusals by detailed kind, and the most recent ones in detail.
+#[derive(Debug, Default)]
+pub(super) struct Refusals {
+    pub(super) by_kind: HashMap<&'static str, u64>,
+    pub(super) recent: VecDeque<pb::Refusal>,
+}
+
+impl Refusals {
+    pub(super) fn record(&mut self, refusal: pb::Refusal, kind: &'static str) {
+        *self.by_kind.entry(kind).or_default() += 1;
+        if self.recent.len() >= RECENT_REFUSALS {
+            self.recent.pop_front();
+        }
+        self.recent.push_back(refusal);
     }
 }
 

@@ -110,7 +110,7 @@ impl AsyncWrite for Cuttable {
 impl Connected for Cuttable {
     type ConnectInfo = TcpConnectInfo;
 
-    /// The TCP connection's addresses (what `Export`'s loopback check reads).
+    /// The TCP connection's addresses (for the log).
     fn connect_info(&self) -> TcpConnectInfo {
         self.io.connect_info()
     }

@@ -18,15 +18,19 @@ use super::gates::Gates;
 use tracing::{info, warn};
 
 use crate::broadcast::BroadcastNode;
-use crate::client::NodeClient;
+use crate::client::{NodeClient, Reach};
 use crate::controller::{ControllerId, VersionFile, VersionFileError};
 use crate::crypto::{NodeSecret, SecretError};
+use crate::export_proof::ReplayWindow;
+use crate::identity::PeerIdentity;
 use crate::owner::Owner;
 use crate::pb::node_server::NodeServer;
 use crate::table::ConfigError;
+use crate::tls::Transport;
 
 use super::config::NodeConfig;
-use super::counters::{Counters, Notices};
+use super::counters::{Counters, Notices, Refusals};
+use super::metrics::{self, Metrics};
 use super::service::Service;
 use super::shared::{Applied, Shared, maintain};
 
@@ -50,6 +54,15 @@ pub enum StartError {
     Version(VersionFileError),
     /// No node secret could be generated.
     Secret(SecretError),
+    /// The TLS material could not be loaded, or does not name this node.
+    Tls(String),
+    /// The metrics listener could not be bound.
+    Metrics {
+        /// The address.
+        addr: SocketAddr,
+        /// The error.
+        source: std::io::Error,
+    },
 }
 
 impl fmt::Display for StartError {
@@ -61,6 +74,10 @@ impl fmt::Display for StartError {
             Self::Bind { addr, source } => write!(f, "cannot listen on {addr}: {source}"),
             Self::Version(e) => e.fmt(f),
             Self::Secret(e) => write!(f, "cannot generate the node secret: {e}"),
+            Self::Tls(why) => write!(f, "TLS: {why}"),
+            Self::Metrics { addr, source } => {
+                write!(f, "cannot serve metrics on {addr}: {source}")
+            }
         }
     }
 }
@@ -73,7 +90,8 @@ impl std::error::Error for StartError {
             Self::Bind { source, .. } => Some(source),
             Self::Version(e) => Some(e),
             Self::Secret(e) => Some(e),
-            Self::Config(_) => None,
+            Self::Metrics { source, .. } => Some(source),
+            Self::Config(_) | Self::Tls(_) => None,
         }
     }
 }
@@ -120,6 +138,7 @@ impl ShutdownHandle {
 #[derive(Debug)]
 pub struct RunningNode {
     addr: SocketAddr,
+    metrics_addr: Option<SocketAddr>,
     controller: ControllerId,
     shutdown: ShutdownHandle,
     serve: Option<JoinHandle<Result<(), tonic::transport::Error>>>,
@@ -130,6 +149,11 @@ impl RunningNode {
     /// The address it listens on.
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// The address metrics are served on, if any.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics_addr
     }
 
     /// The controller this life serves as.
@@ -189,14 +213,39 @@ impl Node {
     /// runtime.
     pub async fn start(config: NodeConfig) -> Result<RunningNode, StartError> {
         config.validate()?;
+        let tls = match &config.transport {
+            Some(Transport::Tls(files)) => {
+                let material = files.load().map_err(|e| StartError::Tls(e.to_string()))?;
+                if *material.identity() != PeerIdentity::Node(config.node_id) {
+                    return Err(StartError::Tls(format!(
+                        "{} names {}, not node {}",
+                        files.cert.display(),
+                        material.identity(),
+                        config.node_id
+                    )));
+                }
+                Some(material)
+            }
+            _ => None,
+        };
+        let reach = match &tls {
+            Some(m) => Reach::Tls(m),
+            None => Reach::Insecure,
+        };
         let mut peers = HashMap::new();
         for p in &config.peers {
             if p.id == config.node_id {
                 continue;
             }
-            let client = NodeClient::connect_lazy(&p.addr, config.peer_timeout)
+            let client = NodeClient::connect_lazy(&p.addr, p.id, reach, config.peer_timeout)
                 .map_err(|e| StartError::Config(format!("peer {}: {e}", p.id)))?;
             peers.insert(p.id, client);
+        }
+        let mut server = Server::builder();
+        if let Some(m) = &tls {
+            server = server
+                .tls_config(m.server_config(config.handshake_timeout))
+                .map_err(|e| StartError::Tls(e.to_string()))?;
         }
         let store = DbStore::open(&config.store_dir).map_err(StartError::Store)?;
         let incoming = TcpIncoming::bind(config.listen)
@@ -209,6 +258,15 @@ impl Node {
             addr: config.listen,
             source,
         })?;
+
+        let metrics_listener = match config.metrics_listen {
+            Some(addr) => Some(
+                metrics::bind(addr)
+                    .await
+                    .map_err(|source| StartError::Metrics { addr, source })?,
+            ),
+            None => None,
+        };
 
         let version = VersionFile::open_and_bump(&config.version_file, config.node_id)
             .map_err(StartError::Version)?;
@@ -227,7 +285,12 @@ impl Node {
             counters: Counters::default(),
             notices: Mutex::new(Notices::new(config.notice_buffer)),
             revoked_sources: Mutex::new(Applied::default()),
-            allow_remote_export: config.allow_remote_export,
+            proofs: ReplayWindow::new(
+                u64::try_from(config.export_skew.as_nanos()).unwrap_or(u64::MAX),
+                config.export_nonces,
+            ),
+            refusals: Mutex::new(Refusals::default()),
+            metrics: Metrics::new(),
             max_io_bytes: config.max_io_bytes,
             max_object_bytes: config.max_object_bytes,
         });
@@ -278,7 +341,7 @@ impl Node {
                     cutter.cut();
                 });
             };
-            let result = Server::builder()
+            let result = server
                 .timeout(limits.request_timeout)
                 .max_concurrent_streams(limits.max_streams_per_connection)
                 .http2_keepalive_interval(Some(limits.keepalive_interval))
@@ -291,10 +354,23 @@ impl Node {
             drop(version);
             result
         });
+        let mut metrics_addr = None;
+        if let Some(listener) = metrics_listener {
+            metrics_addr = listener.local_addr().ok();
+            tokio::spawn(metrics::serve(listener, shared.clone(), rx.clone()));
+            info!(addr = ?metrics_addr, "serving metrics");
+        }
         let maintenance = tokio::spawn(maintain(shared, config.maintenance_interval, rx));
-        info!(controller = %controller, %addr, "node serving");
+        if tls.is_none() {
+            warn!(
+                "INSECURE: serving plaintext without authentication; every caller is anonymous \
+                 (no Status, no broadcast messages, no detailed refusals). For tests only."
+            );
+        }
+        info!(controller = %controller, %addr, tls = tls.is_some(), "node serving");
         Ok(RunningNode {
             addr,
+            metrics_addr,
             controller,
             shutdown,
             serve: Some(serve),

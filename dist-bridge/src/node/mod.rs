@@ -13,33 +13,49 @@
 //!
 //! ```
 //! use dist_bridge::*;
+//! use dist_bridge::certs::DevCa;
+//! use dist_bridge::client::Reach;
 //! use secctx::{DbStore, ObjMeta, Object, ObjectStore, keypair};
 //! use twizzler_capsec::{Cap, CapGrant, Expiry, ObjID, Protections, SigningKey, SigningScheme};
 //! # use rand_core::SeedableRng;
 //! # let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(1); // use the OS RNG in real code
 //! # let dir = std::env::temp_dir().join(format!("dist-bridge-doc-{}", std::process::id()));
 //! # let _ = std::fs::remove_dir_all(&dir);
-//! // The node's store: a verifying key, and an object it signs for.
+//! // Certificates: a CA, node 1, and a client (`dist-bridge certs` does the same).
+//! let ca = DevCa::generate().unwrap();
+//! ca.save(dir.join("certs"), false).unwrap();
+//! let node_tls = ca.issue(&PeerIdentity::Node(1), &[]).unwrap().save(dir.join("certs"), false).unwrap();
+//! let app = PeerIdentity::Client("app".into());
+//! let app_tls = ca.issue(&app, &[]).unwrap().save(dir.join("certs"), false).unwrap();
+//!
+//! // The node's store: a verifying key, an object it signs for, and the caller's context
+//! // with its own key (which proves, at export, that the caller speaks for the context).
 //! let store = DbStore::open(dir.join("store")).unwrap();
 //! let key = SigningKey::generate(SigningScheme::Ed25519, &mut rng);
-//! let (kuid, object, ctx) = (ObjID::new(1), ObjID::new(2), ObjID::new(3));
+//! let ctx_key = SigningKey::generate(SigningScheme::Ed25519, &mut rng);
+//! let (kuid, object, ctx, ctx_kuid) = (ObjID::new(1), ObjID::new(2), ObjID::new(3), ObjID::new(4));
 //! keypair::store_verifying_key(&store, kuid, &key.verifying_key()).unwrap();
-//! let data = b"hello".to_vec();
-//! store.create(&Object { id: object, meta: ObjMeta::signed_by(kuid), data }).unwrap();
+//! keypair::store_verifying_key(&store, ctx_kuid, &ctx_key.verifying_key()).unwrap();
+//! store.create(&Object { id: object, meta: ObjMeta::signed_by(kuid), data: b"hello".to_vec() }).unwrap();
+//! store.create(&Object { id: ctx, meta: ObjMeta::signed_by(ctx_kuid), data: Vec::new() }).unwrap();
 //! let cap = Cap::mint(CapGrant::new(object, ctx, Protections::READ), &key).unwrap();
 //!
 //! tokio::runtime::Runtime::new().unwrap().block_on(async {
-//!     let config = NodeConfig::new(1, dir.join("store"), dir.join("controller.version"));
+//!     let mut config = NodeConfig::new(1, dir.join("store"), dir.join("controller.version"));
+//!     config.transport = Some(Transport::Tls(node_tls)); // mutual TLS
 //!     let node = Node::start(config).await.unwrap(); // listens on 127.0.0.1:<any port>
-//!     let client = NodeClient::connect(node.addr()).await.unwrap();
+//!     let tls = app_tls.load().unwrap();
+//!     let client = NodeClient::connect(node.addr(), 1, Reach::Tls(&tls)).await.unwrap();
 //!
 //!     let scope = Scope::new(Rights::READ | Rights::REVOKE, ByteRange::WHOLE, Expiry::NEVER);
-//!     let token = client.export(&cap, ctx, scope).await.unwrap();
+//!     let token = client.export(&cap, ctx, &ctx_key, scope).await.unwrap();
 //!     assert_eq!(client.read(&token, 0, 5).await.unwrap(), b"hello");
 //!
 //!     client.revoke(&token).await.unwrap();
 //!     let refused = client.read(&token, 0, 5).await.unwrap_err();
-//!     assert_eq!(refused.kind(), Some(ErrorKind::Revoked));
+//!     // A client (not an operator) is told only that it was refused; the node's log (and
+//!     // Status, for operators) says why: revoked.
+//!     assert_eq!(refused.kind(), Some(ErrorKind::Denied));
 //!     node.shutdown().await.unwrap();
 //! });
 //! # let _ = std::fs::remove_dir_all(&dir);
@@ -100,24 +116,45 @@
 //!
 //! # Security
 //!
-//! Tokens are bearer tokens and requests are not authenticated by the transport: run nodes
-//! on a network where the channel is authenticated and encrypted (a TLS terminator, a VPN, or
-//! tonic's TLS feature). `Export` trusts the caller to run in the context it names, exactly as
-//! a local process would be trusted, so by default it is accepted only from loopback
-//! ([`NodeConfig::allow_remote_export`](super::NodeConfig::allow_remote_export)).
+//! - **Mutual TLS** ([`crate::tls`]): every client and peer presents a certificate from the
+//!   cluster CA, and the node presents one naming its node id; who a caller is comes from its
+//!   certificate ([`crate::identity`]), never from its address or from a field of its
+//!   message. Plaintext exists only as the explicit, loudly logged
+//!   [`Transport::Insecure`](crate::tls::Transport::Insecure), for tests, where every caller
+//!   is anonymous.
+//! - **Export** needs a proof that the caller speaks for the capability's context: a
+//!   signature by the context object's `kuid` key over the request, the node id, a time and
+//!   a nonce ([`crate::export_proof`]). No address is trusted.
+//! - **No oracles**: the owner checks a token's tag before anything that tells live, revoked
+//!   or reused guards apart, and every caller but an operator gets one
+//!   [`ErrorKind::Denied`](crate::wire::ErrorKind::Denied) for every failed check
+//!   ([`crate::wire::public_view`]). The reason goes to the log (`refused` lines, with the
+//!   caller's identity) and to operators, in their own refusals and in `Status`.
+//! - **Roles**: `Status`, `PollUpgrades` (which names upgraded guards) and the baseline's
+//!   `BroadcastIssue`/`BroadcastRevoke` are for operators (`PollUpgrades` also for nodes);
+//!   `Broadcast` only from the node its `from` names.
+//! - **Bounds** on everything a client controls: see [`NodeConfig`](super::NodeConfig)
+//!   (connections, streams per connection, handshake, request and idle timeouts, message
+//!   size, derived guards per exported guard, export nonces, shutdown deadline).
+//!
+//! Metrics ([`NodeConfig::metrics_listen`](super::NodeConfig::metrics_listen)) are plain HTTP
+//! for a management network.
 //!
 //! # Modules
 //!
 //! `config` (what a node is told), `lifecycle` (starting, serving, stopping), `shared` (the
 //! state every request and the maintenance task share, and that task), `counters` (RPC
-//! counters and upgrade notices), `storage` (an invocation's ranged read or write) and
-//! `service` (the RPCs).
+//! counters, refusals and upgrade notices), `metrics` (Prometheus), `caller` (who sent a
+//! request), `gates` (per-object revocation gates), `cut` (connections a shutdown can cut),
+//! `storage` (an invocation's ranged read or write) and `service` (the RPCs).
 
+mod caller;
 mod config;
 mod counters;
 mod cut;
 mod gates;
 mod lifecycle;
+mod metrics;
 mod service;
 mod shared;
 mod storage;

@@ -3,14 +3,17 @@
 use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::time::Instant;
 
 use tokio::task::JoinSet;
 use tonic::{Code, Request, Response, Status};
-use tracing::{debug, info};
-use twizzler_capsec::Cap;
+use tracing::info;
+use twizzler_capsec::{Cap, Signature};
 
 use crate::broadcast::BroadcastMessage;
-use crate::keys::StoreKeys;
+use crate::export_proof::{ExportClaim, ExportProof, NONCE_LEN, ProofError};
+use crate::identity::PeerIdentity;
+use crate::keys::{KeyLookup, StoreKeys};
 use crate::owner::ExportRequest;
 use crate::pb;
 use crate::pb::node_server::Node as NodeRpc;
@@ -19,6 +22,7 @@ use crate::table::TableStats;
 use crate::token::GuardedToken;
 use crate::wire::{self, ErrorKind};
 
+use super::caller::Caller;
 use super::counters::Rpc;
 use super::shared::{Shared, now_ns};
 use super::storage::{read_bytes, write_bytes};
@@ -36,120 +40,70 @@ pub(super) fn decode_token(bytes: &[u8]) -> Result<GuardedToken, Status> {
     GuardedToken::decode(bytes).map_err(|e| wire::invoke_status(&e.into()))
 }
 
-/// Logs a refusal and passes it on.
-pub(super) fn refused(rpc: &str, status: Status) -> Status {
-    debug!(
-        rpc,
-        code = ?status.code(),
-        kind = wire::kind_of(&status).map(ErrorKind::name).unwrap_or("none"),
-        message = status.message(),
-        "refused"
-    );
-    status
+fn not_allowed(what: impl fmt::Display) -> Status {
+    wire::refusal(Code::PermissionDenied, ErrorKind::NotAllowed, what)
 }
 
-/// Reads `grant.len` bytes at `grant.offset`; bytes past the stored end read as zeros. Only
-
-#[tonic::async_trait]
-impl NodeRpc for Service {
-    async fn export(
-        &self,
-        request: Request<pb::ExportRequest>,
-    ) -> Result<Response<pb::TokenReply>, Status> {
-        let sh = &self.shared;
-        sh.counters.received(Rpc::Export);
-        let local = request.remote_addr().is_some_and(|a| a.ip().is_loopback());
-        if !local && !sh.allow_remote_export {
-            return Err(refused(
-                "export",
-                wire::refusal(
-                    Code::PermissionDenied,
-                    ErrorKind::ExportNotAllowed,
-                    format!(
-                        "export is only accepted from loopback (the caller is {})",
-                        request
-                            .remote_addr()
-                            .map_or_else(|| "unknown".to_owned(), |a| a.to_string())
-                    ),
-                ),
-            ));
-        }
-        let r = request.into_inner();
-        let cap = Cap::decode(&r.cap)
-            .map_err(|e| refused("export", wire::bad_request(format!("bad capability: {e}"))))?;
-        let context =
-            wire::objid_from_bytes(&r.context, "context").map_err(|s| refused("export", s))?;
-        let scope = wire::scope_from_pb(r.scope).map_err(|s| refused("export", s))?;
-        let shared = sh.clone();
-        let token = tokio::task::spawn_blocking(move || {
-            let keys = StoreKeys::new(&shared.store).map_err(|e| wire::store_status(&e))?;
-            shared
-                .owner
-                .export(&cap, &keys, &ExportRequest { context, scope }, now_ns())
-                .map_err(|e| wire::export_status(&e))
-        })
-        .await
-        .map_err(internal)?
-        .map_err(|s| refused("export", s))?;
-        info!(guard = %token.guard(), object = %token.object(), scope = ?token.scope(), "exported");
-        Ok(Response::new(pb::TokenReply {
-            token: token.encode(),
-        }))
+/// A refused export proof as a status.
+fn proof_status(e: &ProofError) -> Status {
+    match e {
+        ProofError::Busy => wire::refusal(Code::ResourceExhausted, ErrorKind::Busy, e),
+        _ => wire::refusal(Code::Unauthenticated, ErrorKind::BadProof, e),
     }
+}
 
-    async fn invoke(
-        &self,
-        request: Request<pb::InvokeRequest>,
-    ) -> Result<Response<pb::InvokeReply>, Status> {
+/// The proof of an export request, parsed.
+fn proof_from_pb(p: Option<pb::ExportProof>) -> Result<ExportProof, ProofError> {
+    let p = p.ok_or(ProofError::Missing("the request carries none"))?;
+    let nonce: [u8; NONCE_LEN] = p
+        .nonce
+        .as_slice()
+        .try_into()
+        .map_err(|_| ProofError::Missing("the nonce is not 16 bytes"))?;
+    let signature = Signature::decode(&p.signature)
+        .map_err(|_| ProofError::Missing("the signature does not decode"))?;
+    Ok(ExportProof {
+        time: p.time,
+        nonce,
+        signature,
+    })
+}
+
+impl Service {
+    /// An invocation of `op`, checked and done; the refusal in detail.
+    async fn invoke_op(&self, op: Op, r: pb::InvokeRequest) -> Result<Vec<u8>, Status> {
         let sh = &self.shared;
-        sh.counters.received(Rpc::Invoke);
-        let r = request.into_inner();
-        let op = match pb::Op::try_from(r.op) {
-            Ok(pb::Op::Read) => Op::Read,
-            Ok(pb::Op::Write) => Op::Write,
-            _ => {
-                return Err(refused(
-                    "invoke",
-                    wire::bad_request(format!("unknown operation {}", r.op)),
-                ));
-            }
-        };
         let data = r.data;
         match op {
             Op::Read if !data.is_empty() => {
-                return Err(refused(
-                    "invoke",
-                    wire::bad_request("a read carries no data"),
-                ));
+                return Err(wire::bad_request("a read carries no data"));
             }
             Op::Write if data.len() as u64 != r.len => {
-                return Err(refused(
-                    "invoke",
-                    wire::bad_request(format!("write of {} bytes says len {}", data.len(), r.len)),
-                ));
+                return Err(wire::bad_request(format!(
+                    "write of {} bytes says len {}",
+                    data.len(),
+                    r.len
+                )));
             }
             _ => {}
         }
         if r.len > sh.max_io_bytes {
-            return Err(refused(
-                "invoke",
-                wire::bad_request(format!(
-                    "{} bytes requested; this node moves at most {} per invocation",
-                    r.len, sh.max_io_bytes
-                )),
-            ));
+            return Err(wire::bad_request(format!(
+                "{} bytes requested; this node moves at most {} per invocation",
+                r.len, sh.max_io_bytes
+            )));
         }
         // The gate of the token's object, held from before the check until the effect is
         // done, even if this handler is cancelled: the guard moves into the blocking task.
-        let token = decode_token(&r.token).map_err(|s| refused("invoke", s))?;
+        let token = decode_token(&r.token)?;
         let gate = sh.gates.of(token.object()).read_owned().await;
         let grant = sh
             .owner
             .check(&token, op, r.offset, r.len, now_ns())
-            .map_err(|e| refused("invoke", wire::invoke_status(&e)))?;
+            .map_err(|e| wire::invoke_status(&e))?;
         let store = sh.store.clone();
         let max_object = sh.max_object_bytes;
-        let data = tokio::task::spawn_blocking(move || {
+        tokio::task::spawn_blocking(move || {
             let result = match op {
                 Op::Read => read_bytes(&store, &grant),
                 Op::Write => write_bytes(&store, &grant, &data, max_object).map(|()| Vec::new()),
@@ -159,8 +113,132 @@ impl NodeRpc for Service {
         })
         .await
         .map_err(internal)?
-        .map_err(|s| refused("invoke", s))?;
-        Ok(Response::new(pb::InvokeReply { data }))
+    }
+
+    /// Refuses every caller but an operator.
+    fn operator_only(&self, caller: &Caller, rpc: &'static str) -> Result<(), Status> {
+        if caller.is_operator() {
+            return Ok(());
+        }
+        Err(self.refuse(
+            caller,
+            rpc,
+            not_allowed(format!("{rpc} is for operators; the caller is {caller}")),
+        ))
+    }
+
+    /// Logs and counts a refusal with its detailed reason, and returns what `caller` may be
+    /// told: the detail for an operator, [`wire::public_view`] for everyone else.
+    fn refuse(&self, caller: &Caller, rpc: &'static str, status: Status) -> Status {
+        let kind = wire::kind_of(&status).map_or("none", ErrorKind::name);
+        info!(
+            rpc,
+            %caller,
+            code = ?status.code(),
+            kind,
+            message = status.message(),
+            "refused"
+        );
+        self.shared.metrics.refused(rpc, kind);
+        if let Ok(mut r) = self.shared.refusals.lock() {
+            r.record(
+                pb::Refusal {
+                    at: now_ns(),
+                    rpc: rpc.to_owned(),
+                    kind: kind.to_owned(),
+                    message: status.message().to_owned(),
+                    caller: caller.to_string(),
+                },
+                kind,
+            );
+        }
+        if caller.is_operator() {
+            status
+        } else {
+            wire::public_view(&status)
+        }
+    }
+}
+
+#[tonic::async_trait]
+impl NodeRpc for Service {
+    async fn export(
+        &self,
+        request: Request<pb::ExportRequest>,
+    ) -> Result<Response<pb::TokenReply>, Status> {
+        let sh = &self.shared;
+        sh.received(Rpc::Export);
+        let caller = Caller::of(&request);
+        let refuse = |s| self.refuse(&caller, "export", s);
+        let r = request.into_inner();
+        let cap = Cap::decode(&r.cap)
+            .map_err(|e| refuse(wire::bad_request(format!("bad capability: {e}"))))?;
+        let context = wire::objid_from_bytes(&r.context, "context").map_err(refuse)?;
+        let scope = wire::scope_from_pb(r.scope).map_err(refuse)?;
+        let proof = proof_from_pb(r.proof).map_err(|e| refuse(proof_status(&e)))?;
+        let now = now_ns();
+        // Cheap refusals first: a proof outside the window needs no key lookup.
+        if proof.time.abs_diff(now) > sh.proofs.skew_ns() {
+            return Err(refuse(proof_status(&ProofError::Skew {
+                time: proof.time,
+                now,
+            })));
+        }
+        let shared = sh.clone();
+        let token = tokio::task::spawn_blocking(move || {
+            let keys = StoreKeys::new(&shared.store).map_err(|e| wire::store_status(&e))?;
+            // The caller speaks for `context`: its kuid key signed this very request.
+            let claim = ExportClaim {
+                node: shared.owner.id().node,
+                cap: &r.cap,
+                context,
+                scope: &scope,
+            };
+            let key = keys.kuid_key(context).map_err(|e| {
+                proof_status(&ProofError::NoContextKey(format!("context {context}: {e}")))
+            })?;
+            proof.verify(&key, &claim).map_err(|e| proof_status(&e))?;
+            // Only a verified proof takes a place among the remembered nonces.
+            shared
+                .proofs
+                .admit(&proof, now)
+                .map_err(|e| proof_status(&e))?;
+            shared
+                .owner
+                .export(&cap, &keys, &ExportRequest { context, scope }, now)
+                .map_err(|e| wire::export_status(&e))
+        })
+        .await
+        .map_err(internal)?
+        .map_err(refuse)?;
+        info!(%caller, guard = %token.guard(), object = %token.object(), scope = ?token.scope(), "exported");
+        Ok(Response::new(pb::TokenReply {
+            token: token.encode(),
+        }))
+    }
+
+    async fn invoke(
+        &self,
+        request: Request<pb::InvokeRequest>,
+    ) -> Result<Response<pb::InvokeReply>, Status> {
+        let started = Instant::now();
+        let sh = &self.shared;
+        let caller = Caller::of(&request);
+        sh.received(Rpc::Invoke);
+        let r = request.into_inner();
+        let op = match pb::Op::try_from(r.op) {
+            Ok(pb::Op::Read) => Op::Read,
+            Ok(pb::Op::Write) => Op::Write,
+            _ => {
+                let e = wire::bad_request(format!("unknown operation {}", r.op));
+                return Err(self.refuse(&caller, "invoke", e));
+            }
+        };
+        let result = self.invoke_op(op, r).await;
+        sh.metrics.invoked(op, result.is_ok(), started.elapsed());
+        result
+            .map(|data| Response::new(pb::InvokeReply { data }))
+            .map_err(|s| self.refuse(&caller, "invoke", s))
     }
 
     async fn revoke(
@@ -168,16 +246,19 @@ impl NodeRpc for Service {
         request: Request<pb::TokenRequest>,
     ) -> Result<Response<pb::RevokeReply>, Status> {
         let sh = &self.shared;
-        sh.counters.received(Rpc::Revoke);
-        let token = decode_token(&request.into_inner().token).map_err(|s| refused("revoke", s))?;
+        let caller = Caller::of(&request);
+        sh.received(Rpc::Revoke);
+        let token = decode_token(&request.into_inner().token)
+            .map_err(|s| self.refuse(&caller, "revoke", s))?;
         let report = {
             // Waits only for invocations on this object (every guard it revokes is of it).
             let gate = sh.gates.of(token.object());
             let _held = gate.write().await;
             sh.owner.revoke(&token, now_ns())
         }
-        .map_err(|e| refused("revoke", wire::invoke_status(&e)))?;
-        info!(guard = %token.guard(), guards = report.guards_revoked, "revoked");
+        .map_err(|e| self.refuse(&caller, "revoke", wire::invoke_status(&e)))?;
+        sh.metrics.revoked(report.guards_revoked);
+        info!(%caller, guard = %token.guard(), guards = report.guards_revoked, "revoked");
         Ok(Response::new(pb::RevokeReply {
             guards_revoked: report.guards_revoked,
         }))
@@ -188,12 +269,14 @@ impl NodeRpc for Service {
         request: Request<pb::TokenRequest>,
     ) -> Result<Response<pb::TokenReply>, Status> {
         let sh = &self.shared;
-        sh.counters.received(Rpc::Renew);
-        let token = decode_token(&request.into_inner().token).map_err(|s| refused("renew", s))?;
+        let caller = Caller::of(&request);
+        sh.received(Rpc::Renew);
+        let token = decode_token(&request.into_inner().token)
+            .map_err(|s| self.refuse(&caller, "renew", s))?;
         let fresh = sh
             .owner
             .renew(&token, now_ns())
-            .map_err(|e| refused("renew", wire::invoke_status(&e)))?;
+            .map_err(|e| self.refuse(&caller, "renew", wire::invoke_status(&e)))?;
         Ok(Response::new(pb::TokenReply {
             token: fresh.encode(),
         }))
@@ -204,14 +287,16 @@ impl NodeRpc for Service {
         request: Request<pb::DeriveRequest>,
     ) -> Result<Response<pb::TokenReply>, Status> {
         let sh = &self.shared;
-        sh.counters.received(Rpc::DeriveGuard);
+        let caller = Caller::of(&request);
+        sh.received(Rpc::DeriveGuard);
         let r = request.into_inner();
-        let token = decode_token(&r.token).map_err(|s| refused("derive_guard", s))?;
-        let scope = wire::scope_from_pb(r.scope).map_err(|s| refused("derive_guard", s))?;
+        let token = decode_token(&r.token).map_err(|s| self.refuse(&caller, "derive_guard", s))?;
+        let scope =
+            wire::scope_from_pb(r.scope).map_err(|s| self.refuse(&caller, "derive_guard", s))?;
         let child = sh
             .owner
             .export_from(&token, scope, now_ns())
-            .map_err(|e| refused("derive_guard", wire::invoke_status(&e)))?;
+            .map_err(|e| self.refuse(&caller, "derive_guard", wire::invoke_status(&e)))?;
         info!(parent = %token.guard(), guard = %child.guard(), "derived guard");
         Ok(Response::new(pb::TokenReply {
             token: child.encode(),
@@ -220,9 +305,17 @@ impl NodeRpc for Service {
 
     async fn status(
         &self,
-        _request: Request<pb::StatusRequest>,
+        request: Request<pb::StatusRequest>,
     ) -> Result<Response<pb::StatusReply>, Status> {
         let sh = &self.shared;
+        let caller = Caller::of(&request);
+        if !caller.is_operator() {
+            return Err(self.refuse(
+                &caller,
+                "status",
+                not_allowed(format!("Status is for operators; the caller is {caller}")),
+            ));
+        }
         let table: TableStats = sh.owner.stats().map_err(|e| wire::invoke_status(&e))?;
         let counts = sh
             .broadcast
@@ -233,6 +326,10 @@ impl NodeRpc for Service {
             .revoked_len()
             .map_err(|e| wire::broadcast_status(&e))?;
         let id = sh.owner.id();
+        let refusals = sh
+            .refusals
+            .lock()
+            .map_err(|_| internal("refusal log unavailable"))?;
         Ok(Response::new(pb::StatusReply {
             node: id.node,
             controller_version: id.version,
@@ -245,6 +342,12 @@ impl NodeRpc for Service {
                 revoked_len: revoked_len as u64,
             }),
             peers: sh.broadcast.peers().to_vec(),
+            refusals: refusals
+                .by_kind
+                .iter()
+                .map(|(k, n)| ((*k).to_owned(), *n))
+                .collect(),
+            recent_refusals: refusals.recent.iter().cloned().collect(),
         }))
     }
 
@@ -253,6 +356,18 @@ impl NodeRpc for Service {
         request: Request<pb::PollUpgradesRequest>,
     ) -> Result<Response<pb::PollUpgradesReply>, Status> {
         let sh = &self.shared;
+        let caller = Caller::of(&request);
+        // Notices name upgraded guards: not for clients, who learn of an upgrade from the
+        // refusal of their own token.
+        if !(caller.is_operator() || matches!(caller, Caller::Known(PeerIdentity::Node(_)))) {
+            return Err(self.refuse(
+                &caller,
+                "poll_upgrades",
+                not_allowed(format!(
+                    "upgrade notices are for operators and nodes; the caller is {caller}"
+                )),
+            ));
+        }
         let after = request.into_inner().after;
         // Publish what is pending now, so a holder need not wait for the next tick.
         sh.publish_upgrades();
@@ -283,14 +398,16 @@ impl NodeRpc for Service {
 
     async fn broadcast_issue(
         &self,
-        _request: Request<pb::BroadcastIssueRequest>,
+        request: Request<pb::BroadcastIssueRequest>,
     ) -> Result<Response<pb::CapName>, Status> {
         let sh = &self.shared;
-        sh.counters.received(Rpc::BroadcastIssue);
+        let caller = Caller::of(&request);
+        sh.received(Rpc::BroadcastIssue);
+        self.operator_only(&caller, "broadcast_issue")?;
         let cap = sh
             .broadcast
             .issue()
-            .map_err(|e| wire::broadcast_status(&e))?;
+            .map_err(|e| self.refuse(&caller, "broadcast_issue", wire::broadcast_status(&e)))?;
         Ok(Response::new(wire::cap_name_to_pb(&cap)))
     }
 
@@ -299,12 +416,14 @@ impl NodeRpc for Service {
         request: Request<pb::CapName>,
     ) -> Result<Response<pb::BroadcastRevokeReply>, Status> {
         let sh = &self.shared;
-        sh.counters.received(Rpc::BroadcastRevoke);
+        let caller = Caller::of(&request);
+        sh.received(Rpc::BroadcastRevoke);
+        self.operator_only(&caller, "broadcast_revoke")?;
         let cap = wire::cap_name_from_pb(&request.into_inner());
         let outgoing = sh
             .broadcast
             .revoke(cap)
-            .map_err(|e| refused("broadcast_revoke", wire::broadcast_status(&e)))?;
+            .map_err(|e| self.refuse(&caller, "broadcast_revoke", wire::broadcast_status(&e)))?;
         let from = sh.broadcast.node();
         let mut sends = JoinSet::new();
         for out in &outgoing {
@@ -344,7 +463,8 @@ impl NodeRpc for Service {
             .is_complete(cap)
             .map_err(|e| wire::broadcast_status(&e))?;
         if !failures.is_empty() {
-            return Err(refused(
+            return Err(self.refuse(
+                &caller,
                 "broadcast_revoke",
                 wire::refusal(
                     Code::Unavailable,
@@ -371,11 +491,12 @@ impl NodeRpc for Service {
         request: Request<pb::CapName>,
     ) -> Result<Response<pb::BroadcastCheckReply>, Status> {
         let sh = &self.shared;
-        sh.counters.received(Rpc::BroadcastCheck);
+        let caller = Caller::of(&request);
+        sh.received(Rpc::BroadcastCheck);
         let cap = wire::cap_name_from_pb(&request.into_inner());
         sh.broadcast
             .check(cap)
-            .map_err(|e| refused("broadcast_check", wire::broadcast_status(&e)))?;
+            .map_err(|e| self.refuse(&caller, "broadcast_check", wire::broadcast_status(&e)))?;
         Ok(Response::new(pb::BroadcastCheckReply {}))
     }
 
@@ -384,14 +505,27 @@ impl NodeRpc for Service {
         request: Request<pb::BroadcastRequest>,
     ) -> Result<Response<pb::BroadcastReply>, Status> {
         let sh = &self.shared;
-        sh.counters.received(Rpc::Broadcast);
+        let caller = Caller::of(&request);
+        sh.received(Rpc::Broadcast);
         let r = request.into_inner();
+        // A message is from the node its sender's certificate names, never from the node
+        // its `from` field claims.
+        if !caller.is_node(r.from) {
+            return Err(self.refuse(
+                &caller,
+                "broadcast",
+                not_allowed(format!(
+                    "a message claiming to be from node {} sent by {caller}",
+                    r.from
+                )),
+            ));
+        }
         let message = BroadcastMessage::decode(&r.message)
-            .map_err(|e| refused("broadcast", wire::broadcast_status(&e)))?;
+            .map_err(|e| self.refuse(&caller, "broadcast", wire::broadcast_status(&e)))?;
         let replies = sh
             .broadcast
             .handle(r.from, message)
-            .map_err(|e| refused("broadcast", wire::broadcast_status(&e)))?;
+            .map_err(|e| self.refuse(&caller, "broadcast", wire::broadcast_status(&e)))?;
         Ok(Response::new(pb::BroadcastReply {
             replies: replies
                 .iter()

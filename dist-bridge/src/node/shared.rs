@@ -12,10 +12,12 @@ use twizzler_capsec::{ObjID, RecordId};
 
 use crate::broadcast::BroadcastNode;
 use crate::client::NodeClient;
+use crate::export_proof::ReplayWindow;
 use crate::owner::Owner;
 
-use super::counters::{Counters, Notices};
+use super::counters::{Counters, Notices, RPCS, Refusals, Rpc};
 use super::gates::Gates;
+use super::metrics::Metrics;
 
 /// Nanoseconds since the Unix epoch.
 pub(super) fn now_ns() -> u64 {
@@ -38,7 +40,11 @@ pub(super) struct Shared {
     pub(super) notices: Mutex<Notices>,
     /// Revocations of the store already applied to the guard table.
     pub(super) revoked_sources: Mutex<Applied>,
-    pub(super) allow_remote_export: bool,
+    /// Export proofs' time window and the nonces seen within it.
+    pub(super) proofs: ReplayWindow,
+    /// Refusals by kind, and the last few in detail (for operators).
+    pub(super) refusals: Mutex<Refusals>,
+    pub(super) metrics: Metrics,
     pub(super) max_io_bytes: u64,
     pub(super) max_object_bytes: u64,
 }
@@ -51,6 +57,14 @@ pub(super) struct Applied {
 }
 
 impl Shared {
+    /// Counts a received request (for `Status` and the metrics).
+    pub(super) fn received(&self, rpc: Rpc) {
+        self.counters.received(rpc);
+        if let Some((_, name)) = RPCS.get(rpc as usize) {
+            self.metrics.received(name);
+        }
+    }
+
     pub(super) fn publish_upgrades(&self) {
         match self.owner.drain_upgrades() {
             Ok(Some(notice)) => {

@@ -1,14 +1,21 @@
-//! Shared fixtures of the service tests: nodes on 127.0.0.1 with ephemeral ports, each with a
-//! directory store holding one object signed for by a key in the same store.
+//! Shared fixtures of the service tests: nodes on 127.0.0.1 with ephemeral ports, serving
+//! mutual TLS with certificates from one development CA per test process, each with a store
+//! holding one object signed for by a key in the same store, and the context [`CTX`] whose
+//! key signs export proofs. The default clients are operators (they see detailed refusals
+//! and `Status`); [`Net::holder`] is a plain client.
 
 #![allow(dead_code)]
 
 use std::future::Future;
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
+use dist_bridge::certs::{self, DevCa};
+use dist_bridge::client::Reach;
 use dist_bridge::node::Peer;
+use dist_bridge::tls::TlsMaterial;
 use dist_bridge::*;
 use rand_core::SeedableRng;
 use secctx::keypair;
@@ -38,17 +45,114 @@ pub fn scratch(name: &str) -> PathBuf {
     dir
 }
 
-/// A raw channel to the node at `addr` (for services other than the node's own client).
-pub async fn channel(addr: std::net::SocketAddr) -> tonic::transport::Channel {
-    tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+/// The test process's development PKI: a CA, nodes 1 to 64, operator `ops`, clients `app`
+/// and `other`, made once.
+pub fn pki() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = scratch("pki");
+        let ca = DevCa::generate().unwrap();
+        ca.save(&dir, false).unwrap();
+        let mut ids: Vec<PeerIdentity> = (1..=64).map(PeerIdentity::Node).collect();
+        ids.push(PeerIdentity::Operator("ops".into()));
+        ids.push(PeerIdentity::Client("app".into()));
+        ids.push(PeerIdentity::Client("other".into()));
+        for id in &ids {
+            ca.issue(id, &[]).unwrap().save(&dir, false).unwrap();
+        }
+        dir
+    })
+}
+
+/// The TLS files of `identity` in the test PKI.
+pub fn tls_files(identity: &PeerIdentity) -> TlsFiles {
+    TlsFiles::in_dir(pki(), &certs::file_stem(identity))
+}
+
+/// The loaded TLS material of `identity`.
+pub fn tls(identity: &PeerIdentity) -> TlsMaterial {
+    tls_files(identity).load().unwrap()
+}
+
+/// The operator every default test client is.
+pub fn operator() -> PeerIdentity {
+    PeerIdentity::Operator("ops".into())
+}
+
+/// A plain client.
+pub fn holder() -> PeerIdentity {
+    PeerIdentity::Client("app".into())
+}
+
+/// A client of node `node` at `addr`, as `identity`.
+pub async fn connect_as(
+    identity: &PeerIdentity,
+    addr: std::net::SocketAddr,
+    node: u64,
+) -> NodeClient {
+    NodeClient::connect(addr, node, Reach::Tls(&tls(identity)))
+        .await
+        .unwrap()
+}
+
+/// A raw channel to node `node` at `addr`, as the operator (for services other than the
+/// node's own client).
+pub async fn channel(addr: std::net::SocketAddr, node: u64) -> tonic::transport::Channel {
+    tonic::transport::Endpoint::from_shared(format!("https://{addr}"))
         .expect("endpoint")
+        .tls_config(tls(&operator()).client_config(node))
+        .expect("tls")
         .connect()
         .await
         .expect("connect")
 }
 
+/// A raw TLS stream (ALPN h2) to node `node` at `addr` as `identity`, for tests that speak
+/// HTTP/2 as no gRPC client would.
+pub async fn tls_stream(
+    identity: &PeerIdentity,
+    addr: std::net::SocketAddr,
+    node: u64,
+) -> tokio_rustls::client::TlsStream<tokio::net::TcpStream> {
+    use rustls_pki_types::pem::PemObject;
+    let files = tls_files(identity);
+    let mut roots = rustls::RootCertStore::empty();
+    for c in rustls_pki_types::CertificateDer::pem_file_iter(&files.ca).unwrap() {
+        roots.add(c.unwrap()).unwrap();
+    }
+    let chain = rustls_pki_types::CertificateDer::pem_file_iter(&files.cert)
+        .unwrap()
+        .collect::<Result<Vec<_>, _>>()
+        .unwrap();
+    let key = rustls_pki_types::PrivateKeyDer::from_pem_file(&files.key).unwrap();
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_client_auth_cert(chain, key)
+        .unwrap();
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    let name = rustls_pki_types::ServerName::try_from(PeerIdentity::Node(node).dns_name()).unwrap();
+    let tcp = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    tokio_rustls::TlsConnector::from(std::sync::Arc::new(config))
+        .connect(name, tcp)
+        .await
+        .expect("TLS handshake")
+}
+
 /// The security context every capability of the tests is for.
 pub const CTX: ObjID = ObjID::new(0xc7c7_c7c7);
+/// The verifying-key object of [`CTX`] (its `kuid`).
+pub const CTX_KUID: ObjID = ObjID::new(0xc7c7_0001);
+
+/// The signing key of [`CTX`]'s kuid: it signs export proofs.
+pub fn ctx_key() -> SigningKey {
+    SigningKey::generate(
+        SigningScheme::Ed25519,
+        &mut rand_chacha::ChaCha20Rng::seed_from_u64(0xc7),
+    )
+}
 
 /// A node's files and its object.
 pub struct Site {
@@ -85,6 +189,15 @@ impl Site {
             &key,
         )
         .unwrap();
+        // The context, with the key that signs its export proofs.
+        keypair::store_verifying_key(&store, CTX_KUID, &ctx_key().verifying_key()).unwrap();
+        store
+            .create(&Object {
+                id: CTX,
+                meta: ObjMeta::signed_by(CTX_KUID),
+                data: Vec::new(),
+            })
+            .unwrap();
         Site {
             id,
             dir,
@@ -103,6 +216,7 @@ impl Site {
             self.dir.join("controller.version"),
         );
         c.maintenance_interval = Duration::from_millis(50);
+        c.transport = Some(Transport::Tls(tls_files(&PeerIdentity::Node(self.id))));
         c
     }
 
@@ -202,7 +316,7 @@ impl Net {
         self.clients.clear();
         self.cluster = Cluster::new();
         for (s, node) in self.sites.iter().zip(&self.nodes) {
-            let c = NodeClient::connect(node.addr()).await.unwrap();
+            let c = connect_as(&operator(), node.addr(), s.id).await;
             self.cluster.insert(s.id, c.clone());
             self.clients.push(c);
         }
@@ -213,6 +327,11 @@ impl Net {
         &self.clients[i]
     }
 
+    /// A plain client (not an operator) of node `i`.
+    pub async fn holder(&self, i: usize) -> NodeClient {
+        connect_as(&holder(), self.nodes[i].addr(), self.sites[i].id).await
+    }
+
     /// Exports node `i`'s capability with `rights` over `range`.
     pub async fn export(&self, i: usize, rights: Rights, range: ByteRange) -> GuardedToken {
         let s = &self.sites[i];
@@ -220,6 +339,7 @@ impl Net {
             .export(
                 &s.cap,
                 CTX,
+                &ctx_key(),
                 Scope::new(rights, range, twizzler_capsec::Expiry::NEVER),
             )
             .await

@@ -1,0 +1,196 @@
+//! Mutual TLS: who may connect, and who a connection is.
+//!
+//! The findings: a TLS ClientHello got a plaintext HTTP/2 SETTINGS frame back (no transport
+//! security), and broadcast-baseline peers were trusted by the `from` field of their
+//! messages. Now every connection is mutually authenticated against the cluster CA, the node
+//! is the node its certificate names, and a peer is the node its certificate names.
+
+mod net;
+
+use std::time::Duration;
+
+use dist_bridge::certs::DevCa;
+use dist_bridge::client::Reach;
+use dist_bridge::node::Peer;
+use dist_bridge::*;
+use net::*;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// A plaintext HTTP/2 client gets no HTTP/2 from a TLS node: its connection preface is not
+/// a TLS record, so the node closes the connection without a SETTINGS frame.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plaintext_clients_get_nothing() {
+    bounded(async {
+        let net = Net::start("tls-plain", 1, |_| {}).await;
+        let addr = net.nodes[0].addr();
+        let mut tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+        tcp.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
+            .await
+            .unwrap();
+        let mut buf = [0u8; 64];
+        let n = match tokio::time::timeout(Duration::from_secs(15), tcp.read(&mut buf)).await {
+            Ok(Ok(n)) => n,
+            Ok(Err(_)) => 0,
+            Err(_) => panic!("the node neither answered nor closed"),
+        };
+        // Whatever comes back (a TLS alert at most) is not an HTTP/2 SETTINGS frame
+        // (type 4 at byte 3).
+        assert!(n == 0 || buf[0] == 0x15, "plaintext answer {:?}", &buf[..n]);
+        // A gRPC client without TLS fails too.
+        let r = NodeClient::connect(addr, 1, Reach::Insecure).await;
+        let refused = match r {
+            Err(_) => true,
+            Ok(c) => c.status().await.is_err(),
+        };
+        assert!(refused, "a plaintext client was served");
+        // Meanwhile TLS clients are served.
+        net.client(0).status().await.unwrap();
+        net.shutdown().await;
+    })
+    .await;
+}
+
+/// Clients need a certificate, and one from the cluster's CA.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clients_without_a_certificate_from_the_ca_are_refused() {
+    bounded(async {
+        let net = Net::start("tls-ca", 1, |_| {}).await;
+        let addr = net.nodes[0].addr();
+        // Another CA issues a certificate with the very same identity.
+        let dir = scratch("tls-other-ca");
+        let rogue = DevCa::generate().unwrap();
+        rogue.save(&dir, false).unwrap();
+        let files = rogue
+            .issue(&operator(), &[])
+            .unwrap()
+            .save(&dir, false)
+            .unwrap();
+        // It trusts the real CA for the server, but presents the rogue certificate.
+        let mixed = TlsFiles {
+            ca: tls_files(&operator()).ca,
+            ..files
+        };
+        let rogue_tls = mixed.load().unwrap();
+        let r = NodeClient::connect(addr, 1, Reach::Tls(&rogue_tls)).await;
+        let refused = match r {
+            Err(_) => true,
+            Ok(c) => c.status().await.is_err(),
+        };
+        assert!(refused, "a certificate from another CA was accepted");
+
+        // No client certificate at all: the handshake fails.
+        let endpoint = tonic::transport::Endpoint::from_shared(format!("https://{addr}"))
+            .unwrap()
+            .tls_config(
+                tonic::transport::ClientTlsConfig::new()
+                    .ca_certificate(tonic::transport::Certificate::from_pem(
+                        std::fs::read(tls_files(&operator()).ca).unwrap(),
+                    ))
+                    .domain_name(PeerIdentity::Node(1).dns_name()),
+            )
+            .unwrap();
+        let served = match endpoint.connect().await {
+            Err(_) => false,
+            Ok(ch) => NodeClient::from_channel(ch, 1).status().await.is_ok(),
+        };
+        assert!(!served, "a client without a certificate was served");
+        net.client(0).status().await.unwrap();
+        net.shutdown().await;
+    })
+    .await;
+}
+
+/// A client that expects node 2 and reaches node 1 refuses it: the node's identity is its
+/// certificate's, not its address's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_that_is_not_the_one_expected_is_refused() {
+    bounded(async {
+        let net = Net::start("tls-which", 2, |_| {}).await;
+        let r = NodeClient::connect(net.nodes[0].addr(), 2, Reach::Tls(&tls(&operator()))).await;
+        let e = match r {
+            Err(e) => e.to_string(),
+            Ok(c) => c.status().await.unwrap_err().to_string(),
+        };
+        assert!(
+            e.contains("not valid for name \"2.node.dist-bridge\""),
+            "{e}"
+        );
+        net.shutdown().await;
+    })
+    .await;
+}
+
+/// A node whose peer list puts peer 2 at an address where node 3 answers: the broadcast
+/// to "node 2" is refused during the handshake, so the revocation reports the peer failed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_peer_is_the_node_its_certificate_names() {
+    bounded(async {
+        let net = Net::start("tls-peer", 2, |_| {}).await;
+        let root = scratch("tls-peer-impostor");
+        let site = Site::new(&root, 1, b"x");
+        let mut c = site.config();
+        c.peers = vec![Peer {
+            id: 2,
+            // Node 1 of the net is at this address, not node 2.
+            addr: net.nodes[0].addr().to_string(),
+        }];
+        c.peer_timeout = Duration::from_secs(5);
+        let node = Node::start(c).await.unwrap();
+        let client = connect_as(&operator(), node.addr(), 1).await;
+        let cap = client.broadcast_issue().await.unwrap();
+        assert_refused(
+            client.broadcast_revoke(cap).await,
+            ErrorKind::PeerFailed,
+            "did not acknowledge",
+        );
+        // Node 1 of the net never received a Broadcast.
+        let status = net.client(0).status().await.unwrap();
+        assert_eq!(status.counters.received("broadcast"), 0);
+        node.shutdown().await.unwrap();
+        net.shutdown().await;
+    })
+    .await;
+}
+
+/// `insecure`: plaintext, and everybody anonymous: no Status, no broadcast message with a
+/// claimed sender, no export without a proof, only denials.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn insecure_nodes_trust_nobody() {
+    bounded(async {
+        let root = scratch("tls-insecure");
+        let site = Site::new(&root, 1, b"plain");
+        let mut c = site.config();
+        c.transport = Some(Transport::Insecure);
+        let node = Node::start(c).await.unwrap();
+        let client = NodeClient::connect(node.addr(), 1, Reach::Insecure)
+            .await
+            .unwrap();
+        assert_refused(client.status().await, ErrorKind::Denied, "refused");
+        let cap = CapName {
+            issuer: 1,
+            serial: 1,
+        };
+        assert_refused(
+            client.broadcast(2, BroadcastMessage::Revoke(cap)).await,
+            ErrorKind::Denied,
+            "refused",
+        );
+        // Exports still work with a proof, and tokens still work.
+        let t = client
+            .export(
+                &site.cap,
+                CTX,
+                &ctx_key(),
+                Scope::new(
+                    Rights::READ,
+                    ByteRange::WHOLE,
+                    twizzler_capsec::Expiry::NEVER,
+                ),
+            )
+            .await
+            .unwrap();
+        assert_eq!(client.read(&t, 0, 5).await.unwrap(), b"plain");
+        node.shutdown().await.unwrap();
+    })
+    .await;
+}
