@@ -166,7 +166,8 @@ impl fmt::Display for ProofError {
 impl std::error::Error for ProofError {}
 
 /// The node's memory of recent nonces: a proof is accepted once, and only within `skew` of
-/// the node's clock, so a nonce need be kept only for `2 × skew`; at most `capacity` are.
+/// the node's clock (and never below `skew` before the latest clock reading, should the clock
+/// step back), so a nonce need be kept only for `2 × skew`; at most `capacity` are.
 #[derive(Debug)]
 pub struct ReplayWindow {
     skew: u64,
@@ -180,6 +181,8 @@ struct Seen {
     by_nonce: HashMap<[u8; NONCE_LEN], u64>,
     /// Nonces in arrival order, to forget the old ones.
     order: VecDeque<([u8; NONCE_LEN], u64)>,
+    /// The latest clock reading seen.
+    latest: u64,
 }
 
 impl ReplayWindow {
@@ -206,8 +209,16 @@ impl ReplayWindow {
             });
         }
         let mut seen = self.seen.lock().map_err(|_| ProofError::Busy)?;
-        // Forget nonces whose proofs can no longer pass the time check.
-        let oldest = now.saturating_sub(self.skew);
+        // The floor never moves back, even if the clock does: a nonce is forgotten only once
+        // its proof's time is below the floor, and such a proof is never accepted again.
+        seen.latest = seen.latest.max(now);
+        let oldest = seen.latest.saturating_sub(self.skew);
+        if proof.time < oldest {
+            return Err(ProofError::Skew {
+                time: proof.time,
+                now,
+            });
+        }
         while let Some(&(nonce, time)) = seen.order.front() {
             if time >= oldest {
                 break;
@@ -226,5 +237,55 @@ impl ReplayWindow {
         seen.by_nonce.insert(proof.nonce, proof.time);
         seen.order.push_back((proof.nonce, proof.time));
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn proof(time: u64, nonce: u8) -> ExportProof {
+        use rand_core::SeedableRng;
+        let key = SigningKey::generate(
+            twizzler_capsec::SigningScheme::Ed25519,
+            &mut rand_chacha::ChaCha20Rng::seed_from_u64(1),
+        );
+        ExportProof {
+            time,
+            nonce: [nonce; NONCE_LEN],
+            signature: key.sign(b"not checked by the window").unwrap(),
+        }
+    }
+
+    proptest! {
+        /// Whatever the order of arrivals and however the clock jumps (back too), a proof is
+        /// admitted at most once, a proof outside the window never is, and no more than
+        /// `capacity` nonces are held.
+        #[test]
+        fn a_nonce_is_admitted_once_and_memory_is_bounded(
+            arrivals in proptest::collection::vec((0u64..400, 0u8..12, 0u64..400), 1..200),
+        ) {
+            let (skew, capacity) = (50, 8);
+            let w = ReplayWindow::new(skew, capacity);
+            let mut admitted: Vec<(u8, u64, u64)> = Vec::new();
+            for (time, nonce, now) in arrivals {
+                let r = w.admit(&proof(time, nonce), now);
+                if time.abs_diff(now) > skew {
+                    prop_assert!(r.is_err());
+                    continue;
+                }
+                if r.is_ok() {
+                    // Never the same proof (nonce and time) twice, whatever the clock did.
+                    for &(n, t, _) in &admitted {
+                        prop_assert!(!(n == nonce && t == time), "replayed {nonce} at {time}");
+                    }
+                    admitted.push((nonce, time, now));
+                }
+                let seen = w.seen.lock().unwrap();
+                prop_assert!(seen.by_nonce.len() <= capacity);
+                prop_assert_eq!(seen.by_nonce.len(), seen.order.len());
+            }
+        }
     }
 }

@@ -103,14 +103,15 @@ impl<'a, S: ObjectStore> StoreKeys<'a, S> {
 
 impl<S: ObjectStore> KeyLookup for StoreKeys<'_, S> {
     fn kuid_key(&self, object: ObjID) -> Result<VerifyingKey, KeySourceError> {
-        let obj = match self.store.get(object) {
-            Ok(o) => o,
+        // Only the metadata: the object itself (a large context, say) is never read.
+        let info = match self.store.info(object) {
+            Ok(i) => i,
             Err(StoreError::NotFound(_)) => {
                 return Err(KeySourceError::Lookup(KeyLookupError::NoKuid(object)));
             }
             Err(e) => return Err(KeySourceError::Store(KeyError::Store(e))),
         };
-        let kuid = obj
+        let kuid = info
             .meta
             .kuid
             .ok_or(KeySourceError::Lookup(KeyLookupError::NoKuid(object)))?;

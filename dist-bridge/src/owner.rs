@@ -790,6 +790,23 @@ impl Owner {
         Ok(self.revoke_all(&mut st, &roots))
     }
 
+    /// The objects of the live guards exported from the capability with this record id
+    /// (one at most: a capability is for one object), to take their gates before
+    /// [`Owner::revoke_source`].
+    pub fn objects_of_source(&self, source: &RecordId) -> Result<Vec<ObjID>, InvokeError> {
+        let st = self.read()?;
+        let mut objects = Vec::new();
+        st.table.live_matching(|g| {
+            if g.source.as_ref() == Some(source) {
+                objects.push(g.object);
+            }
+            false
+        });
+        objects.sort_unstable();
+        objects.dedup();
+        Ok(objects)
+    }
+
     /// Revokes every guard of `object` (and their descendants): call it when the object is
     /// deleted or its `kuid` changes.
     pub fn revoke_object(&self, object: ObjID) -> Result<RevokeReport, InvokeError> {

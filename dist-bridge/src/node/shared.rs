@@ -83,7 +83,10 @@ impl Shared {
 
     /// Revokes the guards exported from capabilities revoked in the store since the last
     /// call (by record id), and every guard of the objects whose `kuid` key has been revoked
-    /// since (their capabilities were all signed by it).
+    /// since (their capabilities were all signed by it). Each revocation holds its object's
+    /// gate, as a `Revoke` does: an invocation it lets through has completed when it is done.
+    /// Runs on a blocking thread; the `revoked_sources` lock is never held across a store
+    /// call or a gate.
     pub(super) fn apply_store_revocations(&self) {
         let list = match RevocationList::load(&self.store) {
             Ok(l) => l,
@@ -92,11 +95,28 @@ impl Shared {
                 return;
             }
         };
-        let Ok(mut applied) = self.revoked_sources.lock() else {
-            return;
+        let (new_records, new_keys): (Vec<RecordId>, HashSet<ObjID>) = {
+            let Ok(applied) = self.revoked_sources.lock() else {
+                return;
+            };
+            (
+                list.records
+                    .iter()
+                    .filter(|r| !applied.records.contains(r))
+                    .copied()
+                    .collect(),
+                list.keys
+                    .iter()
+                    .filter(|k| !applied.keys.contains(k))
+                    .copied()
+                    .collect(),
+            )
         };
-        for id in &list.records {
-            if applied.records.insert(*id) {
+        for id in &new_records {
+            // A capability is for one object: its guards are all of it.
+            for object in self.owner.objects_of_source(id).unwrap_or_default() {
+                let gate = self.gates.of(object);
+                let _held = gate.blocking_write();
                 match self.owner.revoke_source(id) {
                     Ok(r) if r.guards_revoked > 0 => {
                         info!(record = %id, guards = r.guards_revoked, "capability revoked in the store; guards revoked");
@@ -106,37 +126,42 @@ impl Shared {
                 }
             }
         }
-        let new_keys: HashSet<ObjID> = list
-            .keys
-            .iter()
-            .copied()
-            .filter(|k| !applied.keys.contains(k))
-            .collect();
-        if new_keys.is_empty() {
-            return;
-        }
-        let ids = match self.store.list() {
-            Ok(ids) => ids,
-            Err(e) => {
-                warn!(error = %e, "cannot list the store");
-                return;
-            }
-        };
-        for id in ids {
-            let Ok(obj) = self.store.get(id) else {
-                continue;
-            };
-            if obj.meta.kuid.is_some_and(|k| new_keys.contains(&k)) {
-                match self.owner.revoke_object(id) {
-                    Ok(r) if r.guards_revoked > 0 => {
-                        info!(object = %id, guards = r.guards_revoked, "key revoked in the store; guards revoked");
+        let mut keys_done = true;
+        if !new_keys.is_empty() {
+            match self.store.list() {
+                Ok(ids) => {
+                    for id in ids {
+                        // Metadata only: objects can be large.
+                        let Ok(info) = self.store.info(id) else {
+                            continue;
+                        };
+                        if info.meta.kuid.is_some_and(|k| new_keys.contains(&k)) {
+                            let gate = self.gates.of(id);
+                            let _held = gate.blocking_write();
+                            match self.owner.revoke_object(id) {
+                                Ok(r) if r.guards_revoked > 0 => {
+                                    info!(object = %id, guards = r.guards_revoked, "key revoked in the store; guards revoked");
+                                }
+                                Ok(_) => {}
+                                Err(e) => {
+                                    warn!(error = %e, "cannot revoke the guards of an object")
+                                }
+                            }
+                        }
                     }
-                    Ok(_) => {}
-                    Err(e) => warn!(error = %e, "cannot revoke the guards of an object"),
+                }
+                Err(e) => {
+                    warn!(error = %e, "cannot list the store");
+                    keys_done = false;
                 }
             }
         }
-        applied.keys.extend(new_keys);
+        if let Ok(mut applied) = self.revoked_sources.lock() {
+            applied.records.extend(new_records);
+            if keys_done {
+                applied.keys.extend(new_keys);
+            }
+        }
     }
 }
 

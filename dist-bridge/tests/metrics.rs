@@ -1,0 +1,127 @@
+//! Prometheus metrics: served on their own address, counting what the node does.
+
+mod net;
+
+use std::net::SocketAddr;
+
+use dist_bridge::*;
+use net::*;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// One HTTP/1.1 request; the status line and the body.
+async fn http(addr: SocketAddr, method: &str, path: &str) -> (String, String) {
+    let mut tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    tcp.write_all(
+        format!("{method} {path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n").as_bytes(),
+    )
+    .await
+    .unwrap();
+    let mut out = String::new();
+    tcp.read_to_string(&mut out).await.unwrap();
+    let (head, body) = out.split_once("\r\n\r\n").unwrap_or((&out, ""));
+    (
+        head.lines().next().unwrap_or("").to_owned(),
+        body.to_owned(),
+    )
+}
+
+/// The value of the sample whose line starts with `series`.
+fn sample(body: &str, series: &str) -> f64 {
+    body.lines()
+        .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {series} in:\n{body}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_count_invocations_refusals_revocations_and_the_table() {
+    bounded(async {
+        let net = Net::start("metrics", 1, |c| {
+            c.metrics_listen = Some(SocketAddr::from(([127, 0, 0, 1], 0)));
+            c.guard_table.capacity = 32;
+        })
+        .await;
+        let at = net.nodes[0].metrics_addr().expect("metrics address");
+        let c = net.client(0);
+        let t = net.export(0, Rights::all(), ByteRange::WHOLE).await;
+        for _ in 0..3 {
+            c.read(&t, 0, 1).await.unwrap();
+        }
+        c.write(&t, 0, b"x").await.unwrap();
+        let holder = net.holder(0).await;
+        let _ = holder
+            .invoke_bytes(b"junk".to_vec(), Op::Read, 0, 1, Vec::new())
+            .await;
+        let other = net.export(0, Rights::all(), ByteRange::WHOLE).await;
+        c.revoke(&other).await.unwrap();
+
+        let (status, body) = http(at, "GET", "/metrics").await;
+        assert!(status.contains("200"), "{status}");
+        assert_eq!(
+            sample(
+                &body,
+                r#"dist_bridge_invocations_total{op="read",outcome="ok"}"#
+            ),
+            3.0
+        );
+        assert_eq!(
+            sample(
+                &body,
+                r#"dist_bridge_invocations_total{op="write",outcome="ok"}"#
+            ),
+            1.0
+        );
+        assert_eq!(
+            sample(
+                &body,
+                r#"dist_bridge_invocations_total{op="read",outcome="refused"}"#
+            ),
+            1.0
+        );
+        assert_eq!(
+            sample(
+                &body,
+                r#"dist_bridge_refusals_total{rpc="invoke",kind="malformed-token"}"#
+            ),
+            1.0
+        );
+        assert_eq!(
+            sample(&body, r#"dist_bridge_requests_total{rpc="export"}"#),
+            2.0
+        );
+        assert_eq!(sample(&body, "dist_bridge_revocations_total"), 1.0);
+        assert_eq!(sample(&body, "dist_bridge_guards_revoked_total"), 1.0);
+        assert_eq!(sample(&body, "dist_bridge_guard_table_capacity"), 32.0);
+        assert_eq!(sample(&body, "dist_bridge_guard_table_live"), 1.0);
+        assert_eq!(
+            sample(&body, r#"dist_bridge_invoke_seconds_count{op="read"}"#),
+            4.0
+        );
+        assert!(
+            body.trim_end().ends_with("# EOF"),
+            "not OpenMetrics:\n{body}"
+        );
+
+        assert!(http(at, "GET", "/other").await.0.contains("404"));
+        assert!(http(at, "POST", "/metrics").await.0.contains("405"));
+        net.shutdown().await;
+        // The listener closes with the node.
+        assert!(tokio::net::TcpStream::connect(at).await.is_err());
+    })
+    .await;
+}
+
+/// A metrics address that cannot be bound is a start-up error that touches nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unusable_metrics_address_stops_the_start() {
+    bounded(async {
+        let root = scratch("metrics-bad");
+        let site = Site::new(&root, 1, b"x");
+        let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut c = site.config();
+        c.metrics_listen = Some(taken.local_addr().unwrap());
+        let e = Node::start(c).await.unwrap_err();
+        assert!(e.to_string().starts_with("cannot serve metrics on"), "{e}");
+        assert!(!site.dir.join("controller.version").exists());
+    })
+    .await;
+}
