@@ -22,6 +22,7 @@
 //! keepalive_timeout_ms = 10000
 //! max_message_bytes = 4194304            # larger requests are refused unread
 //! max_connections = 256                  # further connections are closed at once
+//! max_connection_age_ms = 3600000        # then GOAWAY (clients reconnect)
 //!
 //! [tls]                                  # mutual TLS (or `insecure = true`, tests only)
 //! ca = "certs/ca.crt"                    # the cluster CA: the only trust anchor
@@ -155,6 +156,8 @@ pub struct FileConfig {
     pub max_message_bytes: Option<usize>,
     /// Connections served at once.
     pub max_connections: Option<usize>,
+    /// The longest a connection lives, ms.
+    pub max_connection_age_ms: Option<u64>,
     /// The log format.
     pub log_format: Option<LogFormat>,
     /// The guard table.
@@ -262,6 +265,7 @@ impl FileConfig {
             keepalive_timeout_ms: over.keepalive_timeout_ms.or(self.keepalive_timeout_ms),
             max_message_bytes: over.max_message_bytes.or(self.max_message_bytes),
             max_connections: over.max_connections.or(self.max_connections),
+            max_connection_age_ms: over.max_connection_age_ms.or(self.max_connection_age_ms),
             log_format: over.log_format.or(self.log_format),
             guard_table: table,
             peers: if over.peers.is_empty() {
@@ -369,6 +373,9 @@ impl FileConfig {
         }
         if let Some(n) = self.max_connections {
             config.max_connections = n;
+        }
+        if let Some(ms) = self.max_connection_age_ms {
+            config.max_connection_age = Duration::from_millis(ms);
         }
         config.peers = self
             .peers

@@ -160,3 +160,56 @@ async fn connections_past_the_limit_are_closed_and_the_others_served() {
     })
     .await;
 }
+
+/// A client that connects and never completes its TLS handshake is cut at the handshake
+/// timeout; others are served meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_handshake_is_cut() {
+    use tokio::io::AsyncReadExt;
+    bounded(async {
+        let net = Net::start("bounds-handshake", 1, |c| {
+            c.handshake_timeout = Duration::from_millis(300);
+        })
+        .await;
+        let addr = net.nodes[0].addr();
+        let mut silent = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let started = Instant::now();
+        net.client(0).status().await.expect("others are served");
+        let mut buf = [0u8; 16];
+        let n = tokio::time::timeout(Duration::from_secs(20), silent.read(&mut buf))
+            .await
+            .expect("the silent connection was never cut")
+            .unwrap_or(0);
+        assert_eq!(n, 0, "the node sent bytes to a silent client");
+        assert!(started.elapsed() >= Duration::from_millis(250));
+        net.shutdown().await;
+    })
+    .await;
+}
+
+/// A connection older than `max_connection_age` is sent away (GOAWAY) and closed, even if
+/// its client answers every ping; the client library reconnects.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_have_a_maximum_age() {
+    bounded(async {
+        let net = Net::start("bounds-age", 1, |c| {
+            c.max_connection_age = Duration::from_millis(300);
+            c.request_timeout = Duration::from_millis(500);
+        })
+        .await;
+        let addr = net.nodes[0].addr();
+        let tls = tls_stream(&holder(), addr, 1).await;
+        let (_client, conn) = h2::client::handshake(tls).await.expect("handshake");
+        let started = Instant::now();
+        tokio::time::timeout(Duration::from_secs(20), conn)
+            .await
+            .expect("the connection outlived its maximum age")
+            .ok();
+        assert!(started.elapsed() >= Duration::from_millis(250));
+        // The client library reconnects by itself.
+        net.client(0).status().await.expect("reconnected");
+        net.client(0).status().await.expect("reconnected");
+        net.shutdown().await;
+    })
+    .await;
+}

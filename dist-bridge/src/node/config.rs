@@ -88,6 +88,10 @@ pub struct NodeConfig {
     pub max_message_bytes: usize,
     /// Connections the node serves at once; further ones are closed as they come.
     pub max_connections: usize,
+    /// The longest a connection lives: then the node asks the client to go (HTTP/2 GOAWAY;
+    /// clients reconnect), and cuts it [`NodeConfig::request_timeout`] later. Bounds how long
+    /// an idle client that answers keepalive pings can hold a connection slot.
+    pub max_connection_age: Duration,
     /// How many upgrade notices `PollUpgrades` keeps.
     pub notice_buffer: usize,
 }
@@ -97,7 +101,8 @@ impl NodeConfig {
     /// transport chosen yet (set [`NodeConfig::transport`]), TLS handshakes limited to 10 s,
     /// export proofs within 60 s of the clock, no metrics listener, the default guard table, no peers, 1 MiB per invocation, objects grown to at most 64 MiB,
     /// maintenance every second, open connections cut 10 s into a shutdown, requests limited
-    /// to 30 s and 32 at a time per connection, idle connections pinged every 30 s.
+    /// to 30 s and 32 at a time per connection, idle connections pinged every 30 s, 256
+    /// connections at once, each for an hour at most.
     pub fn new(
         node_id: u64,
         store_dir: impl Into<PathBuf>,
@@ -126,6 +131,7 @@ impl NodeConfig {
             keepalive_timeout: Duration::from_secs(10),
             max_message_bytes: 4 << 20,
             max_connections: 256,
+            max_connection_age: Duration::from_secs(3600),
             notice_buffer: 1024,
         }
     }
@@ -165,6 +171,7 @@ impl NodeConfig {
         }
         for (name, d) in [
             ("handshake_timeout", self.handshake_timeout),
+            ("max_connection_age", self.max_connection_age),
             ("export_skew", self.export_skew),
             ("request_timeout", self.request_timeout),
             ("keepalive_interval", self.keepalive_interval),

@@ -346,6 +346,8 @@ impl Node {
                 .max_concurrent_streams(limits.max_streams_per_connection)
                 .http2_keepalive_interval(Some(limits.keepalive_interval))
                 .http2_keepalive_timeout(Some(limits.keepalive_timeout))
+                .max_connection_age(limits.max_connection_age)
+                .max_connection_age_grace(limits.request_timeout)
                 .add_service(health_service)
                 .add_service(service)
                 .serve_with_incoming_shutdown(incoming, signal)
