@@ -1,15 +1,18 @@
 //! Who sent a request: the identity its TLS client certificate names
-//! ([`crate::identity`]), read once per request.
+//! ([`crate::identity`]). The certificate is only parsed when a request needs to know (a
+//! role check, a refusal, a log line), so an accepted invocation never pays for it.
 
 use std::fmt;
+use std::sync::{Arc, OnceLock};
 
+use rustls_pki_types::CertificateDer;
 use tonic::Request;
 
 use crate::identity::PeerIdentity;
 
 /// The party behind a request.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(super) enum Caller {
+pub(super) enum Who {
     /// No certificate: the node runs without TLS ([`crate::tls::Transport::Insecure`]).
     Anonymous,
     /// A certificate from the cluster CA that names no identity, or several: a client with
@@ -19,36 +22,58 @@ pub(super) enum Caller {
     Known(PeerIdentity),
 }
 
+/// The caller of one request, its identity read on first use.
+#[derive(Debug)]
+pub(super) struct Caller {
+    certs: Option<Arc<Vec<CertificateDer<'static>>>>,
+    who: OnceLock<Who>,
+}
+
 impl Caller {
-    /// The caller of `request`. The TLS layer has already checked the certificate chains to
-    /// the CA; only its identity name is read here.
+    /// The caller of `request`. The TLS layer has already checked that the certificate
+    /// chains to the CA; only its identity name is read here, later.
     pub(super) fn of<T>(request: &Request<T>) -> Caller {
-        let Some(certs) = request.peer_certs() else {
-            return Caller::Anonymous;
-        };
-        match certs.first().map(PeerIdentity::from_cert) {
-            Some(Ok(id)) => Caller::Known(id),
-            _ => Caller::Unnamed,
+        Caller {
+            certs: request.peer_certs(),
+            who: OnceLock::new(),
         }
+    }
+
+    /// Who it is.
+    pub(super) fn who(&self) -> &Who {
+        self.who.get_or_init(|| {
+            let Some(certs) = &self.certs else {
+                return Who::Anonymous;
+            };
+            match certs.first().map(PeerIdentity::from_cert) {
+                Some(Ok(id)) => Who::Known(id),
+                _ => Who::Unnamed,
+            }
+        })
     }
 
     /// Whether the caller is an operator (sees detailed refusals and `Status`).
     pub(super) fn is_operator(&self) -> bool {
-        matches!(self, Caller::Known(id) if id.is_operator())
+        matches!(self.who(), Who::Known(id) if id.is_operator())
     }
 
     /// Whether the caller is node `id`.
     pub(super) fn is_node(&self, id: u64) -> bool {
-        *self == Caller::Known(PeerIdentity::Node(id))
+        *self.who() == Who::Known(PeerIdentity::Node(id))
+    }
+
+    /// Whether the caller is a node of the cluster.
+    pub(super) fn is_any_node(&self) -> bool {
+        matches!(self.who(), Who::Known(PeerIdentity::Node(_)))
     }
 }
 
 impl fmt::Display for Caller {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Anonymous => f.write_str("anonymous"),
-            Self::Unnamed => f.write_str("unnamed client"),
-            Self::Known(id) => id.fmt(f),
+        match self.who() {
+            Who::Anonymous => f.write_str("anonymous"),
+            Who::Unnamed => f.write_str("unnamed client"),
+            Who::Known(id) => id.fmt(f),
         }
     }
 }

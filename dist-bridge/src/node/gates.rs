@@ -4,33 +4,45 @@
 //! invocation it lets through has completed when it returns.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, Weak};
-
-use tokio::sync::RwLock;
+use std::sync::{Arc, RwLock, Weak};
 use twizzler_capsec::ObjID;
 
 /// One gate per object, alive while someone holds it.
 #[derive(Debug, Default)]
 pub(super) struct Gates {
-    map: Mutex<HashMap<ObjID, Weak<RwLock<()>>>>,
+    map: RwLock<HashMap<ObjID, Weak<Gate>>>,
 }
+
+/// An object's gate.
+pub(super) type Gate = tokio::sync::RwLock<()>;
 
 /// Entries kept before the dead ones are swept.
 const SWEEP_AT: usize = 1024;
 
 impl Gates {
     /// The gate of `object`: the one others hold now, if any, else a new one. (Two holders of
-    /// one object always get the same gate: an entry dies only when nobody holds it.)
-    pub(super) fn of(&self, object: ObjID) -> Arc<RwLock<()>> {
+    /// one object always get the same gate: an entry dies only when nobody holds it, and a
+    /// new one is only made under the write lock, after looking again.)
+    pub(super) fn of(&self, object: ObjID) -> Arc<Gate> {
         // A panic elsewhere cannot leave the map half-updated: every change is one call.
-        let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
+        // The common case, a gate someone holds or held recently, takes the shared lock only.
+        if let Some(gate) = self
+            .map
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&object)
+            .and_then(Weak::upgrade)
+        {
+            return gate;
+        }
+        let mut map = self.map.write().unwrap_or_else(|p| p.into_inner());
         if let Some(gate) = map.get(&object).and_then(Weak::upgrade) {
             return gate;
         }
         if map.len() >= SWEEP_AT {
             map.retain(|_, g| g.strong_count() > 0);
         }
-        let gate = Arc::new(RwLock::new(()));
+        let gate = Arc::new(Gate::default());
         map.insert(object, Arc::downgrade(&gate));
         gate
     }
@@ -77,7 +89,7 @@ mod tests {
         for i in 0..(2 * SWEEP_AT as u128) {
             drop(gates.of(ObjID::new(1000 + i)));
         }
-        let map = gates.map.lock().expect("map");
+        let map = gates.map.read().expect("map");
         assert!(map.len() <= SWEEP_AT + 1, "dead gates kept: {}", map.len());
         assert!(map.get(&ObjID::new(7)).and_then(Weak::upgrade).is_some());
     }

@@ -18,16 +18,18 @@
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use http_body_util::Full;
 use hyper::body::{Bytes, Incoming};
 use hyper::{Method, Request, Response, StatusCode};
 use prometheus_client::encoding::text::encode;
+use prometheus_client::encoding::{EncodeMetric, MetricEncoder, NoLabelSet};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::metrics::{MetricType, TypedMetric};
 use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
@@ -35,50 +37,138 @@ use tracing::{debug, warn};
 
 use crate::rights::Op;
 
+use super::counters::{RPCS, Rpc};
 use super::shared::Shared;
 
 type Labels = Vec<(&'static str, String)>;
-type NewHistogram = fn() -> Histogram;
+type NewHistogram = fn() -> Latency;
+
+/// Bucket bounds of [`Latency`], in ns: 50 µs doubling to ~3.3 s.
+const BOUNDS_NS: [u64; 17] = {
+    let mut b = [0u64; 17];
+    let mut i = 0;
+    while i < 17 {
+        b[i] = 50_000 << i;
+        i += 1;
+    }
+    b
+};
+
+/// A latency histogram that every invocation records into with atomic adds only
+/// (`prometheus-client`'s own takes a lock per observation, which two cores busy with
+/// invocations contend for). Buckets hold non-cumulative counts; the exposition sums them.
+#[derive(Clone, Debug, Default)]
+pub(super) struct Latency(Arc<LatencyInner>);
+
+#[derive(Debug, Default)]
+pub(super) struct LatencyInner {
+    /// `BOUNDS_NS` buckets, then +Inf.
+    buckets: [AtomicU64; 18],
+    sum_ns: AtomicU64,
+}
+
+impl Latency {
+    fn observe(&self, took: Duration) {
+        let ns = u64::try_from(took.as_nanos()).unwrap_or(u64::MAX);
+        let i = BOUNDS_NS.partition_point(|&b| b < ns);
+        if let Some(b) = self.0.buckets.get(i) {
+            b.fetch_add(1, Ordering::Relaxed);
+        }
+        self.0.sum_ns.fetch_add(ns, Ordering::Relaxed);
+    }
+}
+
+impl TypedMetric for Latency {
+    const TYPE: MetricType = MetricType::Histogram;
+}
+
+impl EncodeMetric for Latency {
+    fn encode(&self, mut encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
+        let mut cumulative = 0u64;
+        let mut buckets = Vec::with_capacity(BOUNDS_NS.len() + 1);
+        for (i, b) in self.0.buckets.iter().enumerate() {
+            cumulative = cumulative.saturating_add(b.load(Ordering::Relaxed));
+            let bound = BOUNDS_NS.get(i).map_or(f64::MAX, |&ns| ns as f64 / 1e9);
+            buckets.push((bound, cumulative));
+        }
+        let sum = self.0.sum_ns.load(Ordering::Relaxed) as f64 / 1e9;
+        encoder.encode_histogram::<NoLabelSet>(sum, cumulative, &buckets, None)
+    }
+
+    fn metric_type(&self) -> MetricType {
+        Self::TYPE
+    }
+}
 
 /// The node's metrics.
+///
+/// The series every request touches are resolved once, here: counting is one atomic add,
+/// with no label allocation or family lookup on the hot path.
 #[derive(Debug)]
 pub(super) struct Metrics {
     registry: Registry,
-    requests: Family<Labels, Counter>,
-    invocations: Family<Labels, Counter>,
-    invoke_seconds: Family<Labels, Histogram, NewHistogram>,
+    /// Per RPC, in [`RPCS`] order.
+    requests: Vec<Counter>,
+    /// `[read ok, read refused, write ok, write refused]`.
+    invocations: [Counter; 4],
+    /// `[read, write]`.
+    invoke_seconds: [Latency; 2],
     refusals: Family<Labels, Counter>,
     revocations: Counter,
     guards_revoked: Counter,
     table: [Gauge; 4],
 }
 
-fn op_name(op: Op) -> &'static str {
-    match op {
-        Op::Read => "read",
-        Op::Write => "write",
-    }
-}
-
 impl Metrics {
     pub(super) fn new() -> Self {
         let mut registry = Registry::with_prefix("dist_bridge");
-        let requests = Family::<Labels, Counter>::default();
-        registry.register("requests", "Requests received, by RPC", requests.clone());
-        let invocations = Family::<Labels, Counter>::default();
+        let request_family = Family::<Labels, Counter>::default();
+        registry.register(
+            "requests",
+            "Requests received, by RPC",
+            request_family.clone(),
+        );
+        let requests = RPCS
+            .iter()
+            .map(|(_, name)| {
+                request_family
+                    .get_or_create(&vec![("rpc", (*name).to_owned())])
+                    .clone()
+            })
+            .collect();
+        let invocation_family = Family::<Labels, Counter>::default();
         registry.register(
             "invocations",
             "Invocations, by operation and outcome",
-            invocations.clone(),
+            invocation_family.clone(),
         );
+        let invocation = |op: &str, outcome: &str| {
+            invocation_family
+                .get_or_create(&vec![
+                    ("op", op.to_owned()),
+                    ("outcome", outcome.to_owned()),
+                ])
+                .clone()
+        };
+        let invocations = [
+            invocation("read", "ok"),
+            invocation("read", "refused"),
+            invocation("write", "ok"),
+            invocation("write", "refused"),
+        ];
         // 50 µs .. ~3.3 s.
-        let invoke_seconds: Family<Labels, Histogram, NewHistogram> =
-            Family::new_with_constructor(|| Histogram::new(exponential_buckets(50e-6, 2.0, 17)));
+        let seconds_family: Family<Labels, Latency, NewHistogram> =
+            Family::new_with_constructor(Latency::default);
         registry.register(
             "invoke_seconds",
             "Time from an invocation's arrival to its reply, by operation",
-            invoke_seconds.clone(),
+            seconds_family.clone(),
         );
+        let invoke_seconds = ["read", "write"].map(|op| {
+            seconds_family
+                .get_or_create(&vec![("op", op.to_owned())])
+                .clone()
+        });
         let refusals = Family::<Labels, Counter>::default();
         registry.register(
             "refusals",
@@ -122,10 +212,10 @@ impl Metrics {
         }
     }
 
-    pub(super) fn received(&self, rpc: &'static str) {
-        self.requests
-            .get_or_create(&vec![("rpc", rpc.to_owned())])
-            .inc();
+    pub(super) fn received(&self, rpc: Rpc) {
+        if let Some(c) = self.requests.get(rpc as usize) {
+            c.inc();
+        }
     }
 
     pub(super) fn refused(&self, rpc: &'static str, kind: &'static str) {
@@ -136,17 +226,12 @@ impl Metrics {
 
     /// An invocation of `op` that took `took`, accepted or not.
     pub(super) fn invoked(&self, op: Op, ok: bool, took: Duration) {
-        let op = op_name(op);
-        let outcome = if ok { "ok" } else { "refused" };
-        self.invocations
-            .get_or_create(&vec![
-                ("op", op.to_owned()),
-                ("outcome", outcome.to_owned()),
-            ])
-            .inc();
-        self.invoke_seconds
-            .get_or_create(&vec![("op", op.to_owned())])
-            .observe(took.as_secs_f64());
+        let i = match op {
+            Op::Read => 0,
+            Op::Write => 1,
+        };
+        self.invocations[2 * i + usize::from(!ok)].inc();
+        self.invoke_seconds[i].observe(took);
     }
 
     pub(super) fn revoked(&self, guards: u32) {

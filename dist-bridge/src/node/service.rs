@@ -12,7 +12,6 @@ use twizzler_capsec::{Cap, Signature};
 
 use crate::broadcast::BroadcastMessage;
 use crate::export_proof::{ExportClaim, ExportProof, NONCE_LEN, ProofError};
-use crate::identity::PeerIdentity;
 use crate::keys::{KeyLookup, StoreKeys};
 use crate::owner::ExportRequest;
 use crate::pb;
@@ -26,6 +25,10 @@ use super::caller::Caller;
 use super::counters::Rpc;
 use super::shared::{Shared, now_ns};
 use super::storage::{read_bytes, write_bytes};
+
+/// Reads up to this many bytes (16 pages) run on the async worker; larger ones on the
+/// blocking pool.
+const INLINE_READ_BYTES: u64 = 64 << 10;
 
 #[derive(Debug, Clone)]
 pub(super) struct Service {
@@ -101,6 +104,17 @@ impl Service {
             .owner
             .check(&token, op, r.offset, r.len, now_ns())
             .map_err(|e| wire::invoke_status(&e))?;
+        // A small read is a few B-tree pages of the store; it waits for a writer at most for
+        // the moment a commit swaps the file header (redb's readers never wait for a write
+        // transaction). Handing it
+        // to the blocking pool cost more than the read itself (a thread wake-up each way:
+        // 0.51× the bare echo service's rate at 64 in flight, 0.68× inline), so it runs here,
+        // like the socket I/O. Larger reads and every write (which fsyncs) go to the pool.
+        if op == Op::Read && r.len <= INLINE_READ_BYTES {
+            let result = read_bytes(&sh.store, &grant);
+            drop(gate);
+            return result;
+        }
         let store = sh.store.clone();
         let max_object = sh.max_object_bytes;
         tokio::task::spawn_blocking(move || {
@@ -359,7 +373,7 @@ impl NodeRpc for Service {
         let caller = Caller::of(&request);
         // Notices name upgraded guards: not for clients, who learn of an upgrade from the
         // refusal of their own token.
-        if !(caller.is_operator() || matches!(caller, Caller::Known(PeerIdentity::Node(_)))) {
+        if !(caller.is_operator() || caller.is_any_node()) {
             return Err(self.refuse(
                 &caller,
                 "poll_upgrades",

@@ -15,7 +15,7 @@ use crate::client::NodeClient;
 use crate::export_proof::ReplayWindow;
 use crate::owner::Owner;
 
-use super::counters::{Counters, Notices, RPCS, Refusals, Rpc};
+use super::counters::{Counters, Notices, Refusals, Rpc};
 use super::gates::Gates;
 use super::metrics::Metrics;
 
@@ -60,9 +60,7 @@ impl Shared {
     /// Counts a received request (for `Status` and the metrics).
     pub(super) fn received(&self, rpc: Rpc) {
         self.counters.received(rpc);
-        if let Some((_, name)) = RPCS.get(rpc as usize) {
-            self.metrics.received(name);
-        }
+        self.metrics.received(rpc);
     }
 
     pub(super) fn publish_upgrades(&self) {

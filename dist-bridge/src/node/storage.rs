@@ -8,6 +8,7 @@ use tonic::{Code, Status};
 use crate::owner::Grant;
 use crate::wire::{self, ErrorKind};
 
+/// Reads `grant.len` bytes at `grant.offset`; bytes past the stored end read as zeros. Only
 /// the pages the range touches are read.
 pub(super) fn read_bytes(store: &DbStore, grant: &Grant) -> Result<Vec<u8>, Status> {
     store

@@ -233,6 +233,8 @@ pub struct Net {
     pub nodes: Vec<RunningNode>,
     pub clients: Vec<NodeClient>,
     pub cluster: Cluster,
+    /// Which nodes serve plaintext (`Transport::Insecure`): their clients connect so.
+    pub plain: Vec<bool>,
 }
 
 impl Net {
@@ -243,9 +245,11 @@ impl Net {
             .map(|id| Site::new(&root, id, format!("object of node {id}").as_bytes()))
             .collect();
         let mut nodes = Vec::new();
+        let mut plain = Vec::new();
         for s in &sites {
             let mut c = s.config();
             tweak(&mut c);
+            plain.push(c.transport == Some(Transport::Insecure));
             nodes.push(Node::start(c).await.unwrap());
         }
         let mut net = Net {
@@ -254,6 +258,7 @@ impl Net {
             nodes,
             clients: Vec::new(),
             cluster: Cluster::new(),
+            plain,
         };
         net.connect().await;
         net
@@ -301,12 +306,14 @@ impl Net {
                 node.shutdown().await.unwrap();
             }
         }
+        let plain = vec![false; nodes.len()];
         let mut net = Net {
             root,
             sites,
             nodes,
             clients: Vec::new(),
             cluster: Cluster::new(),
+            plain,
         };
         net.connect().await;
         net
@@ -315,8 +322,14 @@ impl Net {
     async fn connect(&mut self) {
         self.clients.clear();
         self.cluster = Cluster::new();
-        for (s, node) in self.sites.iter().zip(&self.nodes) {
-            let c = connect_as(&operator(), node.addr(), s.id).await;
+        for ((s, node), plain) in self.sites.iter().zip(&self.nodes).zip(&self.plain) {
+            let c = if *plain {
+                NodeClient::connect(node.addr(), s.id, Reach::Insecure)
+                    .await
+                    .unwrap()
+            } else {
+                connect_as(&operator(), node.addr(), s.id).await
+            };
             self.cluster.insert(s.id, c.clone());
             self.clients.push(c);
         }
