@@ -213,3 +213,109 @@ async fn connections_have_a_maximum_age() {
     })
     .await;
 }
+
+/// Past `max_streams_per_connection` requests in flight on one connection, the next waits
+/// for a stream (the HTTP/2 SETTINGS bound; a stalled request frees its stream at the
+/// request timeout); other connections are served meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streams_past_the_per_connection_limit_wait() {
+    bounded(async {
+        let net = Net::start("bounds-streams", 1, |c| {
+            c.max_streams_per_connection = 2;
+            c.request_timeout = Duration::from_millis(800);
+        })
+        .await;
+        let addr = net.nodes[0].addr();
+        let token = net.export(0, Rights::READ, ByteRange::WHOLE).await;
+        let tls = tls_stream(&holder(), addr, 1).await;
+        let (client, conn) = h2::client::handshake(tls).await.expect("handshake");
+        tokio::spawn(async move {
+            let _ = conn.await;
+        });
+        let request = || {
+            http::Request::builder()
+                .method("POST")
+                .uri(format!("https://{addr}/dist_bridge.v1.Node/Invoke"))
+                .header("content-type", "application/grpc")
+                .header("te", "trailers")
+                .body(())
+                .expect("request")
+        };
+        // Two requests whose bodies never end hold both streams.
+        let mut held = Vec::new();
+        let mut c = client.ready().await.expect("ready");
+        for _ in 0..2 {
+            c = c.ready().await.expect("ready");
+            let (response, mut body) = c.send_request(request(), false).expect("send");
+            body.send_data(bytes::Bytes::from_static(&[0, 0, 0, 0x10, 0]), false)
+                .expect("data");
+            held.push((response, body));
+        }
+        // A third, complete request is not served while they are open: it waits for a
+        // stream (or, sent before the client learnt the limit, is refused outright).
+        let complete = |c: &mut h2::client::SendRequest<bytes::Bytes>| {
+            let (response, mut body) = c.send_request(request(), false).expect("send");
+            // An empty message: answered at once (as a bad request) once it is served.
+            body.send_data(bytes::Bytes::from_static(&[0, 0, 0, 0, 0]), true)
+                .expect("data");
+            response
+        };
+        let started = Instant::now();
+        let third = complete(&mut c);
+        let early = tokio::time::timeout(Duration::from_millis(300), third).await;
+        match early {
+            Err(_) => {}     // still waiting for a stream
+            Ok(Err(_)) => {} // refused: over the limit
+            Ok(Ok(r)) => panic!("served past the stream limit: {r:?}"),
+        }
+        // Other connections are served meanwhile.
+        net.cluster.read(&token, 0, 1).await.expect("served");
+        // Once the request timeout ends the stalled ones, the connection serves again.
+        let mut c = c.ready().await.expect("ready");
+        let later = tokio::time::timeout(Duration::from_secs(20), complete(&mut c))
+            .await
+            .expect("never served after the stalled requests ended")
+            .expect("a response");
+        assert!(later.status().is_success());
+        assert!(started.elapsed() >= Duration::from_millis(300));
+        drop(held);
+        net.shutdown().await;
+    })
+    .await;
+}
+
+/// A client that completes its handshakes but never answers a keepalive ping is dropped
+/// after `keepalive_interval + keepalive_timeout`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_peer_that_never_answers_pings_is_dropped() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    bounded(async {
+        let net = Net::start("bounds-keepalive", 1, |c| {
+            c.keepalive_interval = Duration::from_millis(200);
+            c.keepalive_timeout = Duration::from_millis(200);
+        })
+        .await;
+        let mut tls = tls_stream(&holder(), net.nodes[0].addr(), 1).await;
+        // The HTTP/2 preface and an empty SETTINGS frame; then only reading, never a PING
+        // acknowledgement (nor a SETTINGS one).
+        tls.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00")
+            .await
+            .unwrap();
+        let started = Instant::now();
+        let mut buf = [0u8; 1024];
+        let closed = tokio::time::timeout(Duration::from_secs(20), async {
+            loop {
+                match tls.read(&mut buf).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => {}
+                }
+            }
+        })
+        .await;
+        assert!(closed.is_ok(), "a silent peer was kept");
+        assert!(started.elapsed() >= Duration::from_millis(300));
+        net.client(0).status().await.expect("others are served");
+        net.shutdown().await;
+    })
+    .await;
+}

@@ -599,3 +599,32 @@ fn an_empty_write_past_the_end_changes_nothing() {
     assert_eq!(db.get(id(1)).expect("get").data, vec![1; 10]);
     assert_eq!(mem.get(id(1)).expect("get").data, vec![1; 10]);
 }
+
+/// A batch of ranged reads answers each exactly as `read_at` does, errors included.
+#[test]
+fn read_batches_answer_like_single_reads() {
+    let dir = TestDir::new("read-batch");
+    let store = dir.store();
+    store
+        .create(&obj(1, (0..3 * PAGE).map(|i| i as u8).collect()))
+        .expect("create");
+    store.create(&obj(2, b"short".to_vec())).expect("create");
+    let reads = [
+        (id(1), 0, 1),
+        (id(1), PAGE - 3, 7),
+        (id(1), 3 * PAGE - 2, 9),
+        (id(2), 0, 5),
+        (id(2), 3, 10),
+        (id(2), 0, 0),
+        (id(3), 0, 1),
+        (id(1), MAX_OBJECT_LEN, 1),
+        (id(1), u64::MAX, 2),
+    ];
+    let batch = store.read_batch(&reads).expect("batch");
+    assert_eq!(batch.len(), reads.len());
+    for (&(o, off, len), got) in reads.iter().zip(&batch) {
+        let single = store.read_at(o, off, len);
+        assert_eq!(format!("{got:?}"), format!("{single:?}"), "{o} {off} {len}");
+    }
+    assert!(store.read_batch(&[]).expect("empty batch").is_empty());
+}

@@ -31,6 +31,7 @@ use crate::tls::Transport;
 use super::config::NodeConfig;
 use super::counters::{Counters, Notices, Refusals};
 use super::metrics::{self, Metrics};
+use super::reads::Reads;
 use super::service::Service;
 use super::shared::{Applied, Shared, maintain};
 
@@ -276,6 +277,7 @@ impl Node {
             Owner::new(controller, secret, config.guard_table).map_err(StartError::Table)?;
         let broadcast = BroadcastNode::new(config.node_id, peers.keys().copied());
 
+        let reads = Reads::start(store.clone());
         let shared = Arc::new(Shared {
             owner,
             store,
@@ -291,6 +293,7 @@ impl Node {
             ),
             refusals: Mutex::new(Refusals::default()),
             metrics: Metrics::new(),
+            reads,
             max_io_bytes: config.max_io_bytes,
             max_object_bytes: config.max_object_bytes,
         });

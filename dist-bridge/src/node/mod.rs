@@ -155,6 +155,7 @@ mod cut;
 mod gates;
 mod lifecycle;
 mod metrics;
+mod reads;
 mod service;
 mod shared;
 mod storage;

@@ -104,16 +104,13 @@ impl Service {
             .owner
             .check(&token, op, r.offset, r.len, now_ns())
             .map_err(|e| wire::invoke_status(&e))?;
-        // A small read is a few B-tree pages of the store; it waits for a writer at most for
-        // the moment a commit swaps the file header (redb's readers never wait for a write
-        // transaction). Handing it
-        // to the blocking pool cost more than the read itself (a thread wake-up each way:
-        // 0.51× the bare echo service's rate at 64 in flight, 0.68× inline), so it runs here,
-        // like the socket I/O. Larger reads and every write (which fsyncs) go to the pool.
+        // A small read joins the queue of small reads, served in shared read transactions on
+        // the async workers (see `reads`): the blocking pool's hand-off cost more than the
+        // read (0.51x the bare echo service's rate at 64 in flight), and one transaction per
+        // read contended for the store's header lock. Larger reads and every write (which
+        // fsyncs) go to the blocking pool.
         if op == Op::Read && r.len <= INLINE_READ_BYTES {
-            let result = read_bytes(&sh.store, &grant);
-            drop(gate);
-            return result;
+            return sh.reads.read(&grant, gate).await;
         }
         let store = sh.store.clone();
         let max_object = sh.max_object_bytes;

@@ -18,6 +18,7 @@ use crate::owner::Owner;
 use super::counters::{Counters, Notices, Refusals, Rpc};
 use super::gates::Gates;
 use super::metrics::Metrics;
+use super::reads::Reads;
 
 /// Nanoseconds since the Unix epoch.
 pub(super) fn now_ns() -> u64 {
@@ -45,6 +46,8 @@ pub(super) struct Shared {
     /// Refusals by kind, and the last few in detail (for operators).
     pub(super) refusals: Mutex<Refusals>,
     pub(super) metrics: Metrics,
+    /// The queue of small reads (see `reads`).
+    pub(super) reads: Reads,
     pub(super) max_io_bytes: u64,
     pub(super) max_object_bytes: u64,
 }
