@@ -17,19 +17,10 @@ use std::time::Duration;
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use dist_bridge::{ByteRange, Rights, Scope};
 use net::{Net, range};
-use tokio::runtime::Runtime;
 use twizzler_capsec::Expiry;
 
-fn runtime() -> Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("a tokio runtime")
-}
-
 fn bench_fig3(c: &mut Criterion) {
-    let rt = runtime();
+    let rt = net::bench_runtime();
     let net = rt.block_on(Net::start("bench-fig3", 2, |_| {}));
     let owner = net.client(0).clone();
     let root = rt.block_on(net.export(0, Rights::all(), ByteRange::WHOLE));
@@ -89,7 +80,7 @@ fn bench_fig3(c: &mut Criterion) {
 }
 
 fn bench_revocation_vs_n(c: &mut Criterion) {
-    let rt = runtime();
+    let rt = net::bench_runtime();
     let mut g = c.benchmark_group("revocation");
     g.measurement_time(Duration::from_secs(2));
     g.sample_size(30);

@@ -30,7 +30,6 @@ use dist_bridge::pb;
 use dist_bridge::pb::node_server::{Node as NodeRpc, NodeServer};
 use dist_bridge::*;
 use net::Net;
-use tokio::runtime::Runtime;
 use tonic::transport::Server;
 use tonic::transport::server::TcpIncoming;
 use tonic::{Request, Response, Status};
@@ -164,16 +163,8 @@ struct Target {
     pools: Vec<(usize, Vec<NodeClient>)>,
 }
 
-fn runtime() -> Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("a tokio runtime")
-}
-
 fn bench_throughput(c: &mut Criterion) {
-    let rt = runtime();
+    let rt = net::bench_runtime();
     let mut nets = Vec::new();
     let mut targets = Vec::new();
     for tls in [true, false] {

@@ -238,6 +238,14 @@ async fn run(config: NodeConfig) -> Result<(), RunError> {
         .map_err(|e| RunError::Serve(e.to_string()))
 }
 
+/// The runtime `builder` makes, or the exit code after saying why there is none.
+fn runtime(mut builder: tokio::runtime::Builder) -> Result<tokio::runtime::Runtime, ExitCode> {
+    builder.enable_all().build().map_err(|e| {
+        eprintln!("dist-bridge: cannot start the runtime: {e}");
+        ExitCode::FAILURE
+    })
+}
+
 fn main() -> ExitCode {
     let mut args = Args::parse();
     match args.command.take() {
@@ -251,15 +259,9 @@ fn main() -> ExitCode {
             };
         }
         Some(Command::Ops(cmd)) => {
-            let runtime = match tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            {
+            let runtime = match runtime(tokio::runtime::Builder::new_current_thread()) {
                 Ok(r) => r,
-                Err(e) => {
-                    eprintln!("dist-bridge: cannot start the runtime: {e}");
-                    return ExitCode::FAILURE;
-                }
+                Err(code) => return code,
             };
             return match runtime.block_on(cli::ops::run(cmd)) {
                 Ok(out) => {
@@ -290,15 +292,9 @@ fn main() -> ExitCode {
         return ExitCode::SUCCESS;
     }
     init_logging(log_format);
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match runtime(tokio::runtime::Builder::new_multi_thread()) {
         Ok(r) => r,
-        Err(e) => {
-            eprintln!("dist-bridge: cannot start the runtime: {e}");
-            return ExitCode::FAILURE;
-        }
+        Err(code) => return code,
     };
     match runtime.block_on(run(config)) {
         Ok(()) => ExitCode::SUCCESS,

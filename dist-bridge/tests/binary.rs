@@ -60,36 +60,7 @@ async fn starts_from_a_config_file_serves_and_stops_on_sigterm() {
          [guard_table]\ncapacity = 64\nbatch_size = 4\n",
     )
     .unwrap();
-    let mut child = Command::new(BIN)
-        .arg("--config")
-        .arg(&config)
-        .env("RUST_LOG", "info")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-
-    // The bound address, from stdout (read on a thread, waited for with a limit).
-    let stdout = child.stdout.take().unwrap();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let mut line = String::new();
-        let _ = BufReader::new(stdout).read_line(&mut line);
-        let _ = tx.send(line);
-    });
-    let line = match rx.recv_timeout(Duration::from_secs(30)) {
-        Ok(l) => l,
-        Err(_) => {
-            let _ = child.kill();
-            panic!("no address printed");
-        }
-    };
-    let addr = line
-        .trim()
-        .strip_prefix("listening on ")
-        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-        .to_owned();
+    let (mut child, addr) = spawn_node(&config, true);
 
     bounded(async {
         let ops = TlsFiles::in_dir(&certs, "operator-ops").load().unwrap();
@@ -118,13 +89,13 @@ async fn starts_from_a_config_file_serves_and_stops_on_sigterm() {
 
     let kill = Command::new("kill")
         .arg("-TERM")
-        .arg(child.id().to_string())
+        .arg(child.0.id().to_string())
         .status()
         .unwrap();
     assert!(kill.success());
-    let status = wait_exit(&mut child, Duration::from_secs(30));
+    let status = wait_exit(&mut child.0, Duration::from_secs(30));
     let mut logs = String::new();
-    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut logs).unwrap();
+    std::io::Read::read_to_string(&mut child.0.stderr.take().unwrap(), &mut logs).unwrap();
     assert!(status.success(), "exit {status:?}; logs:\n{logs}");
     // Structured (JSON) logs: serving, the signal, stopped.
     for needle in ["node serving", "SIGTERM received", "node stopped"] {
@@ -359,14 +330,15 @@ impl Drop for Running {
 }
 
 /// Starts the binary with `config`; returns the child and its printed address.
-fn spawn_node(config: &std::path::Path) -> (Running, String) {
+/// With `logs`, its stderr is piped at `info` for the test to read.
+fn spawn_node(config: &std::path::Path, logs: bool) -> (Running, String) {
     let mut child = Command::new(BIN)
         .arg("--config")
         .arg(config)
-        .env("RUST_LOG", "warn")
+        .env("RUST_LOG", if logs { "info" } else { "warn" })
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(if logs { Stdio::piped() } else { Stdio::null() })
         .spawn()
         .unwrap();
     let stdout = child.stdout.take().unwrap();
@@ -428,8 +400,8 @@ fn two_nodes_talk_over_mutual_tls_as_the_readme_says() {
         )
         .unwrap();
     }
-    let (mut n1, a1) = spawn_node(&root.join("node1.toml"));
-    let (mut n2, a2) = spawn_node(&root.join("node2.toml"));
+    let (mut n1, a1) = spawn_node(&root.join("node1.toml"), false);
+    let (mut n2, a2) = spawn_node(&root.join("node2.toml"), false);
     let ops = |args: &[&str]| {
         let out = Command::new(BIN).args(args).output().unwrap();
         (

@@ -32,6 +32,15 @@ pub async fn bounded<T>(f: impl Future<Output = T>) -> T {
         .expect("test exceeded its time limit")
 }
 
+/// The benchmarks' runtime: 2 workers, as many as this machine's vCPUs.
+pub fn bench_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a tokio runtime")
+}
+
 /// A fresh directory under the target dir.
 pub fn scratch(name: &str) -> PathBuf {
     static N: AtomicU32 = AtomicU32::new(0);
