@@ -40,8 +40,11 @@
 //! That service is [`node`]: [`Node::start`] serves one node's owner and `secctx` object store
 //! over gRPC (`tonic`, `proto/dist_bridge.proto`, generated in [`pb`]); [`client`] is the
 //! typed client library ([`NodeClient`], [`Cluster`]); [`wire`] maps core errors to gRPC
-//! statuses and back ([`ErrorKind`]); [`config`] is the `dist-bridge` binary's configuration
-//! file.
+//! statuses and back ([`ErrorKind`]), and tells callers who are not operators only
+//! [`wire::public_view`]; [`config`] is the `dist-bridge` binary's configuration file. At the
+//! network boundary: [`tls`] (mutual TLS material and configurations), [`identity`] (who a
+//! certificate names), [`certs`] (a development CA) and [`export_proof`] (a caller proves the
+//! context it exports for).
 //!
 //! # Example
 //!
