@@ -309,7 +309,7 @@ impl NodeClient {
     /// Exports capability `cap` (for an object in the node's store) for context `context`
     /// with `scope`: the root token of a new guard. `context_key` is the signing key of the
     /// context object's `kuid`: it signs the request's proof
-    /// ([`ExportProof`](crate::export_proof::ExportProof)).
+    /// ([`crate::export_proof::ExportProof`]).
     pub async fn export(
         &self,
         cap: &Cap,

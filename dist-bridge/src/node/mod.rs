@@ -133,7 +133,7 @@
 //! - **Roles**: `Status`, `PollUpgrades` (which names upgraded guards) and the baseline's
 //!   `BroadcastIssue`/`BroadcastRevoke` are for operators (`PollUpgrades` also for nodes);
 //!   `Broadcast` only from the node its `from` names.
-//! - **Bounds** on everything a client controls: see [`NodeConfig`](super::NodeConfig)
+//! - **Bounds** on everything a client controls: see [`super::NodeConfig`]
 //!   (connections, streams per connection, handshake, request and idle timeouts, message
 //!   size, derived guards per exported guard, export nonces, shutdown deadline).
 //!
