@@ -121,3 +121,72 @@ mod tests {
         }
     }
 }
+
+/// Refusal lines logged per second at most: a prober cannot flood the log. Every refusal is
+/// still counted (Status, metrics); how many lines were left out is said in one line before
+/// the next refusal that is logged.
+pub(super) const REFUSAL_LINES_PER_SECOND: u32 = 100;
+
+/// Which refusals get a log line (see [`REFUSAL_LINES_PER_SECOND`]).
+#[derive(Debug, Default)]
+pub(super) struct LogLimit {
+    /// The second the count is for (since the epoch).
+    second: AtomicU64,
+    /// Lines logged in that second.
+    lines: std::sync::atomic::AtomicU32,
+    /// Lines not logged since the last summary.
+    suppressed: AtomicU64,
+}
+
+/// What to do with a refusal's log line.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum LogLine {
+    /// Log it; first say how many were left out before it (if any).
+    Log { left_out: u64 },
+    /// Leave it out.
+    Skip,
+}
+
+impl LogLimit {
+    /// Whether the refusal at `second` gets its line.
+    pub(super) fn line(&self, second: u64) -> LogLine {
+        let current = self.second.load(Ordering::Relaxed);
+        if second > current
+            && self
+                .second
+                .compare_exchange(current, second, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+        {
+            self.lines.store(0, Ordering::Relaxed);
+        }
+        if self.lines.fetch_add(1, Ordering::Relaxed) < REFUSAL_LINES_PER_SECOND {
+            LogLine::Log {
+                left_out: self.suppressed.swap(0, Ordering::Relaxed),
+            }
+        } else {
+            self.suppressed.fetch_add(1, Ordering::Relaxed);
+            LogLine::Skip
+        }
+    }
+}
+
+#[cfg(test)]
+mod log_limit_tests {
+    use super::*;
+
+    #[test]
+    fn past_the_limit_lines_are_left_out_and_then_counted() {
+        let limit = LogLimit::default();
+        for _ in 0..REFUSAL_LINES_PER_SECOND {
+            assert_eq!(limit.line(10), LogLine::Log { left_out: 0 });
+        }
+        for _ in 0..5 {
+            assert_eq!(limit.line(10), LogLine::Skip);
+        }
+        // The next second: logged again, with the five left out.
+        assert_eq!(limit.line(11), LogLine::Log { left_out: 5 });
+        assert_eq!(limit.line(11), LogLine::Log { left_out: 0 });
+        // A clock that steps back stays in the current window.
+        assert_eq!(limit.line(3), LogLine::Log { left_out: 0 });
+    }
+}

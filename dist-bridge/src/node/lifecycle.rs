@@ -29,7 +29,7 @@ use crate::table::ConfigError;
 use crate::tls::Transport;
 
 use super::config::NodeConfig;
-use super::counters::{Counters, Notices, Refusals};
+use super::counters::{Counters, LogLimit, Notices, Refusals};
 use super::metrics::{self, Metrics};
 use super::reads::Reads;
 use super::service::Service;
@@ -292,6 +292,7 @@ impl Node {
                 config.export_nonces,
             ),
             refusals: Mutex::new(Refusals::default()),
+            log_limit: LogLimit::default(),
             metrics: Metrics::new(),
             reads,
             max_io_bytes: config.max_io_bytes,

@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use tokio::task::JoinSet;
 use tonic::{Code, Request, Response, Status};
-use tracing::info;
+use tracing::{info, warn};
 use twizzler_capsec::{Cap, Signature};
 
 use crate::broadcast::BroadcastMessage;
@@ -22,7 +22,7 @@ use crate::token::GuardedToken;
 use crate::wire::{self, ErrorKind};
 
 use super::caller::Caller;
-use super::counters::Rpc;
+use super::counters::{LogLine, REFUSAL_LINES_PER_SECOND, Rpc};
 use super::shared::{Shared, now_ns};
 use super::storage::{read_bytes, write_bytes};
 
@@ -142,19 +142,28 @@ impl Service {
     /// told: the detail for an operator, [`wire::public_view`] for everyone else.
     fn refuse(&self, caller: &Caller, rpc: &'static str, status: Status) -> Status {
         let kind = wire::kind_of(&status).map_or("none", ErrorKind::name);
-        info!(
-            rpc,
-            %caller,
-            code = ?status.code(),
-            kind,
-            message = status.message(),
-            "refused"
-        );
+        let at = now_ns();
+        if let LogLine::Log { left_out } = self.shared.log_limit.line(at / 1_000_000_000) {
+            if left_out > 0 {
+                warn!(
+                    left_out,
+                    "refusals not logged (over {REFUSAL_LINES_PER_SECOND} a second); Status and metrics count them all"
+                );
+            }
+            info!(
+                rpc,
+                %caller,
+                code = ?status.code(),
+                kind,
+                message = status.message(),
+                "refused"
+            );
+        }
         self.shared.metrics.refused(rpc, kind);
         if let Ok(mut r) = self.shared.refusals.lock() {
             r.record(
                 pb::Refusal {
-                    at: now_ns(),
+                    at,
                     rpc: rpc.to_owned(),
                     kind: kind.to_owned(),
                     message: status.message().to_owned(),

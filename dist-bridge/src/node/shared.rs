@@ -15,7 +15,7 @@ use crate::client::NodeClient;
 use crate::export_proof::ReplayWindow;
 use crate::owner::Owner;
 
-use super::counters::{Counters, Notices, Refusals, Rpc};
+use super::counters::{Counters, LogLimit, Notices, Refusals, Rpc};
 use super::gates::Gates;
 use super::metrics::Metrics;
 use super::reads::Reads;
@@ -45,6 +45,8 @@ pub(super) struct Shared {
     pub(super) proofs: ReplayWindow,
     /// Refusals by kind, and the last few in detail (for operators).
     pub(super) refusals: Mutex<Refusals>,
+    /// How many refusal lines the log gets.
+    pub(super) log_limit: LogLimit,
     pub(super) metrics: Metrics,
     /// The queue of small reads (see `reads`).
     pub(super) reads: Reads,
