@@ -21,7 +21,7 @@
 //! new. A captured request therefore cannot be replayed, redirected to another node, or
 //! altered, and no address, proxy or TLS terminator is trusted for it.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::sync::Mutex;
 
@@ -167,11 +167,14 @@ impl std::error::Error for ProofError {}
 
 /// The node's memory of recent nonces: a proof is accepted once, and only within `skew` of
 /// the node's clock (and never below `skew` before the latest clock reading, should the clock
-/// step back), so a nonce need be kept only for `2 × skew`; at most `capacity` are.
+/// step back), so a nonce need be kept only until its proof's time falls below that floor.
+/// At most `capacity` are kept, and at most `per_context` for any one context, so the holder
+/// of one context's key cannot fill the memory and keep every other context from exporting.
 #[derive(Debug)]
 pub struct ReplayWindow {
     skew: u64,
     capacity: usize,
+    per_context: usize,
     seen: Mutex<Seen>,
 }
 
@@ -179,18 +182,22 @@ pub struct ReplayWindow {
 struct Seen {
     /// Nonce → the proof time it came with.
     by_nonce: HashMap<[u8; NONCE_LEN], u64>,
-    /// Nonces in arrival order, to forget the old ones.
-    order: VecDeque<([u8; NONCE_LEN], u64)>,
+    /// (proof time, nonce) → its context: what to forget once the floor passes its time.
+    by_time: BTreeMap<(u64, [u8; NONCE_LEN]), ObjID>,
+    /// Nonces remembered per context.
+    per_context: HashMap<ObjID, usize>,
     /// The latest clock reading seen.
     latest: u64,
 }
 
 impl ReplayWindow {
-    /// Proofs within `skew_ns` of the clock; at most `capacity` nonces remembered.
-    pub fn new(skew_ns: u64, capacity: usize) -> Self {
+    /// Proofs within `skew_ns` of the clock; at most `capacity` nonces remembered, and at most
+    /// `per_context` of one context's.
+    pub fn new(skew_ns: u64, capacity: usize, per_context: usize) -> Self {
         Self {
             skew: skew_ns,
             capacity,
+            per_context,
             seen: Mutex::new(Seen::default()),
         }
     }
@@ -200,15 +207,16 @@ impl ReplayWindow {
         self.skew
     }
 
-    /// Accepts `proof`'s time and nonce at `now`, once.
-    pub fn admit(&self, proof: &ExportProof, now: u64) -> Result<(), ProofError> {
+    /// Accepts `proof`'s time and nonce, for `context`, at `now`, once.
+    pub fn admit(&self, proof: &ExportProof, context: ObjID, now: u64) -> Result<(), ProofError> {
         if proof.time.abs_diff(now) > self.skew {
             return Err(ProofError::Skew {
                 time: proof.time,
                 now,
             });
         }
-        let mut seen = self.seen.lock().map_err(|_| ProofError::Busy)?;
+        let mut guard = self.seen.lock().map_err(|_| ProofError::Busy)?;
+        let seen = &mut *guard;
         // The floor never moves back, even if the clock does: a nonce is forgotten only once
         // its proof's time is below the floor, and such a proof is never accepted again.
         seen.latest = seen.latest.max(now);
@@ -219,23 +227,26 @@ impl ReplayWindow {
                 now,
             });
         }
-        while let Some(&(nonce, time)) = seen.order.front() {
-            if time >= oldest {
-                break;
-            }
-            seen.order.pop_front();
-            if seen.by_nonce.get(&nonce) == Some(&time) {
-                seen.by_nonce.remove(&nonce);
+        let keep = seen.by_time.split_off(&(oldest, [0; NONCE_LEN]));
+        for ((_, nonce), ctx) in std::mem::replace(&mut seen.by_time, keep) {
+            seen.by_nonce.remove(&nonce);
+            if let Some(n) = seen.per_context.get_mut(&ctx) {
+                *n = n.saturating_sub(1);
+                if *n == 0 {
+                    seen.per_context.remove(&ctx);
+                }
             }
         }
         if seen.by_nonce.contains_key(&proof.nonce) {
             return Err(ProofError::Replayed);
         }
-        if seen.by_nonce.len() >= self.capacity {
+        let mine = seen.per_context.get(&context).copied().unwrap_or(0);
+        if seen.by_nonce.len() >= self.capacity || mine >= self.per_context {
             return Err(ProofError::Busy);
         }
         seen.by_nonce.insert(proof.nonce, proof.time);
-        seen.order.push_back((proof.nonce, proof.time));
+        seen.by_time.insert((proof.time, proof.nonce), context);
+        *seen.per_context.entry(context).or_default() += 1;
         Ok(())
     }
 }
@@ -261,31 +272,50 @@ mod tests {
     proptest! {
         /// Whatever the order of arrivals and however the clock jumps (back too), a proof is
         /// admitted at most once, a proof outside the window never is, and no more than
-        /// `capacity` nonces are held.
+        /// `capacity` nonces are held, nor more than `per_context` of one context.
         #[test]
         fn a_nonce_is_admitted_once_and_memory_is_bounded(
-            arrivals in proptest::collection::vec((0u64..400, 0u8..12, 0u64..400), 1..200),
+            arrivals in proptest::collection::vec(
+                (0u64..400, 0u8..12, 0u64..400, 0u128..3),
+                1..200,
+            ),
         ) {
-            let (skew, capacity) = (50, 8);
-            let w = ReplayWindow::new(skew, capacity);
-            let mut admitted: Vec<(u8, u64, u64)> = Vec::new();
-            for (time, nonce, now) in arrivals {
-                let r = w.admit(&proof(time, nonce), now);
+            let (skew, capacity, per_context) = (50, 8, 4);
+            let w = ReplayWindow::new(skew, capacity, per_context);
+            let mut admitted: Vec<(u8, u64)> = Vec::new();
+            for (time, nonce, now, ctx) in arrivals {
+                let r = w.admit(&proof(time, nonce), ObjID::new(ctx), now);
                 if time.abs_diff(now) > skew {
                     prop_assert!(r.is_err());
                     continue;
                 }
                 if r.is_ok() {
                     // Never the same proof (nonce and time) twice, whatever the clock did.
-                    for &(n, t, _) in &admitted {
-                        prop_assert!(!(n == nonce && t == time), "replayed {nonce} at {time}");
-                    }
-                    admitted.push((nonce, time, now));
+                    prop_assert!(
+                        !admitted.contains(&(nonce, time)),
+                        "replayed {} at {}", nonce, time
+                    );
+                    admitted.push((nonce, time));
                 }
                 let seen = w.seen.lock().unwrap();
                 prop_assert!(seen.by_nonce.len() <= capacity);
-                prop_assert_eq!(seen.by_nonce.len(), seen.order.len());
+                prop_assert_eq!(seen.by_nonce.len(), seen.by_time.len());
+                prop_assert!(seen.per_context.values().all(|&n| (1..=per_context).contains(&n)));
+                prop_assert_eq!(seen.per_context.values().sum::<usize>(), seen.by_nonce.len());
             }
         }
+    }
+
+    /// One context at its share is refused as busy while another still exports; its share
+    /// comes back once its proofs' times fall below the window.
+    #[test]
+    fn one_context_cannot_take_the_whole_memory() {
+        let w = ReplayWindow::new(10, 8, 2);
+        let (a, b) = (ObjID::new(1), ObjID::new(2));
+        assert!(w.admit(&proof(100, 1), a, 100).is_ok());
+        assert!(w.admit(&proof(100, 2), a, 100).is_ok());
+        assert_eq!(w.admit(&proof(100, 3), a, 100), Err(ProofError::Busy));
+        assert!(w.admit(&proof(100, 4), b, 100).is_ok());
+        assert!(w.admit(&proof(111, 5), a, 111).is_ok());
     }
 }

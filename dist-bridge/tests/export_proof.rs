@@ -197,20 +197,45 @@ async fn a_revoked_or_missing_context_key_proves_nothing() {
     .await;
 }
 
-/// The nonce memory is bounded: past `export_nonces` proofs within the window, exports are
-/// refused as busy (and nothing else is affected); invocations go on.
+/// The nonce memory is bounded, overall and per context: past its share one context's
+/// exports are refused as busy while another context's go on, and invocations go on.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_nonce_memory_is_bounded() {
     bounded(async {
-        let net = Net::start("proof-nonces", 1, |c| c.export_nonces = 3).await;
+        let net = Net::start("proof-nonces", 1, |c| {
+            c.export_nonces = 3;
+            c.export_nonces_per_context = 2;
+        })
+        .await;
         let (site, c) = (&net.sites[0], net.client(0));
         let key = ctx_key();
+        // A second context with the same key, holding a capability of its own.
+        let other = twizzler_capsec::ObjID::new(0xc7c7_0004);
+        site.store
+            .create(&secctx::Object {
+                id: other,
+                meta: secctx::ObjMeta::signed_by(CTX_KUID),
+                data: Vec::new(),
+            })
+            .unwrap();
+        let other_cap = twizzler_capsec::Cap::mint(
+            twizzler_capsec::CapGrant::new(site.object, other, twizzler_capsec::Protections::READ),
+            &site.key,
+        )
+        .unwrap();
         let mut tokens = Vec::new();
-        for _ in 0..3 {
+        for _ in 0..2 {
             tokens.push(c.export(&site.cap, CTX, &key, read_all()).await.unwrap());
         }
         assert_refused(
             c.export(&site.cap, CTX, &key, read_all()).await,
+            ErrorKind::Busy,
+            "too many recent exports",
+        );
+        // Another context still has room; then the whole memory is full.
+        tokens.push(c.export(&other_cap, other, &key, read_all()).await.unwrap());
+        assert_refused(
+            c.export(&other_cap, other, &key, read_all()).await,
             ErrorKind::Busy,
             "too many recent exports",
         );

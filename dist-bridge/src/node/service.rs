@@ -221,7 +221,7 @@ impl NodeRpc for Service {
             // Only a verified proof takes a place among the remembered nonces.
             shared
                 .proofs
-                .admit(&proof, now)
+                .admit(&proof, context, now)
                 .map_err(|e| proof_status(&e))?;
             shared
                 .owner
