@@ -6,9 +6,8 @@
 //! [`PeerIdentity`] (one year): nodes may act as TLS servers and clients, operators and
 //! clients only as clients. Files are written in the layout [`TlsFiles::in_dir`] reads:
 //! `ca.crt`, `ca.key`, and `<stem>.crt`, `<stem>.key` with [`file_stem`]. Keys are written
-//! with mode 0600. A file is written whole under a temporary name, synced, then linked into
-//! place, so a crash never leaves half a key, and an existing file is never replaced unless
-//! asked.
+//! with mode 0600, whole or not at all ([`secctx::out_file`]): a crash never leaves half a
+//! key, and an existing file is never replaced unless asked.
 //!
 //! For production, issue certificates from your own CA with the same identity names.
 //!
@@ -26,13 +25,13 @@
 //! ```
 
 use std::fmt;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use rcgen::{
     BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
     Issuer, KeyPair, KeyUsagePurpose, SanType,
 };
+use secctx::out_file::{self, OutFileError};
 use time::{Duration, OffsetDateTime};
 
 use crate::identity::PeerIdentity;
@@ -263,40 +262,14 @@ fn create_dir(dir: &Path) -> Result<(), CertError> {
     })
 }
 
-/// Writes `bytes` to `path` whole or not at all: a temporary file in the same directory,
-/// synced, then linked into place (or renamed over the old file when `force`).
+/// Writes `bytes` to `path` whole or not at all ([`secctx::out_file::write_new`]).
 fn write_file(path: &Path, bytes: &[u8], mode: u32, force: bool) -> Result<(), CertError> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let io = |source| CertError::Io {
-        path: path.to_owned(),
-        source,
-    };
-    if !force && path.exists() {
-        return Err(CertError::Exists(path.to_owned()));
-    }
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(format!(".tmp-{}", std::process::id()));
-    let tmp = PathBuf::from(tmp);
-    let _ = std::fs::remove_file(&tmp);
-    let result = (|| {
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(mode)
-            .open(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        if force {
-            std::fs::rename(&tmp, path)
-        } else {
-            std::fs::hard_link(&tmp, path)
-        }
-    })();
-    let _ = std::fs::remove_file(&tmp);
-    match result {
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-            Err(CertError::Exists(path.to_owned()))
-        }
-        other => other.map_err(io),
-    }
+    out_file::write_new(path, bytes, mode, force).map_err(|e| match e {
+        OutFileError::Exists(p) => CertError::Exists(p),
+        OutFileError::Io { path, source, .. } => CertError::Io { path, source },
+        OutFileError::NoName(p) => CertError::Io {
+            path: p,
+            source: std::io::Error::from(std::io::ErrorKind::InvalidInput),
+        },
+    })
 }

@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use tonic::transport::{Channel, Endpoint};
 use tonic::{Code, Status};
@@ -17,6 +17,7 @@ use twizzler_capsec::{Cap, ObjID, SigningKey};
 use crate::broadcast::{BroadcastMessage, CapName, MessageCounts};
 use crate::controller::ControllerId;
 use crate::export_proof::{ExportClaim, ExportProof};
+use crate::now_ns;
 use crate::owner::{RevokeReport, UpgradeNotice};
 use crate::pb;
 use crate::pb::node_client::NodeClient as RawClient;
@@ -248,14 +249,6 @@ fn endpoint(
 
 fn decode_token(bytes: &[u8]) -> Result<GuardedToken, ClientError> {
     GuardedToken::decode(bytes).map_err(|e| ClientError::BadReply(format!("token: {e}")))
-}
-
-/// Nanoseconds since the Unix epoch.
-fn now_ns() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
-        .unwrap_or(0)
 }
 
 impl NodeClient {

@@ -121,6 +121,15 @@ pub mod tls;
 pub mod token;
 pub mod wire;
 
+/// Nanoseconds since the Unix epoch (0 for a clock before it): the time base of expiries and
+/// export proofs.
+pub fn now_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
+}
+
 /// The generated gRPC messages and service (`proto/dist_bridge.proto`).
 #[allow(missing_docs, clippy::all, clippy::pedantic)]
 pub mod pb {

@@ -7,7 +7,7 @@
 
 mod net;
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use dist_bridge::export_proof::{ExportClaim, NONCE_LEN, proof_message};
 use dist_bridge::pb;
@@ -15,16 +15,6 @@ use dist_bridge::*;
 use net::*;
 use secctx::ObjectStore;
 use twizzler_capsec::{Expiry, SigningKey, SigningScheme};
-
-fn now_ns() -> u64 {
-    u64::try_from(
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap()
-            .as_nanos(),
-    )
-    .unwrap()
-}
 
 fn read_all() -> Scope {
     Scope::new(Rights::READ, ByteRange::WHOLE, Expiry::NEVER)

@@ -36,6 +36,7 @@ pub mod db_store;
 pub mod dir_store;
 pub mod keypair;
 pub mod mem_store;
+pub mod out_file;
 pub mod revocations;
 pub mod sim;
 pub mod store;

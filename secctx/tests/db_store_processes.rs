@@ -269,6 +269,25 @@ fn wait_for_file(dir: &Path, file: &str, what: &str) {
 
 /// Waits until `file` exists in the test directory, failing the test (with the child's output)
 /// if `child` exits first.
+/// A `child_blocked_writer` child, once it is inside its write transaction.
+fn blocked_writer(dir: &TestDir, what: &str) -> Kid {
+    let mut child = spawn_child("child_blocked_writer", dir, &[]);
+    wait_for_child_signal(dir, IN_TXN_FILE, &mut child, what);
+    child
+}
+
+/// Lets a blocked writer commit; asserts it committed the value `expected`.
+fn commit_blocked_writer(dir: &TestDir, child: Kid, what: &str, expected: u64) {
+    dir.signal(COMMIT_FILE);
+    let out = wait_success(child, what);
+    assert_eq!(
+        committed_values(&out.stdout),
+        [expected],
+        "{}",
+        describe(&out)
+    );
+}
+
 fn wait_for_child_signal(dir: &TestDir, file: &str, child: &mut Kid, what: &str) {
     let child = child.get();
     let deadline = Instant::now() + HANG;
@@ -455,8 +474,7 @@ fn readers_do_not_wait_for_a_writer_in_another_process() {
     let store = dir.store();
     assert_eq!(store.transact(step).expect("first transaction"), 1);
 
-    let mut child = spawn_child("child_blocked_writer", &dir, &[]);
-    wait_for_child_signal(&dir, IN_TXN_FILE, &mut child, "the writer child");
+    let mut child = blocked_writer(&dir, "the writer child");
 
     // The child holds its write transaction (it wrote 2) until COMMIT_FILE appears.
     let read_all = |s: &DbStore| {
@@ -504,9 +522,7 @@ fn readers_do_not_wait_for_a_writer_in_another_process() {
         );
     });
 
-    dir.signal(COMMIT_FILE);
-    let out = wait_success(child, "the writer child");
-    assert_eq!(committed_values(&out.stdout), [2], "{}", describe(&out));
+    commit_blocked_writer(&dir, child, "the writer child", 2);
     let ours = done_rx
         .recv_timeout(HANG)
         .expect("the parent's write waited for the child's, not forever")
@@ -536,8 +552,7 @@ fn a_process_opening_the_store_does_not_wait_for_a_writer_in_another_process() {
     let store = dir.store();
     assert_eq!(store.transact(step).expect("first transaction"), 1);
 
-    let mut writer = spawn_child("child_blocked_writer", &dir, &[]);
-    wait_for_child_signal(&dir, IN_TXN_FILE, &mut writer, "the writer child");
+    let mut writer = blocked_writer(&dir, "the writer child");
     // The writer holds its write transaction (it wrote 2) until COMMIT_FILE appears.
     let mut reader = spawn_child("child_opener", &dir, &[]);
     let deadline = Instant::now() + HANG;
@@ -560,9 +575,7 @@ fn a_process_opening_the_store_does_not_wait_for_a_writer_in_another_process() {
         "the new process sees the last commit, not the open write: {}",
         describe(&out)
     );
-    dir.signal(COMMIT_FILE);
-    let out = wait_success(writer, "the writer child");
-    assert_eq!(committed_values(&out.stdout), [2], "{}", describe(&out));
+    commit_blocked_writer(&dir, writer, "the writer child", 2);
     assert_state(&store, 2, "after the write");
     eprintln!("a process opening the store: {:?}", started.elapsed());
 }
@@ -744,8 +757,7 @@ fn a_killed_writer_does_not_block_the_next_writer() {
     let store = dir.store();
     assert_eq!(store.transact(step).expect("first transaction"), 1);
 
-    let mut child = spawn_child("child_blocked_writer", &dir, &[]);
-    wait_for_child_signal(&dir, IN_TXN_FILE, &mut child, "the writer child");
+    let mut child = blocked_writer(&dir, "the writer child");
     child.get().kill().expect("kill the child");
     let out = child
         .take()
@@ -780,11 +792,8 @@ fn a_killed_writer_does_not_block_the_next_writer() {
 
     // And another process can write too.
     fs::remove_file(dir.0.join(IN_TXN_FILE)).expect("remove the killed child's signal");
-    let mut next = spawn_child("child_blocked_writer", &dir, &[]);
-    wait_for_child_signal(&dir, IN_TXN_FILE, &mut next, "the next writer child");
-    dir.signal(COMMIT_FILE);
-    let out = wait_success(next, "the next writer child");
-    assert_eq!(committed_values(&out.stdout), [4], "{}", describe(&out));
+    let next = blocked_writer(&dir, "the next writer child");
+    commit_blocked_writer(&dir, next, "the next writer child", 4);
     assert_state(&store, 4, "after the writes that followed the kill");
     assert_eq!(store_files(&dir.store_dir()), [DB_FILE]);
     eprintln!("killed writer's lock: {:?}", started.elapsed());

@@ -33,27 +33,23 @@ pub(super) const RPCS: [(Rpc, &str); 9] = [
     (Rpc::Broadcast, "broadcast"),
 ];
 
+/// Requests this node sent to peers and their replies. Requests received are counted once,
+/// by the metrics (`Metrics::received_count`), and read from there.
 #[derive(Debug, Default)]
 pub(super) struct Counters {
-    pub(super) received: [AtomicU64; RPCS.len()],
     pub(super) requests_sent: AtomicU64,
     pub(super) replies_received: AtomicU64,
 }
 
 impl Counters {
-    pub(super) fn received(&self, rpc: Rpc) {
-        if let Some(c) = self.received.get(rpc as usize) {
-            c.fetch_add(1, Ordering::Relaxed);
-        }
-    }
-
-    pub(super) fn to_pb(&self) -> pb::Counters {
+    /// The counters message, with the received requests per RPC from `received`.
+    pub(super) fn to_pb(&self, received: impl Fn(Rpc) -> u64) -> pb::Counters {
         let mut by_rpc = HashMap::new();
         let mut total = 0u64;
-        for ((_, name), c) in RPCS.iter().zip(&self.received) {
-            let n = c.load(Ordering::Relaxed);
+        for (rpc, name) in RPCS {
+            let n = received(rpc);
             total = total.saturating_add(n);
-            by_rpc.insert((*name).to_owned(), n);
+            by_rpc.insert(name.to_owned(), n);
         }
         pb::Counters {
             requests_received: total,

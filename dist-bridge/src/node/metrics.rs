@@ -218,6 +218,11 @@ impl Metrics {
         }
     }
 
+    /// Requests of `rpc` received so far (what `Status` reports).
+    pub(super) fn received_count(&self, rpc: Rpc) -> u64 {
+        self.requests.get(rpc as usize).map_or(0, Counter::get)
+    }
+
     pub(super) fn refused(&self, rpc: &'static str, kind: &'static str) {
         self.refusals
             .get_or_create(&vec![("rpc", rpc.to_owned()), ("kind", kind.to_owned())])

@@ -126,16 +126,27 @@ impl Service {
         .map_err(internal)?
     }
 
-    /// Refuses every caller but an operator.
-    fn operator_only(&self, caller: &Caller, rpc: &'static str) -> Result<(), Status> {
-        if caller.is_operator() {
+    /// Refuses the caller of `rpc` unless `allowed`; `who` says who may call it.
+    fn only(
+        &self,
+        caller: &Caller,
+        rpc: &'static str,
+        allowed: bool,
+        who: &str,
+    ) -> Result<(), Status> {
+        if allowed {
             return Ok(());
         }
         Err(self.refuse(
             caller,
             rpc,
-            not_allowed(format!("{rpc} is for operators; the caller is {caller}")),
+            not_allowed(format!("{rpc} is for {who}; the caller is {caller}")),
         ))
+    }
+
+    /// Refuses every caller but an operator.
+    fn operator_only(&self, caller: &Caller, rpc: &'static str) -> Result<(), Status> {
+        self.only(caller, rpc, caller.is_operator(), "operators")
     }
 
     /// Logs and counts a refusal with its detailed reason, and returns what `caller` may be
@@ -329,13 +340,7 @@ impl NodeRpc for Service {
     ) -> Result<Response<pb::StatusReply>, Status> {
         let sh = &self.shared;
         let caller = Caller::of(&request);
-        if !caller.is_operator() {
-            return Err(self.refuse(
-                &caller,
-                "status",
-                not_allowed(format!("Status is for operators; the caller is {caller}")),
-            ));
-        }
+        self.operator_only(&caller, "status")?;
         let table: TableStats = sh.owner.stats().map_err(|e| wire::invoke_status(&e))?;
         let counts = sh
             .broadcast
@@ -354,7 +359,7 @@ impl NodeRpc for Service {
             node: id.node,
             controller_version: id.version,
             table: Some(wire::stats_to_pb(&table)),
-            counters: Some(sh.counters.to_pb()),
+            counters: Some(sh.counters.to_pb(|rpc| sh.metrics.received_count(rpc))),
             broadcast: Some(pb::BroadcastStats {
                 sent: counts.sent,
                 received: counts.received,
@@ -379,15 +384,12 @@ impl NodeRpc for Service {
         let caller = Caller::of(&request);
         // Notices name upgraded guards: not for clients, who learn of an upgrade from the
         // refusal of their own token.
-        if !(caller.is_operator() || caller.is_any_node()) {
-            return Err(self.refuse(
-                &caller,
-                "poll_upgrades",
-                not_allowed(format!(
-                    "upgrade notices are for operators and nodes; the caller is {caller}"
-                )),
-            ));
-        }
+        self.only(
+            &caller,
+            "poll_upgrades",
+            caller.is_operator() || caller.is_any_node(),
+            "operators and nodes",
+        )?;
         let after = request.into_inner().after;
         // Publish what is pending now, so a holder need not wait for the next tick.
         sh.publish_upgrades();

@@ -2,7 +2,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use secctx::revocations::RevocationList;
 use secctx::{DbStore, ObjectStore};
@@ -13,20 +13,13 @@ use twizzler_capsec::{ObjID, RecordId};
 use crate::broadcast::BroadcastNode;
 use crate::client::NodeClient;
 use crate::export_proof::ReplayWindow;
+pub(super) use crate::now_ns;
 use crate::owner::Owner;
 
 use super::counters::{Counters, LogLimit, Notices, Refusals, Rpc};
 use super::gates::Gates;
 use super::metrics::Metrics;
 use super::reads::Reads;
-
-/// Nanoseconds since the Unix epoch.
-pub(super) fn now_ns() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
-        .unwrap_or(0)
-}
 
 #[derive(Debug)]
 pub(super) struct Shared {
@@ -64,7 +57,6 @@ pub(super) struct Applied {
 impl Shared {
     /// Counts a received request (for `Status` and the metrics).
     pub(super) fn received(&self, rpc: Rpc) {
-        self.counters.received(rpc);
         self.metrics.received(rpc);
     }
 
