@@ -891,9 +891,12 @@ fn run_env(dir: &Path, env: &[(&str, &str)], program: &str, args: &[&str]) -> Re
     cmd.args(args).current_dir(dir).envs(env.iter().copied());
     if in_ci() {
         // Logs, not a terminal: no colour codes, no progress bars. Nothing here ever prompts.
+        // A clean clone builds everything once, so incremental state is only disk spent (it
+        // was a third of the target directory).
         for (var, value) in [
             ("CARGO_TERM_COLOR", "never"),
             ("CARGO_TERM_PROGRESS_WHEN", "never"),
+            ("CARGO_INCREMENTAL", "0"),
         ] {
             if env::var_os(var).is_none() {
                 cmd.env(var, value);
@@ -1010,7 +1013,9 @@ COMMANDS:
 ENVIRONMENT:
     CI=true    no colour and no progress bars: child cargo commands get
                CARGO_TERM_COLOR=never and CARGO_TERM_PROGRESS_WHEN=never (unless already
-               set), and rustfmt gets --color never. xtask never prompts.
+               set), and rustfmt gets --color never. xtask never prompts. Builds are not
+               incremental (CARGO_INCREMENTAL=0 unless set): a clean clone builds once, and
+               incremental state would only take disk.
 
 Every command runs from the workspace root (the kernel's cargo commands from {KERNEL_DIR})
 with the child's output shown as it comes.
