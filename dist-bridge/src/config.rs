@@ -24,6 +24,7 @@
 //! max_message_bytes = 4194304            # larger requests are refused unread
 //! max_connections = 256                  # further connections are closed at once
 //! max_connection_age_ms = 3600000        # then GOAWAY (clients reconnect)
+//! max_connection_idle_ms = 300000        # no request in flight this long: closed
 //!
 //! [tls]                                  # mutual TLS (or `insecure = true`, tests only)
 //! ca = "certs/ca.crt"                    # the cluster CA: the only trust anchor
@@ -161,6 +162,8 @@ pub struct FileConfig {
     pub max_connections: Option<usize>,
     /// The longest a connection lives, ms.
     pub max_connection_age_ms: Option<u64>,
+    /// How long a connection may have no request in flight, ms.
+    pub max_connection_idle_ms: Option<u64>,
     /// The log format.
     pub log_format: Option<LogFormat>,
     /// The guard table.
@@ -272,6 +275,7 @@ impl FileConfig {
             max_message_bytes: over.max_message_bytes.or(self.max_message_bytes),
             max_connections: over.max_connections.or(self.max_connections),
             max_connection_age_ms: over.max_connection_age_ms.or(self.max_connection_age_ms),
+            max_connection_idle_ms: over.max_connection_idle_ms.or(self.max_connection_idle_ms),
             log_format: over.log_format.or(self.log_format),
             guard_table: table,
             peers: if over.peers.is_empty() {
@@ -386,6 +390,9 @@ impl FileConfig {
         if let Some(ms) = self.max_connection_age_ms {
             config.max_connection_age = Duration::from_millis(ms);
         }
+        if let Some(ms) = self.max_connection_idle_ms {
+            config.max_connection_idle = Duration::from_millis(ms);
+        }
         config.peers = self
             .peers
             .into_iter()
@@ -426,12 +433,17 @@ mod tests {
         let text = "node_id = 1\nlisten = \"127.0.0.1:7401\"\nstore_dir = \"s\"\n\
                     version_file = \"v\"\nlog_format = \"json\"\nshutdown_deadline_ms = 2500\n\
                     metrics_listen = \"127.0.0.1:9401\"\n\
+                    max_connection_idle_ms = 1500\n\
                     [tls]\nca = \"c/ca.crt\"\ncert = \"c/node-1.crt\"\nkey = \"c/node-1.key\"\n\
                     [guard_table]\ncapacity = 16\n\
                     [[peers]]\nid = 2\naddr = \"127.0.0.1:7402\"\n";
         let (c, log) = FileConfig::parse(text, "t").unwrap().resolve().unwrap();
         assert_eq!(c.node_id, 1);
         assert_eq!(c.shutdown_deadline, std::time::Duration::from_millis(2500));
+        assert_eq!(
+            c.max_connection_idle,
+            std::time::Duration::from_millis(1500)
+        );
         assert_eq!(c.listen.port(), 7401);
         assert_eq!(c.guard_table.capacity, 16);
         assert_eq!(c.guard_table.batch_size, 64);

@@ -1,5 +1,6 @@
 //! What a client controls is bounded: a request that stalls half-way is cut at the request
-//! timeout, and other clients are served meanwhile.
+//! timeout; connections past the limit, stalled handshakes, silent peers, idle connections
+//! and unfinished header blocks are closed; and other clients are served meanwhile.
 
 mod net;
 
@@ -81,6 +82,7 @@ fn zero_limits_are_refused_at_start() {
         |c| c.keepalive_timeout = Duration::ZERO,
         |c| c.max_streams_per_connection = 0,
         |c| c.max_connections = 0,
+        |c| c.max_connection_idle = Duration::ZERO,
         |c| c.max_message_bytes = c.max_io_bytes as usize,
         |c| c.max_message_bytes = dist_bridge::node::MAX_MESSAGE_LIMIT + 1,
     ] {
@@ -288,7 +290,7 @@ async fn streams_past_the_per_connection_limit_wait() {
 /// after `keepalive_interval + keepalive_timeout`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_peer_that_never_answers_pings_is_dropped() {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::io::AsyncWriteExt;
     bounded(async {
         let net = Net::start("bounds-keepalive", 1, |c| {
             c.keepalive_interval = Duration::from_millis(200);
@@ -302,18 +304,138 @@ async fn a_peer_that_never_answers_pings_is_dropped() {
             .await
             .unwrap();
         let started = Instant::now();
-        let mut buf = [0u8; 1024];
-        let closed = tokio::time::timeout(Duration::from_secs(20), async {
-            loop {
-                match tls.read(&mut buf).await {
-                    Ok(0) | Err(_) => break,
-                    Ok(_) => {}
-                }
+        until_closed(&mut tls, "a peer that never answers pings").await;
+        assert!(started.elapsed() >= Duration::from_millis(300));
+        net.client(0).status().await.expect("others are served");
+        net.shutdown().await;
+    })
+    .await;
+}
+
+/// Reads from `io` until the node closes it (EOF or an error); panics if that takes 20 s.
+async fn until_closed(io: &mut (impl tokio::io::AsyncRead + Unpin), what: &str) {
+    use tokio::io::AsyncReadExt;
+    let mut buf = [0u8; 1024];
+    let closed = tokio::time::timeout(Duration::from_secs(20), async {
+        loop {
+            match io.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {}
             }
+        }
+    })
+    .await;
+    assert!(closed.is_ok(), "{what} was kept open");
+}
+
+/// An Invoke request carrying one empty gRPC message: answered at once (as a bad request).
+fn empty_invoke(
+    c: &mut h2::client::SendRequest<bytes::Bytes>,
+    addr: std::net::SocketAddr,
+    end: bool,
+) -> (h2::client::ResponseFuture, h2::SendStream<bytes::Bytes>) {
+    let request = http::Request::builder()
+        .method("POST")
+        .uri(format!("https://{addr}/dist_bridge.v1.Node/Invoke"))
+        .header("content-type", "application/grpc")
+        .header("te", "trailers")
+        .body(())
+        .expect("request");
+    let (response, mut body) = c.send_request(request, false).expect("send");
+    let frame: &'static [u8] = if end {
+        &[0, 0, 0, 0, 0]
+    } else {
+        &[0, 0, 0, 0x10, 0]
+    };
+    body.send_data(bytes::Bytes::from_static(frame), end)
+        .expect("data");
+    (response, body)
+}
+
+/// A connection with no request in flight for `max_connection_idle` is closed, though its
+/// client answers every ping; one with a request in flight is not, however long the request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_connections_are_closed_and_busy_ones_kept() {
+    bounded(async {
+        let net = Net::start("bounds-idle", 1, |c| {
+            c.max_connection_idle = Duration::from_millis(400);
+            c.keepalive_interval = Duration::from_millis(100);
+            c.request_timeout = Duration::from_millis(2500);
         })
         .await;
-        assert!(closed.is_ok(), "a silent peer was kept");
-        assert!(started.elapsed() >= Duration::from_millis(300));
+        let addr = net.nodes[0].addr();
+
+        // One request, answered; then nothing but ping answers (h2 answers them itself).
+        let tls = tls_stream(&holder(), addr, 1).await;
+        let (client, conn) = h2::client::handshake(tls).await.expect("handshake");
+        let idle = tokio::spawn(conn);
+        let mut c = client.ready().await.expect("ready");
+        let (response, _body) = empty_invoke(&mut c, addr, true);
+        response.await.expect("answered");
+        let answered = Instant::now();
+        tokio::time::timeout(Duration::from_secs(20), idle)
+            .await
+            .expect("an idle connection was kept open")
+            .ok();
+        assert!(answered.elapsed() >= Duration::from_millis(350));
+
+        // A request whose body never ends keeps its connection busy past the idle limit.
+        let tls = tls_stream(&holder(), addr, 1).await;
+        let (client, conn) = h2::client::handshake(tls).await.expect("handshake");
+        let busy = tokio::spawn(conn);
+        let mut c = client.ready().await.expect("ready");
+        let started = Instant::now();
+        let (stalled, _stalled_body) = empty_invoke(&mut c, addr, false);
+        tokio::time::sleep(Duration::from_millis(1200)).await;
+        assert!(
+            !busy.is_finished(),
+            "a connection with a request in flight was closed"
+        );
+        let mut c = c.ready().await.expect("still open");
+        let (response, _body) = empty_invoke(&mut c, addr, true);
+        let response = response.await.expect("served on the busy connection");
+        assert!(response.status().is_success());
+        // Once the request timeout ends the stalled request, the connection goes idle and is
+        // closed.
+        let _ = stalled.await;
+        tokio::time::timeout(Duration::from_secs(20), busy)
+            .await
+            .expect("the connection was kept once idle")
+            .ok();
+        assert!(started.elapsed() >= Duration::from_millis(2500));
+        net.client(0).status().await.expect("others are served");
+        net.shutdown().await;
+    })
+    .await;
+}
+
+/// A client that starts a request's header block and never finishes it holds no request
+/// in flight: it is closed at `max_connection_idle`, as an idle one is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_header_block_that_never_ends_is_cut() {
+    use tokio::io::AsyncWriteExt;
+    bounded(async {
+        let net = Net::start("bounds-headers", 1, |c| {
+            c.max_connection_idle = Duration::from_millis(400);
+            // Neither pings nor the connection's age may be what ends it.
+            c.keepalive_interval = Duration::from_secs(3600);
+            c.max_connection_age = Duration::from_secs(3600);
+        })
+        .await;
+        let mut tls = tls_stream(&holder(), net.nodes[0].addr(), 1).await;
+        // The preface, an empty SETTINGS frame, then a HEADERS frame on stream 1 without
+        // END_HEADERS holding one header (`:method: POST`, HPACK static index 3): the node
+        // waits for a CONTINUATION frame that never comes.
+        tls.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00")
+            .await
+            .unwrap();
+        tls.write_all(&[0, 0, 1, 0x1, 0, 0, 0, 0, 1, 0x83])
+            .await
+            .unwrap();
+        tls.flush().await.unwrap();
+        let started = Instant::now();
+        until_closed(&mut tls, "a connection with an unfinished header block").await;
+        assert!(started.elapsed() >= Duration::from_millis(350));
         net.client(0).status().await.expect("others are served");
         net.shutdown().await;
     })

@@ -3,11 +3,14 @@
 //! role check, a refusal, a log line), so an accepted invocation never pays for it.
 
 use std::fmt;
+use std::net::SocketAddr;
 use std::sync::{Arc, OnceLock};
 
 use rustls_pki_types::CertificateDer;
 use tonic::Request;
+use tonic::transport::server::TlsConnectInfo;
 
+use super::busy::{ConnInfo, conn_in};
 use crate::identity::PeerIdentity;
 
 /// The party behind a request.
@@ -26,6 +29,7 @@ pub(super) enum Who {
 #[derive(Debug)]
 pub(super) struct Caller {
     certs: Option<Arc<Vec<CertificateDer<'static>>>>,
+    addr: Option<SocketAddr>,
     who: OnceLock<Who>,
 }
 
@@ -33,10 +37,19 @@ impl Caller {
     /// The caller of `request`. The TLS layer has already checked that the certificate
     /// chains to the CA; only its identity name is read here, later.
     pub(super) fn of<T>(request: &Request<T>) -> Caller {
+        let ext = request.extensions();
         Caller {
-            certs: request.peer_certs(),
+            certs: ext
+                .get::<TlsConnectInfo<ConnInfo>>()
+                .and_then(TlsConnectInfo::peer_certs),
+            addr: conn_in(ext).and_then(|c| c.tcp.remote_addr),
             who: OnceLock::new(),
         }
+    }
+
+    /// The address the request came from (for the log only: it proves nothing).
+    pub(super) fn addr(&self) -> Option<SocketAddr> {
+        self.addr
     }
 
     /// Who it is.

@@ -95,6 +95,12 @@ pub struct NodeConfig {
     /// clients reconnect), and cuts it [`NodeConfig::request_timeout`] later. Bounds how long
     /// an idle client that answers keepalive pings can hold a connection slot.
     pub max_connection_age: Duration,
+    /// The longest a connection may have no request in flight (none being received,
+    /// served or answered): then it is closed. Bounds a client that holds a connection slot
+    /// without using it, or that starts a request's header block and never finishes it (no
+    /// request is in flight until its headers are complete). A request arriving as the
+    /// limit passes is served, not cut.
+    pub max_connection_idle: Duration,
     /// How many upgrade notices `PollUpgrades` keeps.
     pub notice_buffer: usize,
 }
@@ -136,6 +142,7 @@ impl NodeConfig {
             max_message_bytes: 4 << 20,
             max_connections: 256,
             max_connection_age: Duration::from_secs(3600),
+            max_connection_idle: Duration::from_secs(300),
             notice_buffer: 1024,
         }
     }
@@ -182,6 +189,7 @@ impl NodeConfig {
         for (name, d) in [
             ("handshake_timeout", self.handshake_timeout),
             ("max_connection_age", self.max_connection_age),
+            ("max_connection_idle", self.max_connection_idle),
             ("export_skew", self.export_skew),
             ("request_timeout", self.request_timeout),
             ("keepalive_interval", self.keepalive_interval),

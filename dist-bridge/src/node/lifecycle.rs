@@ -13,6 +13,7 @@ use tokio_stream::StreamExt;
 use tonic::transport::Server;
 use tonic::transport::server::TcpIncoming;
 
+use super::busy::TrackLayer;
 use super::cut::Cutter;
 use super::gates::Gates;
 use tracing::{info, warn};
@@ -313,7 +314,7 @@ impl Node {
         health.set_serving::<NodeServer<Service>>().await;
         // Every connection can be cut once a shutdown has waited `shutdown_deadline` for them.
         // At most `max_connections` at once: a connection past them is closed as it comes.
-        let cutter = Arc::new(Cutter::new());
+        let cutter = Arc::new(Cutter::new(config.max_connection_idle));
         let incoming = {
             let cutter = cutter.clone();
             let slots = Arc::new(Semaphore::new(config.max_connections));
@@ -353,6 +354,7 @@ impl Node {
                 .http2_keepalive_timeout(Some(limits.keepalive_timeout))
                 .max_connection_age(limits.max_connection_age)
                 .max_connection_age_grace(limits.request_timeout)
+                .layer(TrackLayer)
                 .add_service(health_service)
                 .add_service(service)
                 .serve_with_incoming_shutdown(incoming, signal)

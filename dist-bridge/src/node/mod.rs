@@ -145,9 +145,11 @@
 //! `config` (what a node is told), `lifecycle` (starting, serving, stopping), `shared` (the
 //! state every request and the maintenance task share, and that task), `counters` (RPC
 //! counters, refusals and upgrade notices), `metrics` (Prometheus), `caller` (who sent a
-//! request), `gates` (per-object revocation gates), `cut` (connections a shutdown can cut),
+//! request), `gates` (per-object revocation gates), `busy` (which connections have requests
+//! in flight), `cut` (connections a shutdown can cut, or that are closed once idle),
 //! `storage` (an invocation's ranged read or write) and `service` (the RPCs).
 
+mod busy;
 mod caller;
 mod config;
 mod counters;

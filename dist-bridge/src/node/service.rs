@@ -164,6 +164,7 @@ impl Service {
             info!(
                 rpc,
                 %caller,
+                addr = ?caller.addr(),
                 code = ?status.code(),
                 kind,
                 message = status.message(),
