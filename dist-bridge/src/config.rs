@@ -11,7 +11,7 @@
 //! handshake_timeout_ms = 10000           # a TLS handshake must finish within this
 //! export_skew_ms = 60000                 # export proofs within this of the node's clock
 //! export_nonces = 65536                  # export nonces remembered within that window
-//! export_nonces_per_context = 4096       # of which one context may hold at most
+//! export_nonces_per_key = 4096           # of which one context key may hold at most
 //! max_io_bytes = 1048576                 # per invocation
 //! max_object_bytes = 67108864            # writes grow objects to at most this
 //! maintenance_interval_ms = 1000
@@ -132,8 +132,8 @@ pub struct FileConfig {
     pub export_skew_ms: Option<u64>,
     /// Export nonces remembered.
     pub export_nonces: Option<usize>,
-    /// Export nonces one context may hold.
-    pub export_nonces_per_context: Option<usize>,
+    /// Export nonces one context key may hold.
+    pub export_nonces_per_key: Option<usize>,
     /// Where to serve metrics.
     pub metrics_listen: Option<SocketAddr>,
     /// Most bytes per invocation.
@@ -254,9 +254,7 @@ impl FileConfig {
             handshake_timeout_ms: over.handshake_timeout_ms.or(self.handshake_timeout_ms),
             export_skew_ms: over.export_skew_ms.or(self.export_skew_ms),
             export_nonces: over.export_nonces.or(self.export_nonces),
-            export_nonces_per_context: over
-                .export_nonces_per_context
-                .or(self.export_nonces_per_context),
+            export_nonces_per_key: over.export_nonces_per_key.or(self.export_nonces_per_key),
             metrics_listen: over.metrics_listen.or(self.metrics_listen),
             max_io_bytes: over.max_io_bytes.or(self.max_io_bytes),
             max_object_bytes: over.max_object_bytes.or(self.max_object_bytes),
@@ -339,8 +337,8 @@ impl FileConfig {
         if let Some(n) = self.export_nonces {
             config.export_nonces = n;
         }
-        if let Some(n) = self.export_nonces_per_context {
-            config.export_nonces_per_context = n;
+        if let Some(n) = self.export_nonces_per_key {
+            config.export_nonces_per_key = n;
         }
         config.metrics_listen = self.metrics_listen;
         if let Some(v) = self.max_io_bytes {

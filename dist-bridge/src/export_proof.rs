@@ -168,36 +168,49 @@ impl std::error::Error for ProofError {}
 /// The node's memory of recent nonces: a proof is accepted once, and only within `skew` of
 /// the node's clock (and never below `skew` before the latest clock reading, should the clock
 /// step back), so a nonce need be kept only until its proof's time falls below that floor.
-/// At most `capacity` are kept, and at most `per_context` for any one context, so the holder
-/// of one context's key cannot fill the memory and keep every other context from exporting.
+/// At most `capacity` are kept, and at most `per_key` signed by any one key, whatever the
+/// contexts it signs for, so the holder of one key cannot fill the memory and keep everyone
+/// else from exporting.
 #[derive(Debug)]
 pub struct ReplayWindow {
     skew: u64,
     capacity: usize,
-    per_context: usize,
+    per_key: usize,
     seen: Mutex<Seen>,
+}
+
+/// Which key signed a proof: a hash of its encoding, so that two key objects holding the
+/// same key share one budget.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Signer([u8; 32]);
+
+impl Signer {
+    /// The signer of proofs that `key` verifies.
+    pub fn of(key: &VerifyingKey) -> Signer {
+        Signer(*blake3::hash(&key.encode()).as_bytes())
+    }
 }
 
 #[derive(Debug, Default)]
 struct Seen {
     /// Nonce → the proof time it came with.
     by_nonce: HashMap<[u8; NONCE_LEN], u64>,
-    /// (proof time, nonce) → its context: what to forget once the floor passes its time.
-    by_time: BTreeMap<(u64, [u8; NONCE_LEN]), ObjID>,
-    /// Nonces remembered per context.
-    per_context: HashMap<ObjID, usize>,
+    /// (proof time, nonce) → its signer: what to forget once the floor passes its time.
+    by_time: BTreeMap<(u64, [u8; NONCE_LEN]), Signer>,
+    /// Nonces remembered per signer.
+    per_key: HashMap<Signer, usize>,
     /// The latest clock reading seen.
     latest: u64,
 }
 
 impl ReplayWindow {
     /// Proofs within `skew_ns` of the clock; at most `capacity` nonces remembered, and at most
-    /// `per_context` of one context's.
-    pub fn new(skew_ns: u64, capacity: usize, per_context: usize) -> Self {
+    /// `per_key` signed by one key.
+    pub fn new(skew_ns: u64, capacity: usize, per_key: usize) -> Self {
         Self {
             skew: skew_ns,
             capacity,
-            per_context,
+            per_key,
             seen: Mutex::new(Seen::default()),
         }
     }
@@ -207,8 +220,9 @@ impl ReplayWindow {
         self.skew
     }
 
-    /// Accepts `proof`'s time and nonce, for `context`, at `now`, once.
-    pub fn admit(&self, proof: &ExportProof, context: ObjID, now: u64) -> Result<(), ProofError> {
+    /// Accepts `proof`'s time and nonce, signed by `signer` (the proof must have been
+    /// verified), at `now`, once.
+    pub fn admit(&self, proof: &ExportProof, signer: Signer, now: u64) -> Result<(), ProofError> {
         if proof.time.abs_diff(now) > self.skew {
             return Err(ProofError::Skew {
                 time: proof.time,
@@ -228,25 +242,25 @@ impl ReplayWindow {
             });
         }
         let keep = seen.by_time.split_off(&(oldest, [0; NONCE_LEN]));
-        for ((_, nonce), ctx) in std::mem::replace(&mut seen.by_time, keep) {
+        for ((_, nonce), by) in std::mem::replace(&mut seen.by_time, keep) {
             seen.by_nonce.remove(&nonce);
-            if let Some(n) = seen.per_context.get_mut(&ctx) {
+            if let Some(n) = seen.per_key.get_mut(&by) {
                 *n = n.saturating_sub(1);
                 if *n == 0 {
-                    seen.per_context.remove(&ctx);
+                    seen.per_key.remove(&by);
                 }
             }
         }
         if seen.by_nonce.contains_key(&proof.nonce) {
             return Err(ProofError::Replayed);
         }
-        let mine = seen.per_context.get(&context).copied().unwrap_or(0);
-        if seen.by_nonce.len() >= self.capacity || mine >= self.per_context {
+        let mine = seen.per_key.get(&signer).copied().unwrap_or(0);
+        if seen.by_nonce.len() >= self.capacity || mine >= self.per_key {
             return Err(ProofError::Busy);
         }
         seen.by_nonce.insert(proof.nonce, proof.time);
-        seen.by_time.insert((proof.time, proof.nonce), context);
-        *seen.per_context.entry(context).or_default() += 1;
+        seen.by_time.insert((proof.time, proof.nonce), signer);
+        *seen.per_key.entry(signer).or_default() += 1;
         Ok(())
     }
 }
@@ -272,19 +286,19 @@ mod tests {
     proptest! {
         /// Whatever the order of arrivals and however the clock jumps (back too), a proof is
         /// admitted at most once, a proof outside the window never is, and no more than
-        /// `capacity` nonces are held, nor more than `per_context` of one context.
+        /// `capacity` nonces are held, nor more than `per_key` of one key.
         #[test]
         fn a_nonce_is_admitted_once_and_memory_is_bounded(
             arrivals in proptest::collection::vec(
-                (0u64..400, 0u8..12, 0u64..400, 0u128..3),
+                (0u64..400, 0u8..12, 0u64..400, 0u8..3),
                 1..200,
             ),
         ) {
-            let (skew, capacity, per_context) = (50, 8, 4);
-            let w = ReplayWindow::new(skew, capacity, per_context);
+            let (skew, capacity, per_key) = (50, 8, 4);
+            let w = ReplayWindow::new(skew, capacity, per_key);
             let mut admitted: Vec<(u8, u64)> = Vec::new();
-            for (time, nonce, now, ctx) in arrivals {
-                let r = w.admit(&proof(time, nonce), ObjID::new(ctx), now);
+            for (time, nonce, now, by) in arrivals {
+                let r = w.admit(&proof(time, nonce), Signer([by; 32]), now);
                 if time.abs_diff(now) > skew {
                     prop_assert!(r.is_err());
                     continue;
@@ -300,22 +314,37 @@ mod tests {
                 let seen = w.seen.lock().unwrap();
                 prop_assert!(seen.by_nonce.len() <= capacity);
                 prop_assert_eq!(seen.by_nonce.len(), seen.by_time.len());
-                prop_assert!(seen.per_context.values().all(|&n| (1..=per_context).contains(&n)));
-                prop_assert_eq!(seen.per_context.values().sum::<usize>(), seen.by_nonce.len());
+                prop_assert!(seen.per_key.values().all(|&n| (1..=per_key).contains(&n)));
+                prop_assert_eq!(seen.per_key.values().sum::<usize>(), seen.by_nonce.len());
             }
         }
     }
 
-    /// One context at its share is refused as busy while another still exports; its share
+    /// One key at its share is refused as busy while another still exports; its share
     /// comes back once its proofs' times fall below the window.
     #[test]
-    fn one_context_cannot_take_the_whole_memory() {
+    fn one_key_cannot_take_the_whole_memory() {
         let w = ReplayWindow::new(10, 8, 2);
-        let (a, b) = (ObjID::new(1), ObjID::new(2));
+        let (a, b) = (Signer([1; 32]), Signer([2; 32]));
         assert!(w.admit(&proof(100, 1), a, 100).is_ok());
         assert!(w.admit(&proof(100, 2), a, 100).is_ok());
         assert_eq!(w.admit(&proof(100, 3), a, 100), Err(ProofError::Busy));
         assert!(w.admit(&proof(100, 4), b, 100).is_ok());
         assert!(w.admit(&proof(111, 5), a, 111).is_ok());
+    }
+
+    /// Two key objects holding one key are one signer; different keys are not.
+    #[test]
+    fn a_signer_is_its_key() {
+        use rand_core::SeedableRng;
+        let key = |seed| {
+            SigningKey::generate(
+                twizzler_capsec::SigningScheme::Ed25519,
+                &mut rand_chacha::ChaCha20Rng::seed_from_u64(seed),
+            )
+            .verifying_key()
+        };
+        assert_eq!(Signer::of(&key(1)), Signer::of(&key(1)));
+        assert_ne!(Signer::of(&key(1)), Signer::of(&key(2)));
     }
 }

@@ -187,32 +187,55 @@ async fn a_revoked_or_missing_context_key_proves_nothing() {
     .await;
 }
 
-/// The nonce memory is bounded, overall and per context: past its share one context's
-/// exports are refused as busy while another context's go on, and invocations go on.
+/// A context object signed for by `kuid`, and a read capability for the site's object granted
+/// to it.
+fn context_with_cap(
+    site: &Site,
+    ctx: twizzler_capsec::ObjID,
+    kuid: twizzler_capsec::ObjID,
+) -> twizzler_capsec::Cap {
+    site.store
+        .create(&secctx::Object {
+            id: ctx,
+            meta: secctx::ObjMeta::signed_by(kuid),
+            data: Vec::new(),
+        })
+        .unwrap();
+    twizzler_capsec::Cap::mint(
+        twizzler_capsec::CapGrant::new(site.object, ctx, twizzler_capsec::Protections::READ),
+        &site.key,
+    )
+    .unwrap()
+}
+
+/// The nonce memory is bounded, overall and per signing key: past its share, one key's
+/// exports are refused as busy, for every context that key signs for, while another key's
+/// go on; and invocations go on.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_nonce_memory_is_bounded() {
+    use rand_core::SeedableRng;
     bounded(async {
         let net = Net::start("proof-nonces", 1, |c| {
             c.export_nonces = 3;
-            c.export_nonces_per_context = 2;
+            c.export_nonces_per_key = 2;
         })
         .await;
         let (site, c) = (&net.sites[0], net.client(0));
         let key = ctx_key();
-        // A second context with the same key, holding a capability of its own.
-        let other = twizzler_capsec::ObjID::new(0xc7c7_0004);
-        site.store
-            .create(&secctx::Object {
-                id: other,
-                meta: secctx::ObjMeta::signed_by(CTX_KUID),
-                data: Vec::new(),
-            })
+        // A second context with the same key; a third with a key of its own.
+        let same_key_ctx = twizzler_capsec::ObjID::new(0xc7c7_0004);
+        let same_key_cap = context_with_cap(site, same_key_ctx, CTX_KUID);
+        let own_key = SigningKey::generate(
+            SigningScheme::Ed25519,
+            &mut rand_chacha::ChaCha20Rng::seed_from_u64(0x5eed),
+        );
+        assert!(own_key.verifying_key() != key.verifying_key());
+        let own_kuid = twizzler_capsec::ObjID::new(0xc7c7_0005);
+        secctx::keypair::store_verifying_key(&site.store, own_kuid, &own_key.verifying_key())
             .unwrap();
-        let other_cap = twizzler_capsec::Cap::mint(
-            twizzler_capsec::CapGrant::new(site.object, other, twizzler_capsec::Protections::READ),
-            &site.key,
-        )
-        .unwrap();
+        let own_key_ctx = twizzler_capsec::ObjID::new(0xc7c7_0006);
+        let own_key_cap = context_with_cap(site, own_key_ctx, own_kuid);
+
         let mut tokens = Vec::new();
         for _ in 0..2 {
             tokens.push(c.export(&site.cap, CTX, &key, read_all()).await.unwrap());
@@ -222,10 +245,22 @@ async fn the_nonce_memory_is_bounded() {
             ErrorKind::Busy,
             "too many recent exports",
         );
-        // Another context still has room; then the whole memory is full.
-        tokens.push(c.export(&other_cap, other, &key, read_all()).await.unwrap());
+        // The key's share is spent for every context it signs for.
         assert_refused(
-            c.export(&other_cap, other, &key, read_all()).await,
+            c.export(&same_key_cap, same_key_ctx, &key, read_all())
+                .await,
+            ErrorKind::Busy,
+            "too many recent exports",
+        );
+        // Another key still has room; then the whole memory is full.
+        tokens.push(
+            c.export(&own_key_cap, own_key_ctx, &own_key, read_all())
+                .await
+                .unwrap(),
+        );
+        assert_refused(
+            c.export(&own_key_cap, own_key_ctx, &own_key, read_all())
+                .await,
             ErrorKind::Busy,
             "too many recent exports",
         );

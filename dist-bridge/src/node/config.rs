@@ -56,9 +56,10 @@ pub struct NodeConfig {
     /// The most export nonces remembered at once (each for `2 × export_skew` at most): more
     /// exports than this within the window are refused with `busy`.
     pub export_nonces: usize,
-    /// The most of them one context may hold: the holder of one context's key cannot fill
-    /// the memory and keep every other context from exporting (at most `export_nonces`).
-    pub export_nonces_per_context: usize,
+    /// The most of them one signing key may hold, for all the contexts it signs for: the
+    /// holder of one key cannot fill the memory and keep everyone else from exporting (at
+    /// most `export_nonces`).
+    pub export_nonces_per_key: usize,
     /// Where to serve Prometheus metrics (`GET /metrics`, plain HTTP); `None`: nowhere.
     pub metrics_listen: Option<SocketAddr>,
     /// The most bytes one invocation may read or write (1 ..= [`MAX_IO_LIMIT`]).
@@ -128,7 +129,7 @@ impl NodeConfig {
             handshake_timeout: Duration::from_secs(10),
             export_skew: Duration::from_secs(60),
             export_nonces: 65_536,
-            export_nonces_per_context: 4_096,
+            export_nonces_per_key: 4_096,
             metrics_listen: None,
             max_io_bytes: 1 << 20,
             max_object_bytes: 64 << 20,
@@ -180,10 +181,10 @@ impl NodeConfig {
                 "export_nonces must be at least 1".into(),
             ));
         }
-        if !(1..=self.export_nonces).contains(&self.export_nonces_per_context) {
+        if !(1..=self.export_nonces).contains(&self.export_nonces_per_key) {
             return Err(StartError::Config(format!(
-                "export_nonces_per_context must be between 1 and export_nonces ({}), not {}",
-                self.export_nonces, self.export_nonces_per_context
+                "export_nonces_per_key must be between 1 and export_nonces ({}), not {}",
+                self.export_nonces, self.export_nonces_per_key
             )));
         }
         for (name, d) in [

@@ -291,7 +291,7 @@ impl Node {
             proofs: ReplayWindow::new(
                 u64::try_from(config.export_skew.as_nanos()).unwrap_or(u64::MAX),
                 config.export_nonces,
-                config.export_nonces_per_context,
+                config.export_nonces_per_key,
             ),
             refusals: Mutex::new(Refusals::default()),
             log_limit: LogLimit::default(),

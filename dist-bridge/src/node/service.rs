@@ -11,7 +11,7 @@ use tracing::{info, warn};
 use twizzler_capsec::{Cap, Signature};
 
 use crate::broadcast::BroadcastMessage;
-use crate::export_proof::{ExportClaim, ExportProof, NONCE_LEN, ProofError};
+use crate::export_proof::{ExportClaim, ExportProof, NONCE_LEN, ProofError, Signer};
 use crate::keys::{KeyLookup, StoreKeys};
 use crate::owner::ExportRequest;
 use crate::pb;
@@ -233,7 +233,7 @@ impl NodeRpc for Service {
             // Only a verified proof takes a place among the remembered nonces.
             shared
                 .proofs
-                .admit(&proof, context, now)
+                .admit(&proof, Signer::of(&key), now)
                 .map_err(|e| proof_status(&e))?;
             shared
                 .owner
