@@ -10,6 +10,20 @@ use dist_bridge::client::Reach;
 use dist_bridge::*;
 use net::*;
 
+/// The HTTP/2 client preface and an empty SETTINGS frame.
+const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00";
+
+/// The headers of a gRPC `Invoke` request to the node at `addr`.
+fn invoke_request(addr: std::net::SocketAddr) -> http::Request<()> {
+    http::Request::builder()
+        .method("POST")
+        .uri(format!("https://{addr}/dist_bridge.v1.Node/Invoke"))
+        .header("content-type", "application/grpc")
+        .header("te", "trailers")
+        .body(())
+        .expect("request")
+}
+
 /// Starts an `Invoke` whose body promises 4,096 bytes and sends 5; returns the gRPC status the
 /// node ends it with, and how long that took.
 async fn stalled_invoke(addr: std::net::SocketAddr) -> (String, Duration) {
@@ -19,15 +33,10 @@ async fn stalled_invoke(addr: std::net::SocketAddr) -> (String, Duration) {
         let _ = conn.await;
     });
     let mut client = client.ready().await.expect("ready");
-    let req = http::Request::builder()
-        .method("POST")
-        .uri(format!("https://{addr}/dist_bridge.v1.Node/Invoke"))
-        .header("content-type", "application/grpc")
-        .header("te", "trailers")
-        .body(())
-        .expect("request");
     let started = Instant::now();
-    let (response, mut body) = client.send_request(req, false).expect("send");
+    let (response, mut body) = client
+        .send_request(invoke_request(addr), false)
+        .expect("send");
     // A gRPC frame header announcing 4,096 bytes, then nothing: the body never ends.
     body.send_data(bytes::Bytes::from_static(&[0, 0, 0, 0x10, 0]), false)
         .expect("data");
@@ -234,21 +243,12 @@ async fn streams_past_the_per_connection_limit_wait() {
         tokio::spawn(async move {
             let _ = conn.await;
         });
-        let request = || {
-            http::Request::builder()
-                .method("POST")
-                .uri(format!("https://{addr}/dist_bridge.v1.Node/Invoke"))
-                .header("content-type", "application/grpc")
-                .header("te", "trailers")
-                .body(())
-                .expect("request")
-        };
         // Two requests whose bodies never end hold both streams.
         let mut held = Vec::new();
         let mut c = client.ready().await.expect("ready");
         for _ in 0..2 {
             c = c.ready().await.expect("ready");
-            let (response, mut body) = c.send_request(request(), false).expect("send");
+            let (response, mut body) = c.send_request(invoke_request(addr), false).expect("send");
             body.send_data(bytes::Bytes::from_static(&[0, 0, 0, 0x10, 0]), false)
                 .expect("data");
             held.push((response, body));
@@ -256,7 +256,7 @@ async fn streams_past_the_per_connection_limit_wait() {
         // A third, complete request is not served while they are open: it waits for a
         // stream (or, sent before the client learnt the limit, is refused outright).
         let complete = |c: &mut h2::client::SendRequest<bytes::Bytes>| {
-            let (response, mut body) = c.send_request(request(), false).expect("send");
+            let (response, mut body) = c.send_request(invoke_request(addr), false).expect("send");
             // An empty message: answered at once (as a bad request) once it is served.
             body.send_data(bytes::Bytes::from_static(&[0, 0, 0, 0, 0]), true)
                 .expect("data");
@@ -300,9 +300,7 @@ async fn a_peer_that_never_answers_pings_is_dropped() {
         let mut tls = tls_stream(&holder(), net.nodes[0].addr(), 1).await;
         // The HTTP/2 preface and an empty SETTINGS frame; then only reading, never a PING
         // acknowledgement (nor a SETTINGS one).
-        tls.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00")
-            .await
-            .unwrap();
+        tls.write_all(PREFACE).await.unwrap();
         let started = Instant::now();
         until_closed(&mut tls, "a peer that never answers pings").await;
         assert!(started.elapsed() >= Duration::from_millis(300));
@@ -334,14 +332,7 @@ fn empty_invoke(
     addr: std::net::SocketAddr,
     end: bool,
 ) -> (h2::client::ResponseFuture, h2::SendStream<bytes::Bytes>) {
-    let request = http::Request::builder()
-        .method("POST")
-        .uri(format!("https://{addr}/dist_bridge.v1.Node/Invoke"))
-        .header("content-type", "application/grpc")
-        .header("te", "trailers")
-        .body(())
-        .expect("request");
-    let (response, mut body) = c.send_request(request, false).expect("send");
+    let (response, mut body) = c.send_request(invoke_request(addr), false).expect("send");
     let frame: &'static [u8] = if end {
         &[0, 0, 0, 0, 0]
     } else {
@@ -426,9 +417,7 @@ async fn a_header_block_that_never_ends_is_cut() {
         // The preface, an empty SETTINGS frame, then a HEADERS frame on stream 1 without
         // END_HEADERS holding one header (`:method: POST`, HPACK static index 3): the node
         // waits for a CONTINUATION frame that never comes.
-        tls.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00")
-            .await
-            .unwrap();
+        tls.write_all(PREFACE).await.unwrap();
         tls.write_all(&[0, 0, 1, 0x1, 0, 0, 0, 0, 1, 0x83])
             .await
             .unwrap();
