@@ -30,6 +30,7 @@
 //! ca = "certs/ca.crt"                    # the cluster CA: the only trust anchor
 //! cert = "certs/node-1.crt"              # must name node 1 (1.node.dist-bridge)
 //! key = "certs/node-1.key"
+//! revoked = "certs/revoked.txt"          # optional: certificates no longer accepted
 //!
 //! [guard_table]
 //! capacity = 8192
@@ -98,6 +99,8 @@ pub struct TlsSection {
     pub cert: PathBuf,
     /// The node's private key.
     pub key: PathBuf,
+    /// The revocation file: certificates whose requests are refused.
+    pub revoked: Option<PathBuf>,
 }
 
 /// A `[[peers]]` entry (or a `--peer ID=ADDR` flag).
@@ -215,14 +218,18 @@ impl FileConfig {
             .map_err(|e| ConfigFileError(format!("cannot read config file {origin}: {e}")))?;
         let mut config = Self::parse(&text, &origin)?;
         let base = path.parent().unwrap_or(Path::new(""));
-        let tls = config
-            .tls
-            .as_mut()
-            .map(|t| [&mut t.ca, &mut t.cert, &mut t.key]);
+        let tls = config.tls.as_mut().map(|t| {
+            [
+                Some(&mut t.ca),
+                Some(&mut t.cert),
+                Some(&mut t.key),
+                t.revoked.as_mut(),
+            ]
+        });
         for p in [&mut config.store_dir, &mut config.version_file]
             .into_iter()
             .flatten()
-            .chain(tls.into_iter().flatten())
+            .chain(tls.into_iter().flatten().flatten())
         {
             if p.is_relative() {
                 *p = base.join(&*p);
@@ -314,11 +321,14 @@ impl FileConfig {
                     "both [tls] and insecure = true: choose one".into(),
                 ));
             }
-            (Some(t), false) => Transport::Tls(TlsFiles {
-                ca: t.ca,
-                cert: t.cert,
-                key: t.key,
-            }),
+            (Some(t), false) => {
+                config.revoked_certs = t.revoked;
+                Transport::Tls(TlsFiles {
+                    ca: t.ca,
+                    cert: t.cert,
+                    key: t.key,
+                })
+            }
             (None, true) => Transport::Insecure,
             (None, false) => {
                 return Err(ConfigFileError(

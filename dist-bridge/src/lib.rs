@@ -43,8 +43,8 @@
 //! statuses and back ([`ErrorKind`]), and tells callers who are not operators only
 //! [`wire::public_view`]; [`config`] is the `dist-bridge` binary's configuration file. At the
 //! network boundary: [`tls`] (mutual TLS material and configurations), [`identity`] (who a
-//! certificate names), [`certs`] (a development CA) and [`export_proof`] (a caller proves the
-//! context it exports for).
+//! certificate names), [`certs`] (a development CA), [`revoked_certs`] (certificates withdrawn
+//! before they expire) and [`export_proof`] (a caller proves the context it exports for).
 //!
 //! # Example
 //!
@@ -115,6 +115,7 @@ pub mod identity;
 pub mod keys;
 pub mod node;
 pub mod owner;
+pub mod revoked_certs;
 pub mod rights;
 pub mod table;
 pub mod tls;

@@ -111,6 +111,11 @@ struct Args {
     /// This node's private key (PEM).
     #[arg(long, value_name = "FILE", requires = "tls_ca")]
     tls_key: Option<PathBuf>,
+    /// The revocation file: certificates whose requests are refused (one SHA-256
+    /// fingerprint per line; `dist-bridge certs revoke` writes it). Read again when it
+    /// changes.
+    #[arg(long, value_name = "FILE", requires = "tls_ca")]
+    tls_revoked: Option<PathBuf>,
     /// Serve plaintext without any authentication (tests only; logged loudly).
     #[arg(long, conflicts_with = "tls_ca")]
     insecure: bool,
@@ -148,6 +153,7 @@ impl Args {
                     ca: ca.clone(),
                     cert: cert.clone(),
                     key: key.clone(),
+                    revoked: self.tls_revoked.clone(),
                 }),
                 _ => None,
             },

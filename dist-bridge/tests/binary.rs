@@ -303,6 +303,65 @@ fn certs_command_writes_whole_files_and_never_overwrites() {
     assert!(stderr.contains("ca.key"), "{stderr}");
 }
 
+/// `dist-bridge certs revoke`: lists a certificate's SHA-256 once, by identity or by file;
+/// reads every certificate before touching the file; never rewrites a file it cannot parse.
+#[test]
+fn certs_revoke_lists_each_certificate_once_and_keeps_bad_files() {
+    use dist_bridge::revoked_certs::{RevokedList, fingerprint_of_pem_file};
+    let root = scratch("binary-revoke");
+    let dir = root.join("certs");
+    let d = dir.to_str().unwrap();
+    assert_eq!(run_with(&["certs", "ca", "--dir", d]).0, 0);
+    assert_eq!(
+        run_with(&["certs", "issue", "--dir", d, "client:a", "client:b"]).0,
+        0
+    );
+    let list = dir.join("revoked.txt");
+    let fp = |stem: &str| fingerprint_of_pem_file(&dir.join(format!("{stem}.crt"))).unwrap();
+
+    assert_eq!(run_with(&["certs", "revoke", "--dir", d, "client:a"]).0, 0);
+    let read = || RevokedList::load(&list).unwrap();
+    assert!(read().contains(&fp("client-a")) && !read().contains(&fp("client-b")));
+    // Again, and b by its file: a is not listed twice.
+    let b = dir.join("client-b.crt");
+    let (code, _) = run_with(&[
+        "certs",
+        "revoke",
+        "--dir",
+        d,
+        "client:a",
+        "--cert",
+        b.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0);
+    assert_eq!(read().len(), 2);
+    let text = std::fs::read_to_string(&list).unwrap();
+    assert_eq!(text.matches(&fp("client-a").to_hex()).count(), 1, "{text}");
+
+    // A certificate that does not exist: nothing changes.
+    let (code, stderr) = run_with(&["certs", "revoke", "--dir", d, "client:c"]);
+    assert_ne!(code, 0);
+    assert!(stderr.contains("client-c.crt"), "{stderr}");
+    assert_eq!(std::fs::read_to_string(&list).unwrap(), text);
+    // An identity without --dir, or nothing to revoke: refused.
+    let l = list.to_str().unwrap();
+    assert_ne!(run_with(&["certs", "revoke", "--list", l, "client:a"]).0, 0);
+    assert_ne!(run_with(&["certs", "revoke", "--dir", d]).0, 0);
+    // A file that does not parse is not rewritten.
+    std::fs::write(&list, "garbage\n").unwrap();
+    let (code, stderr) = run_with(&[
+        "certs",
+        "revoke",
+        "--list",
+        l,
+        "--cert",
+        b.to_str().unwrap(),
+    ]);
+    assert_ne!(code, 0);
+    assert!(stderr.contains("line 1"), "{stderr}");
+    assert_eq!(std::fs::read_to_string(&list).unwrap(), "garbage\n");
+}
+
 #[test]
 fn help_shows_an_example_config() {
     let out = Command::new(BIN).arg("--help").output().unwrap();

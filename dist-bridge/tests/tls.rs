@@ -194,3 +194,84 @@ async fn insecure_nodes_trust_nobody() {
     })
     .await;
 }
+
+/// A certificate listed in the node's revocation file is refused (`unauthenticated`) on
+/// every request, and one revoked while its connection is open is refused from its next
+/// request on; everyone else is served throughout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn revoked_certificates_are_refused_on_open_connections_too() {
+    use dist_bridge::revoked_certs::{Fingerprint, add_to_file, fingerprint_of_pem_file};
+    bounded(async {
+        let dir = scratch("tls-revoked-list");
+        std::fs::create_dir_all(&dir).unwrap();
+        let list = dir.join("revoked.txt");
+        let other = PeerIdentity::Client("other".into());
+        let fp = |id: &PeerIdentity| fingerprint_of_pem_file(&tls_files(id).cert).unwrap();
+        add_to_file(&list, &[(fp(&other), "other".into())]).unwrap();
+        let net = Net::start("tls-revoked", 1, |c| {
+            c.revoked_certs = Some(list.clone());
+            c.maintenance_interval = Duration::from_millis(50);
+        })
+        .await;
+        let addr = net.nodes[0].addr();
+        let token = net.export(0, Rights::READ, ByteRange::WHOLE).await;
+        let holder = net.holder(0).await;
+        let revoked = connect_as(&other, addr, 1).await;
+        let e = revoked.read(&token, 0, 1).await.unwrap_err();
+        assert_eq!(e.code(), Some(tonic::Code::Unauthenticated), "{e}");
+        holder.read(&token, 0, 1).await.expect("others are served");
+
+        // The operator's certificate is revoked while its connection is open.
+        let ops = net.client(0);
+        ops.status().await.expect("served before");
+        add_to_file(&list, &[(fp(&operator()), "ops".into())]).unwrap();
+        let started = std::time::Instant::now();
+        loop {
+            match ops.status().await {
+                Ok(_) => {
+                    assert!(
+                        started.elapsed() < Duration::from_secs(10),
+                        "a certificate revoked at run time was still served"
+                    );
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                Err(e) => {
+                    assert_eq!(e.code(), Some(tonic::Code::Unauthenticated), "{e}");
+                    break;
+                }
+            }
+        }
+        holder.read(&token, 0, 1).await.expect("others are served");
+        // A file that turns bad keeps the list in force.
+        std::fs::write(&list, "not a fingerprint\n").unwrap();
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(ops.status().await.is_err());
+        assert!(revoked.read(&token, 0, 1).await.is_err());
+        holder.read(&token, 0, 1).await.expect("others are served");
+        assert_ne!(fp(&other), Fingerprint::of(b"anything else"));
+        net.shutdown().await;
+    })
+    .await;
+}
+
+/// A revocation file that does not parse stops the node at start, in one line naming the
+/// file and the line; so does one that is missing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_revocation_file_stops_the_start() {
+    let root = scratch("tls-revoked-bad");
+    let site = Site::new(&root, 1, b"x");
+    let list = root.join("revoked.txt");
+    std::fs::write(&list, "# ok\nnot a fingerprint\n").unwrap();
+    for (path, expect) in [
+        (list.clone(), "line 2"),
+        (root.join("missing.txt"), "cannot read revocation file"),
+    ] {
+        let mut c = site.config();
+        c.revoked_certs = Some(path);
+        let e = dist_bridge::node::Node::start(c)
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(expect) && !e.contains('\n'), "{e}");
+    }
+}

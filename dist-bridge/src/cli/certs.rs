@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use dist_bridge::certs::{CertError, DevCa, file_stem};
 use dist_bridge::identity::{PeerIdentity, is_label};
+use dist_bridge::revoked_certs::{self, ListError};
 
 const CERTS_AFTER_HELP: &str = "\
 Identities (what a certificate lets its holder do):
@@ -16,7 +17,21 @@ never replaced without --force.
 
 Example:
   dist-bridge certs ca --dir certs
-  dist-bridge certs issue --dir certs node:1 node:2 operator:ops client:app";
+  dist-bridge certs issue --dir certs node:1 node:2 operator:ops client:app
+  dist-bridge certs revoke --dir certs client:app";
+
+const REVOKE_AFTER_HELP: &str = "\
+The revocation file lists one certificate per line: the SHA-256 of its DER encoding (what
+`openssl x509 -in FILE -outform der | sha256sum` prints), then a note. It is replaced whole,
+so a node reading it sees the old list or the new one. A node uses it when its config has
+`revoked = \"certs/revoked.txt\"` in [tls] (or --tls-revoked), reads it again within a
+second of a change, and from then on refuses every request made with a listed certificate,
+on connections already open too, with `unauthenticated`. Revoked certificates stay revoked
+when they are issued again under the same name: the new certificate is a different one.
+
+Example:
+  dist-bridge certs revoke --dir certs client:app operator:ops
+  dist-bridge certs revoke --list /etc/dist-bridge/revoked.txt --cert stolen.crt";
 
 #[derive(Debug, clap::Subcommand)]
 pub(crate) enum CertsCommand {
@@ -47,6 +62,22 @@ pub(crate) enum CertsCommand {
         #[arg(required = true, value_name = "IDENTITY", value_parser = parse_identity)]
         identities: Vec<PeerIdentity>,
     },
+    /// Revoke certificates: list them in the revocation file (DIR/revoked.txt).
+    #[command(after_help = REVOKE_AFTER_HELP)]
+    Revoke {
+        /// The directory of the certificates named by IDENTITY, and of the revocation file.
+        #[arg(long, value_name = "DIR", required_unless_present = "list")]
+        dir: Option<PathBuf>,
+        /// The revocation file to update [default: DIR/revoked.txt].
+        #[arg(long, value_name = "FILE")]
+        list: Option<PathBuf>,
+        /// A certificate file (PEM) to revoke, by path (repeatable).
+        #[arg(long = "cert", value_name = "FILE")]
+        certs: Vec<PathBuf>,
+        /// Whose certificate in DIR to revoke: node:N, operator:NAME or client:NAME.
+        #[arg(value_name = "IDENTITY", value_parser = parse_identity, required_unless_present = "certs")]
+        identities: Vec<PeerIdentity>,
+    },
 }
 
 fn parse_identity(s: &str) -> Result<PeerIdentity, String> {
@@ -75,8 +106,69 @@ fn parse_identity(s: &str) -> Result<PeerIdentity, String> {
     }
 }
 
-pub(crate) fn run(cmd: CertsCommand) -> Result<(), CertError> {
+pub(crate) fn run(cmd: CertsCommand) -> Result<(), String> {
     match cmd {
+        CertsCommand::Revoke {
+            dir,
+            list,
+            certs,
+            identities,
+        } => revoke(dir, list, certs, &identities),
+        other => make(other).map_err(|e| e.to_string()),
+    }
+}
+
+/// `certs revoke`: every certificate is read before the file is touched, so one bad name
+/// changes nothing.
+fn revoke(
+    dir: Option<PathBuf>,
+    list: Option<PathBuf>,
+    certs: Vec<PathBuf>,
+    identities: &[PeerIdentity],
+) -> Result<(), String> {
+    let list = match (list, &dir) {
+        (Some(l), _) => l,
+        (None, Some(d)) => d.join("revoked.txt"),
+        (None, None) => return Err("give --dir (or --list) for the revocation file".into()),
+    };
+    if dir.is_none() && !identities.is_empty() {
+        return Err("revoking by IDENTITY needs --dir, where its certificate is".into());
+    }
+    let mut files: Vec<(PathBuf, String)> = certs
+        .into_iter()
+        .map(|p| {
+            let note = p.display().to_string();
+            (p, note)
+        })
+        .collect();
+    if let Some(dir) = &dir {
+        for id in identities {
+            let f = dist_bridge::TlsFiles::in_dir(dir, &file_stem(id));
+            files.push((f.cert, id.to_string()));
+        }
+    }
+    let entries = files
+        .iter()
+        .map(|(path, note)| {
+            revoked_certs::fingerprint_of_pem_file(path).map(|fp| (fp, note.clone()))
+        })
+        .collect::<Result<Vec<_>, ListError>>()
+        .map_err(|e| e.to_string())?;
+    let added = revoked_certs::add_to_file(&list, &entries).map_err(|e| e.to_string())?;
+    for (fp, note) in &entries {
+        println!("revoked {note} (sha256 {})", fp.to_hex());
+    }
+    println!(
+        "{}: {added} added, {} already listed",
+        list.display(),
+        entries.len() - added
+    );
+    Ok(())
+}
+
+fn make(cmd: CertsCommand) -> Result<(), CertError> {
+    match cmd {
+        CertsCommand::Revoke { .. } => {}
         CertsCommand::Ca { dir, force } => {
             DevCa::generate()?.save(&dir, force)?;
             println!("wrote {}", dir.join("ca.crt").display());

@@ -19,9 +19,12 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use http_body::{Body, Frame, SizeHint};
+use tonic::Status;
 use tonic::transport::server::{TcpConnectInfo, TlsConnectInfo};
 use tower_layer::Layer;
 use tower_service::Service;
+
+use super::cert_check::{CertRevocations, Verdict};
 
 /// What one connection is doing: how many requests it has in flight, and when the last one
 /// ended.
@@ -75,11 +78,12 @@ impl Drop for Busy {
 }
 
 /// What tonic records about an accepted connection and hands to each of its requests: the
-/// TCP addresses, and the connection's [`Activity`].
+/// TCP addresses, the connection's [`Activity`], and its certificate's standing.
 #[derive(Clone, Debug)]
 pub(super) struct ConnInfo {
     pub(super) tcp: TcpConnectInfo,
     pub(super) activity: Arc<Activity>,
+    pub(super) cert: Arc<Verdict>,
 }
 
 /// The connection a request came on, under TLS or not, from the request's extensions.
@@ -89,40 +93,74 @@ pub(super) fn conn_in(ext: &http::Extensions) -> Option<&ConnInfo> {
         .or_else(|| ext.get::<ConnInfo>())
 }
 
-/// Marks each request in flight on its connection ([`Activity`]) until its response body is
-/// dropped.
-#[derive(Clone, Copy, Debug, Default)]
-pub(super) struct TrackLayer;
+/// The one message a caller with a revoked certificate gets.
+pub(super) const REVOKED_MESSAGE: &str = "this client certificate has been revoked";
+
+/// Refuses each request whose connection's certificate is revoked (when the node has a
+/// revocation list), and marks every other in flight on its connection ([`Activity`]) until
+/// its response body is dropped. A refused request is not activity: it does not keep its
+/// connection from being idle.
+#[derive(Clone, Debug, Default)]
+pub(super) struct TrackLayer {
+    pub(super) revocations: Option<Arc<CertRevocations>>,
+}
 
 impl<S> Layer<S> for TrackLayer {
     type Service = Track<S>;
 
     fn layer(&self, inner: S) -> Track<S> {
-        Track(inner)
+        Track {
+            inner,
+            revocations: self.revocations.clone(),
+        }
     }
 }
 
 /// The service [`TrackLayer`] makes.
 #[derive(Clone, Debug)]
-pub(super) struct Track<S>(S);
+pub(super) struct Track<S> {
+    inner: S,
+    revocations: Option<Arc<CertRevocations>>,
+}
+
+impl<S> Track<S> {
+    /// Whether `request` came with a revoked certificate.
+    fn revoked<B>(&self, request: &http::Request<B>) -> bool {
+        let Some(revocations) = &self.revocations else {
+            return false;
+        };
+        let Some(tls) = request.extensions().get::<TlsConnectInfo<ConnInfo>>() else {
+            return false;
+        };
+        revocations.is_revoked(&tls.get_ref().cert, || tls.peer_certs())
+    }
+}
 
 impl<S, ReqBody, ResBody> Service<http::Request<ReqBody>> for Track<S>
 where
     S: Service<http::Request<ReqBody>, Response = http::Response<ResBody>>,
     S::Future: Send + 'static,
+    S::Error: Send + 'static,
+    ResBody: Default + Send + 'static,
 {
     type Response = http::Response<Tracked<ResBody>>;
     type Error = S::Error;
     type Future = Pin<Box<dyn Future<Output = Result<Self::Response, S::Error>> + Send>>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
-        self.0.poll_ready(cx)
+        self.inner.poll_ready(cx)
     }
 
     fn call(&mut self, request: http::Request<ReqBody>) -> Self::Future {
+        if self.revoked(&request) {
+            let refusal = Status::unauthenticated(REVOKED_MESSAGE).into_http::<ResBody>();
+            return Box::pin(std::future::ready(Ok(
+                refusal.map(|body| Tracked { body, _busy: None })
+            )));
+        }
         // In flight from here; if the request fails or is dropped, `busy` goes with it.
         let busy = conn_in(request.extensions()).map(|c| c.activity.begin());
-        let response = self.0.call(request);
+        let response = self.inner.call(request);
         Box::pin(async move {
             let response = response.await?;
             Ok(response.map(|body| Tracked { body, _busy: busy }))
@@ -203,8 +241,9 @@ mod tests {
                 remote_addr: None,
             },
             activity: activity.clone(),
+            cert: Arc::default(),
         };
-        let mut svc = TrackLayer.layer(Answer);
+        let mut svc = TrackLayer::default().layer(Answer);
         let mut request = http::Request::new(());
         request.extensions_mut().insert(info.clone());
         let pending = svc.call(request);

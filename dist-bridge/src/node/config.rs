@@ -51,6 +51,10 @@ pub struct NodeConfig {
     pub transport: Option<Transport>,
     /// How long a new connection may take to complete its TLS handshake.
     pub handshake_timeout: Duration,
+    /// The revocation file ([`crate::revoked_certs`]): requests from the certificates it
+    /// lists are refused, and it is read again when it changes. `None`: no certificate is
+    /// revoked. Needs TLS.
+    pub revoked_certs: Option<PathBuf>,
     /// How far an export proof's time may be from the node's clock.
     pub export_skew: Duration,
     /// The most export nonces remembered at once (each for `2 × export_skew` at most): more
@@ -127,6 +131,7 @@ impl NodeConfig {
             peers: Vec::new(),
             transport: None,
             handshake_timeout: Duration::from_secs(10),
+            revoked_certs: None,
             export_skew: Duration::from_secs(60),
             export_nonces: 65_536,
             export_nonces_per_key: 4_096,
@@ -206,6 +211,11 @@ impl NodeConfig {
                 "max_message_bytes must be between {least} (max_io_bytes plus 64 KiB) and {MAX_MESSAGE_LIMIT}, not {}",
                 self.max_message_bytes
             )));
+        }
+        if self.revoked_certs.is_some() && !matches!(self.transport, Some(Transport::Tls(_))) {
+            return Err(StartError::Config(
+                "revoked_certs needs TLS: without it no caller has a certificate".into(),
+            ));
         }
         if self.max_connections == 0 {
             return Err(StartError::Config(

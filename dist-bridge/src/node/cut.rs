@@ -30,6 +30,7 @@ use tonic::transport::server::Connected;
 use tracing::debug;
 
 use super::busy::{Activity, ConnInfo};
+use super::cert_check::Verdict;
 
 /// How long after an idle deadline the node looks again when bytes arrived since it last
 /// looked: ample time for a request hyper has read to be marked in flight, and short
@@ -65,6 +66,7 @@ impl Cutter {
             }),
             ended: None,
             activity: Activity::new(),
+            cert: Arc::default(),
             max_idle: self.max_idle,
             idle_check: Box::pin(tokio::time::sleep(self.max_idle)),
             read_since_check: false,
@@ -86,6 +88,8 @@ pub(super) struct Cuttable {
     ended: Option<Ended>,
     /// Its requests in flight (shared with them through [`ConnInfo`]).
     activity: Arc<Activity>,
+    /// Its certificate's standing (shared with its requests through [`ConnInfo`]).
+    cert: Arc<Verdict>,
     max_idle: Duration,
     /// Fires when the connection may have been idle for `max_idle`.
     idle_check: Pin<Box<Sleep>>,
@@ -204,6 +208,7 @@ impl Connected for Cuttable {
         ConnInfo {
             tcp: self.io.connect_info(),
             activity: self.activity.clone(),
+            cert: self.cert.clone(),
         }
     }
 }

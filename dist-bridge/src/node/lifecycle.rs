@@ -14,6 +14,7 @@ use tonic::transport::Server;
 use tonic::transport::server::TcpIncoming;
 
 use super::busy::TrackLayer;
+use super::cert_check::CertRevocations;
 use super::cut::Cutter;
 use super::gates::Gates;
 use tracing::{info, warn};
@@ -230,6 +231,12 @@ impl Node {
             }
             _ => None,
         };
+        let cert_revocations = match &config.revoked_certs {
+            Some(path) => Some(Arc::new(
+                CertRevocations::load(path.clone()).map_err(|e| StartError::Tls(e.to_string()))?,
+            )),
+            None => None,
+        };
         let reach = match &tls {
             Some(m) => Reach::Tls(m),
             None => Reach::Insecure,
@@ -299,6 +306,7 @@ impl Node {
             reads,
             max_io_bytes: config.max_io_bytes,
             max_object_bytes: config.max_object_bytes,
+            cert_revocations: cert_revocations.clone(),
         });
 
         let (tx, rx) = watch::channel(false);
@@ -354,7 +362,9 @@ impl Node {
                 .http2_keepalive_timeout(Some(limits.keepalive_timeout))
                 .max_connection_age(limits.max_connection_age)
                 .max_connection_age_grace(limits.request_timeout)
-                .layer(TrackLayer)
+                .layer(TrackLayer {
+                    revocations: cert_revocations.clone(),
+                })
                 .add_service(health_service)
                 .add_service(service)
                 .serve_with_incoming_shutdown(incoming, signal)

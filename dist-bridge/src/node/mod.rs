@@ -122,6 +122,9 @@
 //!   message. Plaintext exists only as the explicit, loudly logged
 //!   [`Transport::Insecure`](crate::tls::Transport::Insecure), for tests, where every caller
 //!   is anonymous.
+//! - **Revoked certificates** ([`crate::revoked_certs`],
+//!   [`NodeConfig::revoked_certs`](super::NodeConfig::revoked_certs)): every request made
+//!   with a listed certificate is refused, on open connections too.
 //! - **Export** needs a proof that the caller speaks for the capability's context: a
 //!   signature by the context object's `kuid` key over the request, the node id, a time and
 //!   a nonce ([`crate::export_proof`]). No address is trusted.
@@ -146,11 +149,13 @@
 //! state every request and the maintenance task share, and that task), `counters` (RPC
 //! counters, refusals and upgrade notices), `metrics` (Prometheus), `caller` (who sent a
 //! request), `gates` (per-object revocation gates), `busy` (which connections have requests
-//! in flight), `cut` (connections a shutdown can cut, or that are closed once idle),
+//! in flight, and refusing revoked certificates' requests with `cert_check`), `cut`
+//! (connections a shutdown can cut, or that are closed once idle),
 //! `storage` (an invocation's ranged read or write) and `service` (the RPCs).
 
 mod busy;
 mod caller;
+mod cert_check;
 mod config;
 mod counters;
 mod cut;

@@ -16,6 +16,7 @@ use crate::export_proof::ReplayWindow;
 pub(super) use crate::now_ns;
 use crate::owner::Owner;
 
+use super::cert_check::CertRevocations;
 use super::counters::{Counters, LogLimit, Notices, Refusals, Rpc};
 use super::gates::Gates;
 use super::metrics::Metrics;
@@ -45,6 +46,8 @@ pub(super) struct Shared {
     pub(super) reads: Reads,
     pub(super) max_io_bytes: u64,
     pub(super) max_object_bytes: u64,
+    /// Revoked client certificates, if the node has a revocation file.
+    pub(super) cert_revocations: Option<Arc<CertRevocations>>,
 }
 
 /// Store revocations already applied to the guard table.
@@ -177,7 +180,13 @@ pub(super) async fn maintain(
                     Err(e) => warn!(error = %e, "cannot sweep expired guards"),
                 }
                 let s = shared.clone();
-                let _ = tokio::task::spawn_blocking(move || s.apply_store_revocations()).await;
+                let _ = tokio::task::spawn_blocking(move || {
+                    s.apply_store_revocations();
+                    if let Some(c) = &s.cert_revocations {
+                        c.reload_if_changed();
+                    }
+                })
+                .await;
             }
             changed = stop.changed() => {
                 if changed.is_err() || *stop.borrow() {

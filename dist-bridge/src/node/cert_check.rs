@@ -1,0 +1,145 @@
+//! Refusing requests whose client certificate is revoked ([`crate::revoked_certs`]).
+//!
+//! The node reads its revocation file at start (a bad file stops the start, in one line) and
+//! again whenever the maintenance task sees it changed; a file that has become unreadable
+//! or malformed is reported and the list in force is kept. Each list loaded gets a new
+//! generation number.
+//!
+//! A connection's certificate is fingerprinted once, at its first request, and its verdict
+//! is kept with the generation it was reached under ([`Verdict`]); a request pays two
+//! atomic loads unless the list has changed since. So a certificate revoked while its
+//! connection is open is refused from its next request on.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
+use std::time::SystemTime;
+
+use rustls_pki_types::CertificateDer;
+use tracing::{info, warn};
+
+use crate::revoked_certs::{Fingerprint, ListError, RevokedList};
+
+/// The node's revocation list, and where it comes from.
+#[derive(Debug)]
+pub(super) struct CertRevocations {
+    path: PathBuf,
+    list: RwLock<Arc<RevokedList>>,
+    /// Of the list in force; from 1 (0 is "never checked" in a [`Verdict`]).
+    generation: AtomicU64,
+    /// The file's modification time and length when it was last read.
+    stamp: Mutex<Option<(SystemTime, u64)>>,
+}
+
+impl CertRevocations {
+    /// Reads the file at `path`.
+    pub(super) fn load(path: PathBuf) -> Result<CertRevocations, ListError> {
+        let stamp = stamp_of(&path);
+        let list = RevokedList::load(&path)?;
+        info!(path = %path.display(), revoked = list.len(), "certificate revocation list loaded");
+        Ok(CertRevocations {
+            path,
+            list: RwLock::new(Arc::new(list)),
+            generation: AtomicU64::new(1),
+            stamp: Mutex::new(stamp),
+        })
+    }
+
+    /// Reads the file again if its modification time or length changed. The file is read
+    /// with no lock held; the new list replaces the old under the lock.
+    pub(super) fn reload_if_changed(&self) {
+        let stamp = stamp_of(&self.path);
+        let seen = self.stamp.lock().map(|s| *s).unwrap_or(None);
+        if stamp == seen {
+            return;
+        }
+        match RevokedList::load(&self.path) {
+            Ok(list) => {
+                let revoked = list.len();
+                if let Ok(mut current) = self.list.write() {
+                    *current = Arc::new(list);
+                    self.generation.fetch_add(1, Ordering::AcqRel);
+                }
+                info!(path = %self.path.display(), revoked, "certificate revocation list reloaded");
+            }
+            Err(e) => {
+                warn!(error = %e, "revocation file not reloaded; the previous list stays in force")
+            }
+        }
+        if let Ok(mut s) = self.stamp.lock() {
+            *s = stamp;
+        }
+    }
+
+    /// Whether the connection whose verdict is `verdict`, and whose peer presented `certs`
+    /// (read only when the verdict is stale), is revoked.
+    pub(super) fn is_revoked(
+        &self,
+        verdict: &Verdict,
+        certs: impl FnOnce() -> Option<Arc<Vec<CertificateDer<'static>>>>,
+    ) -> bool {
+        let generation = self.generation.load(Ordering::Acquire);
+        let known = verdict.0.load(Ordering::Acquire);
+        if known >> 1 == generation {
+            return known & 1 == 1;
+        }
+        let fingerprint = verdict.1.get_or_init(|| {
+            certs().and_then(|c| c.first().map(|leaf| Fingerprint::of(leaf.as_ref())))
+        });
+        let list = match self.list.read() {
+            Ok(l) => l.clone(),
+            Err(_) => return true,
+        };
+        let revoked = fingerprint.is_some_and(|fp| list.contains(&fp));
+        verdict
+            .0
+            .store(generation << 1 | u64::from(revoked), Ordering::Release);
+        revoked
+    }
+}
+
+fn stamp_of(path: &std::path::Path) -> Option<(SystemTime, u64)> {
+    let meta = std::fs::metadata(path).ok()?;
+    Some((meta.modified().ok()?, meta.len()))
+}
+
+/// One connection's standing: its certificate's fingerprint, once computed, and the last
+/// verdict with the list generation it was reached under.
+#[derive(Debug, Default)]
+pub(super) struct Verdict(AtomicU64, OnceLock<Option<Fingerprint>>);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::revoked_certs::line;
+
+    #[test]
+    fn a_verdict_follows_the_list_and_fingerprints_once() {
+        let dir = std::env::temp_dir().join(format!("cert-check-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("revoked.txt");
+        let leaf = CertificateDer::from(b"leaf certificate".to_vec());
+        let certs = Some(Arc::new(vec![leaf.clone()]));
+        std::fs::write(&path, "# none yet\n").unwrap();
+        let r = CertRevocations::load(path.clone()).unwrap();
+        let v = Verdict::default();
+        assert!(!r.is_revoked(&v, || certs.clone()));
+        // Known now: the certificates are not asked for again.
+        assert!(!r.is_revoked(&v, || panic!("fingerprinted twice")));
+
+        // Listed (the length changes, so the reload sees it even within one mtime tick).
+        std::fs::write(&path, line(&Fingerprint::of(leaf.as_ref()), "leaked")).unwrap();
+        r.reload_if_changed();
+        assert!(r.is_revoked(&v, || panic!("fingerprinted twice")));
+
+        // A malformed file keeps the list in force.
+        std::fs::write(&path, "garbage\n").unwrap();
+        r.reload_if_changed();
+        assert!(r.is_revoked(&v, || None));
+
+        // No certificate: nothing to revoke.
+        assert!(!r.is_revoked(&Verdict::default(), || None));
+        assert!(CertRevocations::load(dir.join("missing")).is_err());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
