@@ -11,6 +11,8 @@ use std::fmt;
 use std::time::Duration;
 
 use tonic::transport::{Channel, Endpoint};
+
+use crate::connector::NodeConnector;
 use tonic::{Code, Status};
 use twizzler_capsec::{Cap, ObjID, SigningKey};
 
@@ -217,34 +219,33 @@ pub enum Reach<'a> {
     Insecure,
 }
 
+/// The endpoint for `addr`, and for [`Reach::Tls`] the connector that makes its TLS
+/// connections ([`crate::connector`]: the server must name node `node`).
 fn endpoint(
     addr: &str,
     node: u64,
     reach: Reach<'_>,
     timeout: Duration,
-) -> Result<Endpoint, ClientError> {
+) -> Result<(Endpoint, Option<NodeConnector>), ClientError> {
     let bad = |why: String| ClientError::BadAddress {
         addr: addr.to_owned(),
         why,
     };
-    let scheme = match reach {
-        Reach::Tls(_) => "https",
-        Reach::Insecure => "http",
-    };
+    // The connector speaks TLS itself: tonic sees a plain HTTP/2 connection.
     let uri = match addr.split_once("://") {
-        Some((_, rest)) => format!("{scheme}://{rest}"),
-        None => format!("{scheme}://{addr}"),
+        Some((_, rest)) => format!("http://{rest}"),
+        None => format!("http://{addr}"),
     };
-    let mut ep = Endpoint::from_shared(uri).map_err(|e| bad(e.to_string()))?;
-    if let Reach::Tls(tls) = reach {
-        ep = ep
-            .tls_config(tls.client_config(node))
-            .map_err(|e| bad(format!("TLS: {e}")))?;
-    }
-    Ok(ep
+    let ep = Endpoint::from_shared(uri)
+        .map_err(|e| bad(e.to_string()))?
         .timeout(timeout)
         .connect_timeout(DEFAULT_CONNECT_TIMEOUT)
-        .tcp_nodelay(true))
+        .tcp_nodelay(true);
+    let connector = match reach {
+        Reach::Tls(tls) => Some(tls.connector(node).map_err(|e| bad(format!("TLS: {e}")))?),
+        Reach::Insecure => None,
+    };
+    Ok((ep, connector))
 }
 
 fn decode_token(bytes: &[u8]) -> Result<GuardedToken, ClientError> {
@@ -260,10 +261,12 @@ impl NodeClient {
         reach: Reach<'_>,
     ) -> Result<NodeClient, ClientError> {
         let addr = addr.to_string();
-        let channel = endpoint(&addr, node, reach, DEFAULT_TIMEOUT)?
-            .connect()
-            .await
-            .map_err(|source| ClientError::Connect { addr, source })?;
+        let (ep, connector) = endpoint(&addr, node, reach, DEFAULT_TIMEOUT)?;
+        let channel = match connector {
+            Some(c) => ep.connect_with_connector(c).await,
+            None => ep.connect().await,
+        }
+        .map_err(|source| ClientError::Connect { addr, source })?;
         Ok(Self::from_channel(channel, node))
     }
 
@@ -276,10 +279,12 @@ impl NodeClient {
         timeout: Duration,
     ) -> Result<NodeClient, ClientError> {
         let addr = addr.to_string();
-        Ok(Self::from_channel(
-            endpoint(&addr, node, reach, timeout)?.connect_lazy(),
-            node,
-        ))
+        let (ep, connector) = endpoint(&addr, node, reach, timeout)?;
+        let channel = match connector {
+            Some(c) => ep.connect_with_connector_lazy(c),
+            None => ep.connect_lazy(),
+        };
+        Ok(Self::from_channel(channel, node))
     }
 
     /// A client of node `node` over an existing channel.

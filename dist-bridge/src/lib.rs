@@ -108,6 +108,7 @@ pub mod broadcast;
 pub mod certs;
 pub mod client;
 pub mod config;
+mod connector;
 pub mod controller;
 pub mod crypto;
 pub mod export_proof;

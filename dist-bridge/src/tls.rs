@@ -3,20 +3,24 @@
 //!
 //! Every connection of a cluster is mutually authenticated: a node accepts only clients whose
 //! certificate chains to the cluster CA, and a client (or a peer node) accepts only the node
-//! it expects, by verifying the server's certificate for that node's identity name
-//! ([`crate::identity`]). The only alternative is [`Transport::Insecure`], plaintext without
-//! any authentication, which a node logs loudly and which exists for tests.
+//! it expects: the server's certificate must chain to the CA and name that node and nothing
+//! else ([`crate::identity`]; clients make their TLS connections themselves for this check).
+//! The only alternative is [`Transport::Insecure`], plaintext without any authentication,
+//! which a node logs loudly and which exists for tests.
 //!
 //! `dist-bridge certs` ([`crate::certs`]) makes a development CA and certificates.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use tonic::transport::{Certificate, ClientTlsConfig, Identity, ServerTlsConfig};
+use zeroize::Zeroizing;
 
+use crate::connector::NodeConnector;
 use crate::identity::{IdentityError, PeerIdentity};
 
 /// How a node serves, or a client connects.
@@ -77,9 +81,14 @@ impl TlsFiles {
             what: "no private key",
         })?;
         Ok(TlsMaterial {
-            ca: Certificate::from_pem(ca),
-            identity: Identity::from_pem(cert, key),
+            ca: Certificate::from_pem(&ca),
+            identity: Identity::from_pem(&cert, &key),
             id: identity,
+            pem: Arc::new(Pems {
+                ca,
+                cert,
+                key: Zeroizing::new(key),
+            }),
         })
     }
 }
@@ -97,6 +106,20 @@ pub struct TlsMaterial {
     ca: Certificate,
     identity: Identity,
     id: PeerIdentity,
+    /// The same, as read, for the client side ([`crate::connector`]).
+    pem: Arc<Pems>,
+}
+
+struct Pems {
+    ca: Vec<u8>,
+    cert: Vec<u8>,
+    key: Zeroizing<Vec<u8>>,
+}
+
+impl fmt::Debug for Pems {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Pems").finish_non_exhaustive()
+    }
 }
 
 impl TlsMaterial {
@@ -115,8 +138,17 @@ impl TlsMaterial {
             .timeout(handshake_timeout)
     }
 
-    /// The client side, to node `node`: its certificate must name `node` (and chain to the
-    /// CA); this party presents its own.
+    /// The client side, to node `node`, as [`NodeClient`](crate::client::NodeClient) makes
+    /// it: the server's certificate must chain to the CA and name node `node` and nothing
+    /// else (no wildcard); this party presents its own.
+    pub(crate) fn connector(&self, node: u64) -> Result<NodeConnector, String> {
+        NodeConnector::new(node, &self.pem.ca, &self.pem.cert, &self.pem.key)
+    }
+
+    /// The client side for tonic's own TLS, to node `node`: the server's certificate must be
+    /// valid for `node`'s name (and chain to the CA); this party presents its own. Laxer than
+    /// what [`NodeClient`](crate::client::NodeClient) checks: a wildcard certificate from the
+    /// CA passes.
     pub fn client_config(&self, node: u64) -> ClientTlsConfig {
         ClientTlsConfig::new()
             .ca_certificate(self.ca.clone())

@@ -275,3 +275,68 @@ async fn a_bad_revocation_file_stops_the_start() {
         assert!(e.contains(expect) && !e.contains('\n'), "{e}");
     }
 }
+
+/// A certificate from the cluster CA for `*.node.dist-bridge` (a misissued one: `dist-bridge
+/// certs` never makes it) is valid for every node's name, and tonic's own TLS check accepts
+/// it for node 1. The client's check does not: the certificate must name the node expected,
+/// and a wildcard names no node.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wildcard_server_certificate_is_no_node() {
+    use rcgen::{
+        CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, Issuer, KeyPair,
+    };
+    bounded(async {
+        // The fixture's CA, as an issuer (its name is all a chain needs of it).
+        let ca_key =
+            KeyPair::from_pem(&std::fs::read_to_string(pki().join("ca.key")).unwrap()).unwrap();
+        let mut ca = CertificateParams::default();
+        let mut dn = DistinguishedName::new();
+        dn.push(DnType::CommonName, dist_bridge::certs::CA_COMMON_NAME);
+        dn.push(DnType::OrganizationName, "dist-bridge");
+        ca.distinguished_name = dn;
+        let issuer = Issuer::new(ca, ca_key);
+        let key = KeyPair::generate().unwrap();
+        let mut params = CertificateParams::new(vec!["*.node.dist-bridge".to_owned()]).unwrap();
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+        let cert = params.signed_by(&key, &issuer).unwrap();
+
+        // A rogue gRPC server with it (the health service is enough to answer a call).
+        let server_tls = tonic::transport::ServerTlsConfig::new()
+            .identity(tonic::transport::Identity::from_pem(
+                cert.pem(),
+                key.serialize_pem(),
+            ))
+            .client_ca_root(tonic::transport::Certificate::from_pem(
+                std::fs::read(pki().join("ca.crt")).unwrap(),
+            ));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (_health, health_service) = tonic_health::server::health_reporter();
+        let server = tokio::spawn(
+            tonic::transport::Server::builder()
+                .tls_config(server_tls)
+                .unwrap()
+                .add_service(health_service)
+                .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
+        );
+
+        // tonic's TLS check takes it for node 1 (so the certificate is good for the name)...
+        let lax = tonic::transport::Endpoint::from_shared(format!("https://{addr}"))
+            .unwrap()
+            .tls_config(tls(&holder()).client_config(1))
+            .unwrap()
+            .connect()
+            .await;
+        assert!(lax.is_ok(), "the setup is wrong: {lax:?}");
+        // ...a client does not, for node 1 or any other.
+        for node in [1, 2] {
+            let r = NodeClient::connect(addr, node, Reach::Tls(&tls(&holder()))).await;
+            assert!(
+                r.is_err(),
+                "a wildcard certificate was taken for node {node}"
+            );
+        }
+        server.abort();
+    })
+    .await;
+}
