@@ -614,6 +614,35 @@ fn child_blocked_writer() {
     say(&format!("{COMMITTED}{v}"));
 }
 
+/// A writer killed while no other process has the store open leaves the file marked unclean
+/// with no live writer: redb refuses such a file to a read-only open ("repair aborted"),
+/// since only a writer may repair it. `DbStore::open_read_only` then has it repaired (by a
+/// read-write open, which waits its turn like any writer) and reads the last commit.
+///
+/// Found by keytool's `keytools_in_parallel_lose_no_edit` in CI: a `ctx show` run among 16
+/// `ctx add` processes failed with "Database repair aborted".
+#[test]
+fn a_reader_opens_a_store_a_killed_writer_left_unclean() {
+    let dir = TestDir::new("killed-unclean");
+    {
+        let store = dir.store();
+        assert_eq!(store.transact(step).expect("first transaction"), 1);
+    }
+    let mut child = blocked_writer(&dir, "the writer child");
+    child.get().kill().expect("kill the child");
+    let _ = child.take().wait();
+    let store_dir = dir.store_dir();
+    let store = within_hang_guard("the read-only open hung", move || {
+        DbStore::open_read_only(store_dir)
+    })
+    .expect("a read-only open of a file a killed writer left");
+    assert_state(&store, 1, "the killed writer's transaction is not kept");
+    assert!(
+        store.transact(step).is_err(),
+        "a read-only store does not write"
+    );
+}
+
 // ---------------------------------------------------------------------------------------------
 // 3. Writers killed at arbitrary points.
 

@@ -49,8 +49,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use redb::{
-    Builder, ConcurrencyMode, Database, ReadOnlyDatabase, ReadTransaction, ReadableDatabase,
-    ReadableTable, ReadableTableMetadata,
+    Builder, ConcurrencyMode, Database, DatabaseError, ReadOnlyDatabase, ReadTransaction,
+    ReadableDatabase, ReadableTable, ReadableTableMetadata,
 };
 use twizzler_capsec::ObjID;
 
@@ -133,19 +133,36 @@ impl DbStore {
         Self::open_checked(dir.into(), false)
     }
 
-    /// Opens the store in `dir` for reading only: unlike [`DbStore::open`], this never waits
+    /// Opens the store in `dir` for reading only: unlike [`DbStore::open`], this does not wait
     /// for a write transaction in another process (redb's read-write open takes the writer's
     /// turn, in case the file needs a repair). [`ObjectStore::transact`] then fails. A store
     /// that does not exist yet is created (read-write, once).
+    ///
+    /// One exception: a file that a writer left marked unclean with no writer alive (a writer
+    /// killed mid-way) is refused to readers by redb, since only a writer may repair it. Then
+    /// the file is opened read-write once to be repaired, taking the writer's turn, and
+    /// opened read-only again.
     pub fn open_read_only(dir: impl Into<PathBuf>) -> Result<DbStore, StoreError> {
         let dir = dir.into();
         let path = dir.join(DB_FILE);
         if !path.exists() {
             return Self::open_checked(dir, true);
         }
-        let db = builder()
-            .open_read_only(&path)
-            .map_err(|e| db_error(&path, "open", e))?;
+        let mut repairs = 0;
+        let db = loop {
+            match builder().open_read_only(&path) {
+                // Unclean and no writer alive to repair it: repair it as a writer, then retry
+                // (another writer may die in between; a few rounds, then the error stands).
+                Err(DatabaseError::RepairAborted) if repairs < READ_ONLY_REPAIRS => {
+                    repairs += 1;
+                    let writer = builder()
+                        .create(&path)
+                        .map_err(|e| db_error(&path, "repair", e))?;
+                    drop(writer);
+                }
+                opened => break opened.map_err(|e| db_error(&path, "open", e))?,
+            }
+        };
         let store = DbStore {
             dir,
             path,
@@ -281,6 +298,9 @@ impl DbStore {
 }
 
 /// How every handle opens the file: the multi-writer mode, which all must share.
+/// How many times [`DbStore::open_read_only`] has a file repaired before giving up.
+const READ_ONLY_REPAIRS: u32 = 3;
+
 fn builder() -> Builder {
     let mut b = Database::builder();
     b.set_concurrency_mode(ConcurrencyMode::MultiWriter);
