@@ -87,6 +87,8 @@ impl RevokedList {
     /// Parses the file's text (see the module's documentation).
     pub fn parse(text: &str) -> Result<RevokedList, ListError> {
         let mut revoked = HashSet::new();
+        // A byte-order mark, as some editors write, is not part of the first line.
+        let text = text.strip_prefix('\u{feff}').unwrap_or(text);
         for (i, line) in text.lines().enumerate() {
             let line = line.trim();
             if line.is_empty() || line.starts_with('#') {
@@ -258,11 +260,11 @@ mod tests {
     use proptest::prelude::*;
 
     #[test]
-    fn comments_notes_and_either_case() {
+    fn comments_notes_either_case_crlf_and_a_byte_order_mark() {
         let a = Fingerprint::of(b"a");
         let b = Fingerprint::of(b"b");
         let text = format!(
-            "# header\n\n  {}\t alice.client.dist-bridge\n{}\n",
+            "\u{feff}# header\r\n\r\n  {}\t alice.client.dist-bridge\r\n{}\n",
             a.to_hex().to_uppercase(),
             b.to_hex()
         );

@@ -19,6 +19,7 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use http_body::{Body, Frame, SizeHint};
+use prometheus_client::metrics::counter::Counter;
 use tonic::Status;
 use tonic::transport::server::{TcpConnectInfo, TlsConnectInfo};
 use tower_layer::Layer;
@@ -103,6 +104,8 @@ pub(super) const REVOKED_MESSAGE: &str = "this client certificate has been revok
 #[derive(Clone, Debug, Default)]
 pub(super) struct TrackLayer {
     pub(super) revocations: Option<Arc<CertRevocations>>,
+    /// Counts the requests refused for a revoked certificate.
+    pub(super) refused: Counter,
 }
 
 impl<S> Layer<S> for TrackLayer {
@@ -112,6 +115,7 @@ impl<S> Layer<S> for TrackLayer {
         Track {
             inner,
             revocations: self.revocations.clone(),
+            refused: self.refused.clone(),
         }
     }
 }
@@ -121,6 +125,7 @@ impl<S> Layer<S> for TrackLayer {
 pub(super) struct Track<S> {
     inner: S,
     revocations: Option<Arc<CertRevocations>>,
+    refused: Counter,
 }
 
 impl<S> Track<S> {
@@ -153,6 +158,7 @@ where
 
     fn call(&mut self, request: http::Request<ReqBody>) -> Self::Future {
         if self.revoked(&request) {
+            self.refused.inc();
             let refusal = Status::unauthenticated(REVOKED_MESSAGE).into_http::<ResBody>();
             return Box::pin(std::future::ready(Ok(
                 refusal.map(|body| Tracked { body, _busy: None })

@@ -91,6 +91,13 @@ impl CertRevocations {
             Err(_) => return true,
         };
         let revoked = fingerprint.is_some_and(|fp| list.contains(&fp));
+        if revoked {
+            // Once per connection and list: a security event, but not one line per request.
+            warn!(
+                fingerprint = %fingerprint.map(|f| f.to_hex()).unwrap_or_default(),
+                "refusing the requests of a connection whose certificate is revoked"
+            );
+        }
         verdict
             .0
             .store(generation << 1 | u64::from(revoked), Ordering::Release);

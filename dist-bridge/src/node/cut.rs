@@ -22,6 +22,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use prometheus_client::metrics::counter::Counter;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::sync::{OwnedSemaphorePermit, watch};
@@ -42,14 +43,17 @@ const RECHECK: Duration = Duration::from_millis(50);
 pub(super) struct Cutter {
     cut: watch::Sender<bool>,
     max_idle: Duration,
+    idle_closed: Counter,
 }
 
 impl Cutter {
-    /// Connections made from this cutter end after `max_idle` with no request in flight.
-    pub(super) fn new(max_idle: Duration) -> Self {
+    /// Connections made from this cutter end after `max_idle` with no request in flight;
+    /// each one that does is counted in `idle_closed`.
+    pub(super) fn new(max_idle: Duration, idle_closed: Counter) -> Self {
         Self {
             cut: watch::channel(false).0,
             max_idle,
+            idle_closed,
         }
     }
 
@@ -68,6 +72,7 @@ impl Cutter {
             activity: Activity::new(),
             cert: Arc::default(),
             max_idle: self.max_idle,
+            idle_closed: self.idle_closed.clone(),
             idle_check: Box::pin(tokio::time::sleep(self.max_idle)),
             read_since_check: false,
         }
@@ -91,6 +96,7 @@ pub(super) struct Cuttable {
     /// Its certificate's standing (shared with its requests through [`ConnInfo`]).
     cert: Arc<Verdict>,
     max_idle: Duration,
+    idle_closed: Counter,
     /// Fires when the connection may have been idle for `max_idle`.
     idle_check: Pin<Box<Sleep>>,
     /// Whether bytes arrived since `idle_check` was last set.
@@ -129,6 +135,7 @@ impl Cuttable {
                 self.ended = Some(Ended::Cut);
             } else if self.idle(cx) {
                 debug!(max_idle = ?self.max_idle, "closing an idle connection");
+                self.idle_closed.inc();
                 self.ended = Some(Ended::Idle);
             }
         }

@@ -322,7 +322,11 @@ impl Node {
         health.set_serving::<NodeServer<Service>>().await;
         // Every connection can be cut once a shutdown has waited `shutdown_deadline` for them.
         // At most `max_connections` at once: a connection past them is closed as it comes.
-        let cutter = Arc::new(Cutter::new(config.max_connection_idle));
+        let revoked_cert_requests = shared.metrics.revoked_cert_requests.clone();
+        let cutter = Arc::new(Cutter::new(
+            config.max_connection_idle,
+            shared.metrics.idle_closed.clone(),
+        ));
         let incoming = {
             let cutter = cutter.clone();
             let slots = Arc::new(Semaphore::new(config.max_connections));
@@ -364,6 +368,7 @@ impl Node {
                 .max_connection_age_grace(limits.request_timeout)
                 .layer(TrackLayer {
                     revocations: cert_revocations.clone(),
+                    refused: revoked_cert_requests,
                 })
                 .add_service(health_service)
                 .add_service(service)

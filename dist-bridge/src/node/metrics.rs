@@ -9,6 +9,8 @@
 //! | `dist_bridge_refusals_total` | counter | `rpc`, `kind` (the detailed [`ErrorKind`](crate::wire::ErrorKind) name) |
 //! | `dist_bridge_revocations_total` | counter | |
 //! | `dist_bridge_guards_revoked_total` | counter | |
+//! | `dist_bridge_idle_connections_closed_total` | counter | |
+//! | `dist_bridge_revoked_certificate_requests_total` | counter | |
 //! | `dist_bridge_guard_table_capacity`, `_live`, `_pending`, `_free` | gauge | |
 //!
 //! The endpoint is plain HTTP without authentication, and it shows table occupancy and
@@ -116,6 +118,10 @@ pub(super) struct Metrics {
     refusals: Family<Labels, Counter>,
     revocations: Counter,
     guards_revoked: Counter,
+    /// Connections closed for having no request in flight for `max_connection_idle`.
+    pub(super) idle_closed: Counter,
+    /// Requests refused because their certificate is revoked.
+    pub(super) revoked_cert_requests: Counter,
     table: [Gauge; 4],
 }
 
@@ -187,6 +193,18 @@ impl Metrics {
             "Guards revoked by Revoke requests (with their descendants)",
             guards_revoked.clone(),
         );
+        let idle_closed = Counter::default();
+        registry.register(
+            "idle_connections_closed",
+            "Connections closed with no request in flight for max_connection_idle",
+            idle_closed.clone(),
+        );
+        let revoked_cert_requests = Counter::default();
+        registry.register(
+            "revoked_certificate_requests",
+            "Requests refused because their client certificate is revoked",
+            revoked_cert_requests.clone(),
+        );
         let table: [Gauge; 4] = Default::default();
         for (name, help, g) in [
             ("guard_table_capacity", "Guard table entries", &table[0]),
@@ -208,6 +226,8 @@ impl Metrics {
             refusals,
             revocations,
             guards_revoked,
+            idle_closed,
+            revoked_cert_requests,
             table,
         }
     }
