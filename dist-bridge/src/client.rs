@@ -248,6 +248,22 @@ fn endpoint(
     Ok((ep, connector))
 }
 
+/// A gRPC channel to node `node` at `addr` (`host:port`), checked as [`NodeClient::connect`]
+/// checks it: for the node's other services (the standard health service) or a raw client.
+pub async fn connect_channel(
+    addr: impl ToString,
+    node: u64,
+    reach: Reach<'_>,
+) -> Result<Channel, ClientError> {
+    let addr = addr.to_string();
+    let (ep, connector) = endpoint(&addr, node, reach, DEFAULT_TIMEOUT)?;
+    match connector {
+        Some(c) => ep.connect_with_connector(c).await,
+        None => ep.connect().await,
+    }
+    .map_err(|source| ClientError::Connect { addr, source })
+}
+
 fn decode_token(bytes: &[u8]) -> Result<GuardedToken, ClientError> {
     GuardedToken::decode(bytes).map_err(|e| ClientError::BadReply(format!("token: {e}")))
 }
@@ -260,14 +276,10 @@ impl NodeClient {
         node: u64,
         reach: Reach<'_>,
     ) -> Result<NodeClient, ClientError> {
-        let addr = addr.to_string();
-        let (ep, connector) = endpoint(&addr, node, reach, DEFAULT_TIMEOUT)?;
-        let channel = match connector {
-            Some(c) => ep.connect_with_connector(c).await,
-            None => ep.connect().await,
-        }
-        .map_err(|source| ClientError::Connect { addr, source })?;
-        Ok(Self::from_channel(channel, node))
+        Ok(Self::from_channel(
+            connect_channel(addr, node, reach).await?,
+            node,
+        ))
     }
 
     /// A client that connects on first use (and reconnects after failures); every call is

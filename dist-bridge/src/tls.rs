@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
-use tonic::transport::{Certificate, ClientTlsConfig, Identity, ServerTlsConfig};
+use tonic::transport::{Certificate, Identity, ServerTlsConfig};
 use zeroize::Zeroizing;
 
 use crate::connector::NodeConnector;
@@ -143,17 +143,6 @@ impl TlsMaterial {
     /// else (no wildcard); this party presents its own.
     pub(crate) fn connector(&self, node: u64) -> Result<NodeConnector, String> {
         NodeConnector::new(node, &self.pem.ca, &self.pem.cert, &self.pem.key)
-    }
-
-    /// The client side for tonic's own TLS, to node `node`: the server's certificate must be
-    /// valid for `node`'s name (and chain to the CA); this party presents its own. Laxer than
-    /// what [`NodeClient`](crate::client::NodeClient) checks: a wildcard certificate from the
-    /// CA passes.
-    pub fn client_config(&self, node: u64) -> ClientTlsConfig {
-        ClientTlsConfig::new()
-            .ca_certificate(self.ca.clone())
-            .identity(self.identity.clone())
-            .domain_name(PeerIdentity::Node(node).dns_name())
     }
 }
 

@@ -71,16 +71,7 @@ async fn starts_from_a_config_file_serves_and_stops_on_sigterm() {
         assert_eq!(status.controller, ControllerId::new(4, 1));
         assert_eq!(status.table.capacity, 64);
         let token = client
-            .export(
-                &site.cap,
-                CTX,
-                &ctx_key(),
-                Scope::new(
-                    Rights::READ,
-                    ByteRange::WHOLE,
-                    twizzler_capsec::Expiry::NEVER,
-                ),
-            )
+            .export(&site.cap, CTX, &ctx_key(), read_all())
             .await
             .unwrap();
         assert_eq!(client.read(&token, 0, 6).await.unwrap(), b"served");

@@ -14,11 +14,7 @@ use dist_bridge::pb;
 use dist_bridge::*;
 use net::*;
 use secctx::ObjectStore;
-use twizzler_capsec::{Expiry, SigningKey, SigningScheme};
-
-fn read_all() -> Scope {
-    Scope::new(Rights::READ, ByteRange::WHOLE, Expiry::NEVER)
-}
+use twizzler_capsec::{SigningKey, SigningScheme};
 
 /// An export request for node 1's capability, with a proof signed by `key` over `claim_node`,
 /// `time`, `nonce` and `signed_scope` (which may differ from the scope sent).

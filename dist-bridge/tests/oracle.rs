@@ -40,13 +40,13 @@ async fn probe(
         }
     }
     // The raw statuses: no other metadata tells them apart either.
-    let channel = tonic::transport::Endpoint::from_shared(format!("https://{addr}"))
-        .unwrap()
-        .tls_config(tls(&holder()).client_config(1))
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
+    let channel = dist_bridge::client::connect_channel(
+        addr,
+        1,
+        dist_bridge::client::Reach::Tls(&tls(&holder())),
+    )
+    .await
+    .unwrap();
     let raw = dist_bridge::pb::node_client::NodeClient::new(channel);
     let status = raw
         .clone()

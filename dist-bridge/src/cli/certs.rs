@@ -24,10 +24,11 @@ const REVOKE_AFTER_HELP: &str = "\
 The revocation file lists one certificate per line: the SHA-256 of its DER encoding (what
 `openssl x509 -in FILE -outform der | sha256sum` prints), then a note. It is replaced whole,
 so a node reading it sees the old list or the new one. A node uses it when its config has
-`revoked = \"certs/revoked.txt\"` in [tls] (or --tls-revoked), reads it again within a
-second of a change, and from then on refuses every request made with a listed certificate,
-on connections already open too, with `unauthenticated`. Revoked certificates stay revoked
-when they are issued again under the same name: the new certificate is a different one.
+`revoked = \"certs/revoked.txt\"` in [tls] (or --tls-revoked). It reads the file again at
+its next maintenance pass after a change (maintenance_interval_ms, 1 s by default), and from
+then on refuses every request made with a listed certificate, on connections already open
+too, with `unauthenticated`. Revocation is by certificate, not by name: a certificate issued
+again for the same identity (certs issue --force) is a new one, and is accepted.
 
 Example:
   dist-bridge certs revoke --dir certs client:app operator:ops

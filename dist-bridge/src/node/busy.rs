@@ -128,19 +128,6 @@ pub(super) struct Track<S> {
     refused: Counter,
 }
 
-impl<S> Track<S> {
-    /// Whether `request` came with a revoked certificate.
-    fn revoked<B>(&self, request: &http::Request<B>) -> bool {
-        let Some(revocations) = &self.revocations else {
-            return false;
-        };
-        let Some(tls) = request.extensions().get::<TlsConnectInfo<ConnInfo>>() else {
-            return false;
-        };
-        revocations.is_revoked(&tls.get_ref().cert, || tls.peer_certs())
-    }
-}
-
 impl<S, ReqBody, ResBody> Service<http::Request<ReqBody>> for Track<S>
 where
     S: Service<http::Request<ReqBody>, Response = http::Response<ResBody>>,
@@ -157,7 +144,18 @@ where
     }
 
     fn call(&mut self, request: http::Request<ReqBody>) -> Self::Future {
-        if self.revoked(&request) {
+        // One extension lookup finds the connection and, under TLS, its certificates.
+        let ext = request.extensions();
+        let tls = ext.get::<TlsConnectInfo<ConnInfo>>();
+        let conn = match tls {
+            Some(t) => Some(t.get_ref()),
+            None => ext.get::<ConnInfo>(),
+        };
+        let revoked = match (&self.revocations, tls) {
+            (Some(r), Some(t)) => r.is_revoked(&t.get_ref().cert, || t.peer_certs()),
+            _ => false,
+        };
+        if revoked {
             self.refused.inc();
             let refusal = Status::unauthenticated(REVOKED_MESSAGE).into_http::<ResBody>();
             return Box::pin(std::future::ready(Ok(
@@ -165,7 +163,7 @@ where
             )));
         }
         // In flight from here; if the request fails or is dropped, `busy` goes with it.
-        let busy = conn_in(request.extensions()).map(|c| c.activity.begin());
+        let busy = conn.map(|c| c.activity.begin());
         let response = self.inner.call(request);
         Box::pin(async move {
             let response = response.await?;

@@ -79,11 +79,11 @@ impl CertRevocations {
         certs: impl FnOnce() -> Option<Arc<Vec<CertificateDer<'static>>>>,
     ) -> bool {
         let generation = self.generation.load(Ordering::Acquire);
-        let known = verdict.0.load(Ordering::Acquire);
+        let known = verdict.known.load(Ordering::Acquire);
         if known >> 1 == generation {
             return known & 1 == 1;
         }
-        let fingerprint = verdict.1.get_or_init(|| {
+        let fingerprint = verdict.fingerprint.get_or_init(|| {
             certs().and_then(|c| c.first().map(|leaf| Fingerprint::of(leaf.as_ref())))
         });
         let list = match self.list.read() {
@@ -99,7 +99,7 @@ impl CertRevocations {
             );
         }
         verdict
-            .0
+            .known
             .store(generation << 1 | u64::from(revoked), Ordering::Release);
         revoked
     }
@@ -113,7 +113,12 @@ fn stamp_of(path: &std::path::Path) -> Option<(SystemTime, u64)> {
 /// One connection's standing: its certificate's fingerprint, once computed, and the last
 /// verdict with the list generation it was reached under.
 #[derive(Debug, Default)]
-pub(super) struct Verdict(AtomicU64, OnceLock<Option<Fingerprint>>);
+pub(super) struct Verdict {
+    /// `generation << 1 | revoked` of the last verdict; 0 before the first.
+    known: AtomicU64,
+    /// The certificate's fingerprint (`None`: it presented none).
+    fingerprint: OnceLock<Option<Fingerprint>>,
+}
 
 #[cfg(test)]
 mod tests {

@@ -107,11 +107,7 @@ pub async fn connect_as(
 /// A raw channel to node `node` at `addr`, as the operator (for services other than the
 /// node's own client).
 pub async fn channel(addr: std::net::SocketAddr, node: u64) -> tonic::transport::Channel {
-    tonic::transport::Endpoint::from_shared(format!("https://{addr}"))
-        .expect("endpoint")
-        .tls_config(tls(&operator()).client_config(node))
-        .expect("tls")
-        .connect()
+    dist_bridge::client::connect_channel(addr, node, Reach::Tls(&tls(&operator())))
         .await
         .expect("connect")
 }
@@ -386,6 +382,15 @@ impl Net {
 
 pub fn range(offset: u64, len: u64) -> ByteRange {
     ByteRange::new(offset, len).unwrap()
+}
+
+/// Read rights over the whole object, never expiring.
+pub fn read_all() -> Scope {
+    Scope::new(
+        Rights::READ,
+        ByteRange::WHOLE,
+        twizzler_capsec::Expiry::NEVER,
+    )
 }
 
 /// Asserts that `r` is a refusal of `kind` whose message contains `text`.
