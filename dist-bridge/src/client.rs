@@ -13,6 +13,7 @@ use std::time::Duration;
 use tonic::transport::{Channel, Endpoint};
 
 use crate::connector::NodeConnector;
+use crate::resend::Resend;
 use tonic::{Code, Status};
 use twizzler_capsec::{Cap, ObjID, SigningKey};
 
@@ -205,7 +206,7 @@ pub struct BroadcastOutcome {
 /// `&self`.
 #[derive(Clone, Debug)]
 pub struct NodeClient {
-    raw: RawClient<Channel>,
+    raw: RawClient<Resend>,
     node: u64,
 }
 
@@ -302,7 +303,8 @@ impl NodeClient {
     /// A client of node `node` over an existing channel.
     pub fn from_channel(channel: Channel, node: u64) -> NodeClient {
         NodeClient {
-            raw: RawClient::new(channel),
+            // Requests a node refused unprocessed as it closed a connection are sent again.
+            raw: RawClient::new(Resend::new(channel)),
             node,
         }
     }
@@ -312,7 +314,7 @@ impl NodeClient {
         self.node
     }
 
-    fn raw(&self) -> RawClient<Channel> {
+    fn raw(&self) -> RawClient<Resend> {
         self.raw.clone()
     }
 

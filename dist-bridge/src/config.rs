@@ -24,7 +24,7 @@
 //! max_message_bytes = 4194304            # larger requests are refused unread
 //! max_connections = 256                  # further connections are closed at once
 //! max_connection_age_ms = 3600000        # then GOAWAY (clients reconnect)
-//! max_connection_idle_ms = 300000        # no request in flight this long: closed
+//! max_connection_idle_ms = 300000        # no request in flight this long: GOAWAY
 //!
 //! [tls]                                  # mutual TLS (or `insecure = true`, tests only)
 //! ca = "certs/ca.crt"                    # the cluster CA: the only trust anchor

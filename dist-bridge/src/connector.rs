@@ -18,15 +18,15 @@ use http::Uri;
 use hyper_util::rt::TokioIo;
 use rustls::client::WebPkiServerVerifier;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
-use rustls::{CertificateError, DigitallySignedStruct, RootCertStore, SignatureScheme};
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::{CertificateError, DigitallySignedStruct, SignatureScheme};
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 use tokio_rustls::client::TlsStream;
 use tower_service::Service;
 
 use crate::identity::PeerIdentity;
+use crate::tls::{chain_and_key, roots};
 
 /// Connects to node `node` over TLS with a client certificate; see the module's
 /// documentation.
@@ -46,18 +46,11 @@ impl NodeConnector {
         key_pem: &[u8],
     ) -> Result<NodeConnector, String> {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let mut roots = RootCertStore::empty();
-        for ca in CertificateDer::pem_slice_iter(ca_pem) {
-            let ca = ca.map_err(|e| format!("CA certificate: {e}"))?;
-            roots.add(ca).map_err(|e| format!("CA certificate: {e}"))?;
-        }
-        let webpki = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider.clone())
-            .build()
-            .map_err(|e| format!("CA certificate: {e}"))?;
-        let certs = CertificateDer::pem_slice_iter(cert_pem)
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| format!("certificate: {e}"))?;
-        let key = PrivateKeyDer::from_pem_slice(key_pem).map_err(|e| format!("key: {e}"))?;
+        let webpki =
+            WebPkiServerVerifier::builder_with_provider(Arc::new(roots(ca_pem)?), provider.clone())
+                .build()
+                .map_err(|e| format!("CA certificate: {e}"))?;
+        let (certs, key) = chain_and_key(cert_pem, key_pem)?;
         let mut config = rustls::ClientConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
             .map_err(|e| e.to_string())?

@@ -116,6 +116,7 @@ pub mod identity;
 pub mod keys;
 pub mod node;
 pub mod owner;
+mod resend;
 pub mod revoked_certs;
 pub mod rights;
 pub mod table;

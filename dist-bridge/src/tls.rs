@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use rustls::RootCertStore;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use tonic::transport::{Certificate, Identity, ServerTlsConfig};
@@ -81,8 +82,6 @@ impl TlsFiles {
             what: "no private key",
         })?;
         Ok(TlsMaterial {
-            ca: Certificate::from_pem(&ca),
-            identity: Identity::from_pem(&cert, &key),
             id: identity,
             pem: Arc::new(Pems {
                 ca,
@@ -91,6 +90,28 @@ impl TlsFiles {
             }),
         })
     }
+}
+
+/// The trust anchors in a PEM file's text.
+pub(crate) fn roots(ca_pem: &[u8]) -> Result<RootCertStore, String> {
+    let mut roots = RootCertStore::empty();
+    for ca in CertificateDer::pem_slice_iter(ca_pem) {
+        let ca = ca.map_err(|e| format!("CA certificate: {e}"))?;
+        roots.add(ca).map_err(|e| format!("CA certificate: {e}"))?;
+    }
+    Ok(roots)
+}
+
+/// A certificate chain and its private key from their PEM files' text.
+pub(crate) fn chain_and_key(
+    cert_pem: &[u8],
+    key_pem: &[u8],
+) -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>), String> {
+    let chain = CertificateDer::pem_slice_iter(cert_pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("certificate: {e}"))?;
+    let key = PrivateKeyDer::from_pem_slice(key_pem).map_err(|e| format!("key: {e}"))?;
+    Ok((chain, key))
 }
 
 fn read(path: &Path) -> Result<Vec<u8>, TlsError> {
@@ -103,8 +124,6 @@ fn read(path: &Path) -> Result<Vec<u8>, TlsError> {
 /// Loaded TLS material.
 #[derive(Clone, Debug)]
 pub struct TlsMaterial {
-    ca: Certificate,
-    identity: Identity,
     id: PeerIdentity,
     /// The same, as read, for the client side ([`crate::connector`]).
     pem: Arc<Pems>,
@@ -128,12 +147,34 @@ impl TlsMaterial {
         &self.id
     }
 
-    /// The server side: this certificate, and every client must present one from the CA
-    /// within `handshake_timeout`.
+    /// The server side: this certificate, and every client must present one that chains to
+    /// the CA (a handshake without one fails). ALPN `h2` only.
+    pub(crate) fn acceptor(&self) -> Result<tokio_rustls::TlsAcceptor, String> {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+            Arc::new(roots(&self.pem.ca)?),
+            provider.clone(),
+        )
+        .build()
+        .map_err(|e| format!("CA certificate: {e}"))?;
+        let (chain, key) = chain_and_key(&self.pem.cert, &self.pem.key)?;
+        let mut config = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| e.to_string())?
+            .with_client_cert_verifier(verifier)
+            .with_single_cert(chain, key)
+            .map_err(|e| format!("certificate and key: {e}"))?;
+        config.alpn_protocols = vec![b"h2".to_vec()];
+        Ok(tokio_rustls::TlsAcceptor::from(Arc::new(config)))
+    }
+
+    /// The same server side for tonic's own server (for services other than a node's, such
+    /// as the benchmarks' reference service), which ends each handshake at
+    /// `handshake_timeout`. A node serves with [`TlsMaterial::acceptor`]'s configuration.
     pub fn server_config(&self, handshake_timeout: Duration) -> ServerTlsConfig {
         ServerTlsConfig::new()
-            .identity(self.identity.clone())
-            .client_ca_root(self.ca.clone())
+            .identity(Identity::from_pem(&self.pem.cert, &*self.pem.key))
+            .client_ca_root(Certificate::from_pem(&self.pem.ca))
             .client_auth_optional(false)
             .timeout(handshake_timeout)
     }

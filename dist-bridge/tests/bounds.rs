@@ -401,13 +401,15 @@ async fn idle_connections_are_closed_and_busy_ones_kept() {
 }
 
 /// A client that starts a request's header block and never finishes it holds no request
-/// in flight: it is closed at `max_connection_idle`, as an idle one is.
+/// in flight: it is told to go away at `max_connection_idle`, as an idle one is, and, since
+/// it answers nothing, closed `request_timeout` later.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_header_block_that_never_ends_is_cut() {
     use tokio::io::AsyncWriteExt;
     bounded(async {
         let net = Net::start("bounds-headers", 1, |c| {
             c.max_connection_idle = Duration::from_millis(400);
+            c.request_timeout = Duration::from_millis(300);
             // Neither pings nor the connection's age may be what ends it.
             c.keepalive_interval = Duration::from_secs(3600);
             c.max_connection_age = Duration::from_secs(3600);
@@ -424,8 +426,87 @@ async fn a_header_block_that_never_ends_is_cut() {
         tls.flush().await.unwrap();
         let started = Instant::now();
         until_closed(&mut tls, "a connection with an unfinished header block").await;
-        assert!(started.elapsed() >= Duration::from_millis(350));
+        assert!(started.elapsed() >= Duration::from_millis(650));
         net.client(0).status().await.expect("others are served");
+        net.shutdown().await;
+    })
+    .await;
+}
+
+/// An honest client that calls again just as its connection reaches `max_connection_idle`
+/// loses no request: the node ends an idle connection with a GOAWAY, which still admits
+/// every request the client sent before it saw it, and the client then reconnects. (A node
+/// that cut the connection instead lost the request that crossed the cut.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_that_meets_the_idle_close_is_served() {
+    bounded(async {
+        let idle = Duration::from_millis(60);
+        let net = Net::start("bounds-idle-race", 1, |c| {
+            c.max_connection_idle = idle;
+        })
+        .await;
+        let client = net.holder(0).await;
+        let token = net.export(0, Rights::READ, ByteRange::WHOLE).await;
+        // Gaps around the idle limit, each tried several times, so that some requests are
+        // sent in the very tick the node finds the connection idle.
+        let mut lost = Vec::new();
+        for round in 0..60u32 {
+            let gap = idle + Duration::from_micros(u64::from(round % 12) * 250)
+                - Duration::from_millis(1);
+            tokio::time::sleep(gap).await;
+            if let Err(e) = client.read(&token, 0, 1).await {
+                lost.push(format!("after {gap:?}: {e:?}"));
+            }
+        }
+        assert!(
+            lost.is_empty(),
+            "requests lost at the idle close: {lost:#?}"
+        );
+        net.shutdown().await;
+    })
+    .await;
+}
+
+/// A connection at `max_connection_age` is told to go away (GOAWAY): from then on the client
+/// opens no new request on it, while the request it has in flight is still served, long
+/// before the age's grace period (`request_timeout`) would cut the connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_at_its_age_gets_a_goaway() {
+    bounded(async {
+        let net = Net::start("bounds-age-goaway", 1, |c| {
+            c.max_connection_age = Duration::from_millis(300);
+            c.request_timeout = Duration::from_secs(20);
+        })
+        .await;
+        let addr = net.nodes[0].addr();
+        let tls = tls_stream(&holder(), addr, 1).await;
+        let (client, conn) = h2::client::handshake(tls).await.expect("handshake");
+        tokio::spawn(conn);
+        let started = Instant::now();
+        let mut c = client.clone().ready().await.expect("ready");
+        // A request whose body is still to come when the connection reaches its age.
+        let (response, mut body) = empty_invoke(&mut c, addr, false);
+        let refused = loop {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            match client.clone().ready().await {
+                Err(e) => break e,
+                Ok(_) => assert!(
+                    started.elapsed() < Duration::from_secs(5),
+                    "no GOAWAY: the connection was kept until its grace period ended"
+                ),
+            }
+        };
+        assert!(
+            refused.is_go_away() && refused.is_remote(),
+            "new requests are refused by the node's GOAWAY: {refused:?}"
+        );
+        assert_eq!(refused.reason(), Some(h2::Reason::NO_ERROR));
+        assert!(started.elapsed() >= Duration::from_millis(250));
+        // The request in flight is finished and answered.
+        body.send_data(bytes::Bytes::from(vec![0; 4096]), true)
+            .expect("the rest of the body");
+        let response = response.await.expect("served after the GOAWAY");
+        assert!(response.status().is_success());
         net.shutdown().await;
     })
     .await;

@@ -8,9 +8,8 @@ use std::sync::{Arc, OnceLock};
 
 use rustls_pki_types::CertificateDer;
 use tonic::Request;
-use tonic::transport::server::TlsConnectInfo;
 
-use super::busy::{ConnInfo, conn_in};
+use super::conn_service::ConnInfo;
 use crate::identity::PeerIdentity;
 
 /// The party behind a request.
@@ -37,12 +36,10 @@ impl Caller {
     /// The caller of `request`. The TLS layer has already checked that the certificate
     /// chains to the CA; only its identity name is read here, later.
     pub(super) fn of<T>(request: &Request<T>) -> Caller {
-        let ext = request.extensions();
+        let conn = request.extensions().get::<ConnInfo>();
         Caller {
-            certs: ext
-                .get::<TlsConnectInfo<ConnInfo>>()
-                .and_then(TlsConnectInfo::peer_certs),
-            addr: conn_in(ext).and_then(|c| c.tcp.remote_addr),
+            certs: conn.and_then(|c| c.certs.clone()),
+            addr: conn.map(|c| c.remote),
             who: OnceLock::new(),
         }
     }

@@ -97,14 +97,16 @@ pub struct NodeConfig {
     /// Connections the node serves at once; further ones are closed as they come.
     pub max_connections: usize,
     /// The longest a connection lives: then the node asks the client to go (HTTP/2 GOAWAY;
-    /// clients reconnect), and cuts it [`NodeConfig::request_timeout`] later. Bounds how long
-    /// an idle client that answers keepalive pings can hold a connection slot.
+    /// requests in flight are served, clients reconnect), and cuts it
+    /// [`NodeConfig::request_timeout`] later if it is still open.
     pub max_connection_age: Duration,
     /// The longest a connection may have no request in flight (none being received,
-    /// served or answered): then it is closed. Bounds a client that holds a connection slot
-    /// without using it, or that starts a request's header block and never finishes it (no
-    /// request is in flight until its headers are complete). A request arriving as the
-    /// limit passes is served, not cut.
+    /// served or answered): then the node asks the client to go (HTTP/2 GOAWAY), and cuts the
+    /// connection [`NodeConfig::request_timeout`] later if it is still open. Bounds a client
+    /// that holds a connection slot without using it, answering pings, or that starts a
+    /// request's header block and never finishes it (no request is in flight until its
+    /// headers are complete). A request the client sent before it saw the GOAWAY is served;
+    /// one the GOAWAY refused is sent again by the node's clients.
     pub max_connection_idle: Duration,
     /// How many upgrade notices `PollUpgrades` keeps.
     pub notice_buffer: usize,

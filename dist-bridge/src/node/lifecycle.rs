@@ -6,17 +6,14 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
 use secctx::{DbStore, StoreError};
-use tokio::sync::Semaphore;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
-use tokio_stream::StreamExt;
-use tonic::transport::Server;
-use tonic::transport::server::TcpIncoming;
+use tonic::service::Routes;
 
-use super::busy::TrackLayer;
 use super::cert_check::CertRevocations;
-use super::cut::Cutter;
+use super::conn_service::RequestRules;
 use super::gates::Gates;
+use super::serve::{ConnLimits, Server};
 use tracing::{info, warn};
 
 use crate::broadcast::BroadcastNode;
@@ -102,8 +99,6 @@ impl std::error::Error for StartError {
 /// Why a node stopped other than by request.
 #[derive(Debug)]
 pub enum ServeError {
-    /// The server failed.
-    Transport(tonic::transport::Error),
     /// The server task panicked or was cancelled.
     Task(tokio::task::JoinError),
 }
@@ -111,7 +106,6 @@ pub enum ServeError {
 impl fmt::Display for ServeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::Transport(e) => write!(f, "server failed: {e}"),
             Self::Task(e) => write!(f, "server task failed: {e}"),
         }
     }
@@ -120,7 +114,6 @@ impl fmt::Display for ServeError {
 impl std::error::Error for ServeError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            Self::Transport(e) => Some(e),
             Self::Task(e) => Some(e),
         }
     }
@@ -144,7 +137,7 @@ pub struct RunningNode {
     metrics_addr: Option<SocketAddr>,
     controller: ControllerId,
     shutdown: ShutdownHandle,
-    serve: Option<JoinHandle<Result<(), tonic::transport::Error>>>,
+    serve: Option<JoinHandle<()>>,
     maintenance: Option<JoinHandle<()>>,
 }
 
@@ -184,7 +177,7 @@ impl RunningNode {
     async fn join(&mut self) -> Result<(), ServeError> {
         let result = match self.serve.take() {
             Some(task) => match task.await {
-                Ok(r) => r.map_err(ServeError::Transport),
+                Ok(()) => Ok(()),
                 Err(e) => Err(ServeError::Task(e)),
             },
             None => Ok(()),
@@ -250,20 +243,18 @@ impl Node {
                 .map_err(|e| StartError::Config(format!("peer {}: {e}", p.id)))?;
             peers.insert(p.id, client);
         }
-        let mut server = Server::builder();
-        if let Some(m) = &tls {
-            server = server
-                .tls_config(m.server_config(config.handshake_timeout))
-                .map_err(|e| StartError::Tls(e.to_string()))?;
-        }
+        let acceptor = match &tls {
+            Some(m) => Some(m.acceptor().map_err(StartError::Tls)?),
+            None => None,
+        };
         let store = DbStore::open(&config.store_dir).map_err(StartError::Store)?;
-        let incoming = TcpIncoming::bind(config.listen)
+        let listener = tokio::net::TcpListener::bind(config.listen)
+            .await
             .map_err(|source| StartError::Bind {
                 addr: config.listen,
                 source,
-            })?
-            .with_nodelay(Some(true));
-        let addr = incoming.local_addr().map_err(|source| StartError::Bind {
+            })?;
+        let addr = listener.local_addr().map_err(|source| StartError::Bind {
             addr: config.listen,
             source,
         })?;
@@ -320,63 +311,41 @@ impl Node {
         // The standard health service: the node's service is serving until shutdown begins.
         let (health, health_service) = tonic_health::server::health_reporter();
         health.set_serving::<NodeServer<Service>>().await;
-        // Every connection can be cut once a shutdown has waited `shutdown_deadline` for them.
-        // At most `max_connections` at once: a connection past them is closed as it comes.
-        let revoked_cert_requests = shared.metrics.revoked_cert_requests.clone();
-        let cutter = Arc::new(Cutter::new(
-            config.max_connection_idle,
-            shared.metrics.idle_closed.clone(),
-        ));
-        let incoming = {
-            let cutter = cutter.clone();
-            let slots = Arc::new(Semaphore::new(config.max_connections));
-            incoming.filter_map(move |conn| match conn {
-                Ok(io) => match slots.clone().try_acquire_owned() {
-                    Ok(slot) => Some(Ok(cutter.wrap(io, slot))),
-                    Err(_) => {
-                        warn!("connection limit reached: closing a new connection");
-                        None
-                    }
-                },
-                Err(e) => Some(Err(e)),
-            })
+        let services = Routes::new(health_service).add_service(service).prepare();
+        let rules = RequestRules {
+            revocations: cert_revocations,
+            timeout: config.request_timeout,
+            refused: shared.metrics.revoked_cert_requests.clone(),
         };
-        let mut stop = rx.clone();
-        let deadline = config.shutdown_deadline;
-        let limits = config.clone();
+        let limits = ConnLimits {
+            max_connections: config.max_connections,
+            handshake_timeout: config.handshake_timeout,
+            max_streams: config.max_streams_per_connection,
+            keepalive_interval: config.keepalive_interval,
+            keepalive_timeout: config.keepalive_timeout,
+            max_age: config.max_connection_age,
+            max_idle: config.max_connection_idle,
+            grace: config.request_timeout,
+            shutdown_deadline: config.shutdown_deadline,
+        };
+        let server = Server::new(
+            listener,
+            acceptor,
+            services,
+            rules,
+            limits,
+            shared.metrics.idle_closed.clone(),
+        );
+        let (stop, mut stopping) = (rx.clone(), rx.clone());
         let serve = tokio::spawn(async move {
-            let signal = async move {
+            let not_serving = async move {
                 // A dropped sender also means stop.
-                let _ = stop.wait_for(|s| *s).await;
+                let _ = stopping.wait_for(|s| *s).await;
                 health.set_not_serving::<NodeServer<Service>>().await;
-                let cutter = cutter.clone();
-                tokio::spawn(async move {
-                    tokio::time::sleep(deadline).await;
-                    warn!(
-                        ?deadline,
-                        "shutdown deadline passed: cutting open connections"
-                    );
-                    cutter.cut();
-                });
             };
-            let result = server
-                .timeout(limits.request_timeout)
-                .max_concurrent_streams(limits.max_streams_per_connection)
-                .http2_keepalive_interval(Some(limits.keepalive_interval))
-                .http2_keepalive_timeout(Some(limits.keepalive_timeout))
-                .max_connection_age(limits.max_connection_age)
-                .max_connection_age_grace(limits.request_timeout)
-                .layer(TrackLayer {
-                    revocations: cert_revocations.clone(),
-                    refused: revoked_cert_requests,
-                })
-                .add_service(health_service)
-                .add_service(service)
-                .serve_with_incoming_shutdown(incoming, signal)
-                .await;
+            tokio::join!(server.run(stop), not_serving);
             // Only now may another life of this controller start.
             drop(version);
-            result
         });
         let mut metrics_addr = None;
         if let Some(listener) = metrics_listener {

@@ -5,9 +5,11 @@
 //! ([`VersionFile::open_and_bump`](crate::controller::VersionFile::open_and_bump): every token of an earlier life is dead from here on),
 //! and serves the `dist_bridge.v1.Node` service (`proto/dist_bridge.proto`) until
 //! [`RunningNode::shutdown`](super::RunningNode::shutdown): in-flight requests finish, then the version file's lock is
-//! released, so a new life can start on the same files. Connections still open
+//! released, so a new life can start on the same files. Every connection is told to go away
+//! (an HTTP/2 GOAWAY); those still open
 //! [`NodeConfig::shutdown_deadline`](super::NodeConfig::shutdown_deadline) after the shutdown
 //! began (an idle client, a stream it never ends) are cut, so no client can hold the node.
+//! The node's clients send again a request that a GOAWAY refused unprocessed.
 //!
 //! # Example
 //!
@@ -148,21 +150,24 @@
 //! `config` (what a node is told), `lifecycle` (starting, serving, stopping), `shared` (the
 //! state every request and the maintenance task share, and that task), `counters` (RPC
 //! counters, refusals and upgrade notices), `metrics` (Prometheus), `caller` (who sent a
-//! request), `gates` (per-object revocation gates), `busy` (which connections have requests
-//! in flight, and refusing revoked certificates' requests with `cert_check`), `cut`
-//! (connections a shutdown can cut, or that are closed once idle),
-//! `storage` (an invocation's ranged read or write) and `service` (the RPCs).
+//! request), `gates` (per-object revocation gates), `serve` (the HTTP/2 server: accepting,
+//! TLS, and each connection's life: idle, age and shutdown limits, each ended by a GOAWAY),
+//! `conn_service` (what each request passes: its connection recorded, revoked certificates
+//! refused with `cert_check`, the request time limit), `busy` (which connections have
+//! requests in flight), `storage` (an invocation's ranged read or write) and `service` (the
+//! RPCs).
 
 mod busy;
 mod caller;
 mod cert_check;
 mod config;
+mod conn_service;
 mod counters;
-mod cut;
 mod gates;
 mod lifecycle;
 mod metrics;
 mod reads;
+mod serve;
 mod service;
 mod shared;
 mod storage;
