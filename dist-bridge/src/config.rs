@@ -99,7 +99,7 @@ pub struct TlsSection {
     pub cert: PathBuf,
     /// The node's private key.
     pub key: PathBuf,
-    /// The revocation file: certificates whose requests are refused.
+    /// The revocation file: certificates whose handshakes and requests are refused.
     pub revoked: Option<PathBuf>,
 }
 

@@ -111,7 +111,7 @@ struct Args {
     /// This node's private key (PEM).
     #[arg(long, value_name = "FILE", requires = "tls_ca")]
     tls_key: Option<PathBuf>,
-    /// The revocation file: certificates whose requests are refused (one SHA-256
+    /// The revocation file: certificates whose handshakes and requests are refused (one SHA-256
     /// fingerprint per line; `dist-bridge certs revoke` writes it). Read again when it
     /// changes.
     #[arg(long, value_name = "FILE", requires = "tls_ca")]

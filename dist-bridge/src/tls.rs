@@ -16,6 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rustls::RootCertStore;
+use rustls::server::danger::ClientCertVerifier;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use tonic::transport::{Certificate, Identity, ServerTlsConfig};
@@ -148,8 +149,12 @@ impl TlsMaterial {
     }
 
     /// The server side: this certificate, and every client must present one that chains to
-    /// the CA (a handshake without one fails). ALPN `h2` only.
-    pub(crate) fn acceptor(&self) -> Result<tokio_rustls::TlsAcceptor, String> {
+    /// the CA (a handshake without one fails), and that `check` (given the CA's check, which
+    /// it must run first) accepts. ALPN `h2` only.
+    pub(crate) fn acceptor(
+        &self,
+        check: impl FnOnce(Arc<dyn ClientCertVerifier>) -> Arc<dyn ClientCertVerifier>,
+    ) -> Result<tokio_rustls::TlsAcceptor, String> {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
             Arc::new(roots(&self.pem.ca)?),
@@ -157,6 +162,7 @@ impl TlsMaterial {
         )
         .build()
         .map_err(|e| format!("CA certificate: {e}"))?;
+        let verifier = check(verifier);
         let (chain, key) = chain_and_key(&self.pem.cert, &self.pem.key)?;
         let mut config = rustls::ServerConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()

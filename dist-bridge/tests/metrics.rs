@@ -126,41 +126,58 @@ async fn an_unusable_metrics_address_stops_the_start() {
     .await;
 }
 
-/// Connections closed for idleness and requests refused for a revoked certificate are
-/// counted.
+/// Connections closed for idleness, and handshakes and requests refused for a revoked
+/// certificate, are counted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_closes_and_revoked_certificates_are_counted() {
+    use dist_bridge::client::Reach;
     use dist_bridge::revoked_certs::{add_to_file, fingerprint_of_pem_file};
     use std::time::Duration;
     bounded(async {
         let dir = scratch("metrics-revoked-list");
         std::fs::create_dir_all(&dir).unwrap();
         let list = dir.join("revoked.txt");
-        let other = PeerIdentity::Client("other".into());
-        let fp = fingerprint_of_pem_file(&tls_files(&other).cert).unwrap();
-        add_to_file(&list, &[(fp, "other".into())]).unwrap();
+        std::fs::write(&list, "# nobody yet\n").unwrap();
         let net = Net::start("metrics-conn", 1, |c| {
             c.metrics_listen = Some(SocketAddr::from(([127, 0, 0, 1], 0)));
             c.max_connection_idle = Duration::from_millis(300);
             c.revoked_certs = Some(list.clone());
+            c.maintenance_interval = Duration::from_millis(50);
         })
         .await;
         let at = net.nodes[0].metrics_addr().expect("metrics address");
         let body = http(at, "GET", "/metrics").await.1;
-        assert_eq!(
-            sample(&body, "dist_bridge_idle_connections_closed_total"),
-            0.0
-        );
-        assert_eq!(
-            sample(&body, "dist_bridge_revoked_certificate_requests_total"),
-            0.0
-        );
-
-        let token = net.export(0, Rights::READ, ByteRange::WHOLE).await;
-        let revoked = connect_as(&other, net.nodes[0].addr(), 1).await;
-        for _ in 0..2 {
-            assert!(revoked.read(&token, 0, 1).await.is_err());
+        for name in [
+            "dist_bridge_idle_connections_closed_total",
+            "dist_bridge_revoked_certificate_requests_total",
+            "dist_bridge_revoked_certificate_handshakes_total",
+        ] {
+            assert_eq!(sample(&body, name), 0.0, "{name}");
         }
+
+        // A client whose certificate is revoked while its connection is open.
+        let token = net.export(0, Rights::READ, ByteRange::WHOLE).await;
+        let other = PeerIdentity::Client("other".into());
+        let late = connect_as(&other, net.nodes[0].addr(), 1).await;
+        late.read(&token, 0, 1).await.expect("served before");
+        let fp = fingerprint_of_pem_file(&tls_files(&other).cert).unwrap();
+        add_to_file(&list, &[(fp, "other".into())]).unwrap();
+        let mut refused = 0;
+        while refused < 2 {
+            match late.read(&token, 0, 1).await {
+                Ok(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+                Err(_) => refused += 1,
+            }
+        }
+        // A new connection with it: the handshake is refused.
+        let fresh = NodeClient::connect_lazy(
+            net.nodes[0].addr(),
+            1,
+            Reach::Tls(&tls(&other)),
+            Duration::from_secs(5),
+        )
+        .unwrap();
+        assert!(fresh.read(&token, 0, 1).await.is_err());
         // A connection that does nothing is closed, and counted.
         let tls = tls_stream(&holder(), net.nodes[0].addr(), 1).await;
         let (_client, conn) = h2::client::handshake(tls).await.expect("handshake");
@@ -175,6 +192,7 @@ async fn idle_closes_and_revoked_certificates_are_counted() {
             sample(&body, "dist_bridge_revoked_certificate_requests_total"),
             2.0
         );
+        assert!(sample(&body, "dist_bridge_revoked_certificate_handshakes_total") >= 1.0);
         net.shutdown().await;
     })
     .await;

@@ -1,11 +1,15 @@
-//! Refusing requests whose client certificate is revoked ([`crate::revoked_certs`]).
+//! Refusing client certificates that are revoked ([`crate::revoked_certs`]): at the TLS
+//! handshake ([`RefuseRevoked`]), and at every request of a connection opened before its
+//! certificate was listed.
 //!
 //! The node reads its revocation file at start (a bad file stops the start, in one line) and
 //! again whenever the maintenance task sees it changed; a file that has become unreadable
 //! or malformed is reported and the list in force is kept. Each list loaded gets a new
 //! generation number.
 //!
-//! A connection's certificate is fingerprinted once, at its first request, and its verdict
+//! A handshake with a listed certificate fails (rustls sends the `certificate_revoked`
+//! alert), after the CA's own checks. On a connection already open, the certificate is
+//! fingerprinted once, at its first request, and its verdict
 //! is kept with the generation it was reached under ([`Verdict`]); a request pays two
 //! atomic loads unless the list has changed since. So a certificate revoked while its
 //! connection is open is refused from its next request on.
@@ -15,7 +19,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::SystemTime;
 
-use rustls_pki_types::CertificateDer;
+use prometheus_client::metrics::counter::Counter;
+use rustls::client::danger::HandshakeSignatureValid;
+use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
+use rustls::{CertificateError, DigitallySignedStruct, DistinguishedName, SignatureScheme};
+use rustls_pki_types::{CertificateDer, UnixTime};
 use tracing::{info, warn};
 
 use crate::revoked_certs::{Fingerprint, ListError, RevokedList};
@@ -71,6 +79,14 @@ impl CertRevocations {
         }
     }
 
+    /// Whether the list in force names `leaf` (a list that cannot be read names everyone).
+    fn lists(&self, leaf: &CertificateDer<'_>) -> bool {
+        match self.list.read() {
+            Ok(list) => list.contains(&Fingerprint::of(leaf.as_ref())),
+            Err(_) => true,
+        }
+    }
+
     /// Whether the connection whose verdict is `verdict`, and whose peer presented `certs`
     /// (read only when the verdict is stale), is revoked.
     pub(super) fn is_revoked(
@@ -105,6 +121,82 @@ impl CertRevocations {
     }
 }
 
+/// The CA's client certificate check, then the revocation list's: a handshake with a listed
+/// certificate fails.
+#[derive(Debug)]
+pub(super) struct RefuseRevoked {
+    ca: Arc<dyn ClientCertVerifier>,
+    list: Arc<CertRevocations>,
+    /// Counts the handshakes refused.
+    refused: Counter,
+}
+
+impl RefuseRevoked {
+    /// `ca`'s check, then `list`'s; each handshake refused for the list is counted in
+    /// `refused`.
+    pub(super) fn new(
+        ca: Arc<dyn ClientCertVerifier>,
+        list: Arc<CertRevocations>,
+        refused: Counter,
+    ) -> Self {
+        RefuseRevoked { ca, list, refused }
+    }
+}
+
+impl ClientCertVerifier for RefuseRevoked {
+    fn offer_client_auth(&self) -> bool {
+        self.ca.offer_client_auth()
+    }
+
+    fn client_auth_mandatory(&self) -> bool {
+        self.ca.client_auth_mandatory()
+    }
+
+    fn root_hint_subjects(&self) -> &[DistinguishedName] {
+        self.ca.root_hint_subjects()
+    }
+
+    fn verify_client_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        now: UnixTime,
+    ) -> Result<ClientCertVerified, rustls::Error> {
+        let verified = self.ca.verify_client_cert(end_entity, intermediates, now)?;
+        if self.list.lists(end_entity) {
+            self.refused.inc();
+            warn!(
+                fingerprint = %Fingerprint::of(end_entity.as_ref()).to_hex(),
+                "refusing a TLS handshake: the client certificate is revoked"
+            );
+            return Err(rustls::Error::InvalidCertificate(CertificateError::Revoked));
+        }
+        Ok(verified)
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.ca.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.ca.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.ca.supported_verify_schemes()
+    }
+}
+
 fn stamp_of(path: &std::path::Path) -> Option<(SystemTime, u64)> {
     let meta = std::fs::metadata(path).ok()?;
     Some((meta.modified().ok()?, meta.len()))
@@ -136,6 +228,7 @@ mod tests {
         let r = CertRevocations::load(path.clone()).unwrap();
         let v = Verdict::default();
         assert!(!r.is_revoked(&v, || certs.clone()));
+        assert!(!r.lists(&leaf));
         // Known now: the certificates are not asked for again.
         assert!(!r.is_revoked(&v, || panic!("fingerprinted twice")));
 
@@ -143,6 +236,7 @@ mod tests {
         std::fs::write(&path, line(&Fingerprint::of(leaf.as_ref()), "leaked")).unwrap();
         r.reload_if_changed();
         assert!(r.is_revoked(&v, || panic!("fingerprinted twice")));
+        assert!(r.lists(&leaf), "a new handshake sees the new list");
 
         // A malformed file keeps the list in force.
         std::fs::write(&path, "garbage\n").unwrap();

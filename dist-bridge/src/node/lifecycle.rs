@@ -10,7 +10,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tonic::service::Routes;
 
-use super::cert_check::CertRevocations;
+use super::cert_check::{CertRevocations, RefuseRevoked};
 use super::conn_service::RequestRules;
 use super::gates::Gates;
 use super::serve::{ConnLimits, Server};
@@ -243,8 +243,21 @@ impl Node {
                 .map_err(|e| StartError::Config(format!("peer {}: {e}", p.id)))?;
             peers.insert(p.id, client);
         }
+        let metrics = Metrics::new();
+        // A revoked certificate's handshake fails; the list is checked per request too, for
+        // connections opened before their certificate was listed.
         let acceptor = match &tls {
-            Some(m) => Some(m.acceptor().map_err(StartError::Tls)?),
+            Some(m) => Some(
+                m.acceptor(|ca| match &cert_revocations {
+                    Some(list) => Arc::new(RefuseRevoked::new(
+                        ca,
+                        list.clone(),
+                        metrics.revoked_cert_handshakes.clone(),
+                    )),
+                    None => ca,
+                })
+                .map_err(StartError::Tls)?,
+            ),
             None => None,
         };
         let store = DbStore::open(&config.store_dir).map_err(StartError::Store)?;
@@ -293,7 +306,7 @@ impl Node {
             ),
             refusals: Mutex::new(Refusals::default()),
             log_limit: LogLimit::default(),
-            metrics: Metrics::new(),
+            metrics,
             reads,
             max_io_bytes: config.max_io_bytes,
             max_object_bytes: config.max_object_bytes,

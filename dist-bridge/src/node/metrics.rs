@@ -122,6 +122,8 @@ pub(super) struct Metrics {
     pub(super) idle_closed: Counter,
     /// Requests refused because their certificate is revoked.
     pub(super) revoked_cert_requests: Counter,
+    /// TLS handshakes refused because the client's certificate is revoked.
+    pub(super) revoked_cert_handshakes: Counter,
     table: [Gauge; 4],
 }
 
@@ -205,6 +207,12 @@ impl Metrics {
             "Requests refused because their client certificate is revoked",
             revoked_cert_requests.clone(),
         );
+        let revoked_cert_handshakes = Counter::default();
+        registry.register(
+            "revoked_certificate_handshakes",
+            "TLS handshakes refused because the client certificate is revoked",
+            revoked_cert_handshakes.clone(),
+        );
         let table: [Gauge; 4] = Default::default();
         for (name, help, g) in [
             ("guard_table_capacity", "Guard table entries", &table[0]),
@@ -228,6 +236,7 @@ impl Metrics {
             guards_revoked,
             idle_closed,
             revoked_cert_requests,
+            revoked_cert_handshakes,
             table,
         }
     }
