@@ -166,7 +166,10 @@ async fn idle_closes_and_revoked_certificates_are_counted() {
         while refused < 2 {
             match late.read(&token, 0, 1).await {
                 Ok(_) => tokio::time::sleep(Duration::from_millis(20)).await,
-                Err(_) => refused += 1,
+                Err(e) => {
+                    assert_eq!(e.code(), Some(tonic::Code::Unauthenticated), "{e}");
+                    refused += 1;
+                }
             }
         }
         // A new connection with it: the handshake is refused.

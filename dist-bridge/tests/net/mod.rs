@@ -119,6 +119,17 @@ pub async fn tls_stream(
     addr: std::net::SocketAddr,
     node: u64,
 ) -> tokio_rustls::client::TlsStream<tokio::net::TcpStream> {
+    try_tls_stream(identity, addr, node)
+        .await
+        .expect("TLS handshake")
+}
+
+/// [`tls_stream`], or the handshake's error.
+pub async fn try_tls_stream(
+    identity: &PeerIdentity,
+    addr: std::net::SocketAddr,
+    node: u64,
+) -> std::io::Result<tokio_rustls::client::TlsStream<tokio::net::TcpStream>> {
     use rustls_pki_types::pem::PemObject;
     let files = tls_files(identity);
     let mut roots = rustls::RootCertStore::empty();
@@ -143,7 +154,6 @@ pub async fn tls_stream(
     tokio_rustls::TlsConnector::from(std::sync::Arc::new(config))
         .connect(name, tcp)
         .await
-        .expect("TLS handshake")
 }
 
 /// The security context every capability of the tests is for.
