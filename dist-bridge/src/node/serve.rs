@@ -22,13 +22,10 @@
 //! the client sent before it saw the first is served; after it, the client opens a new
 //! connection. A client that never answers the PING is closed at the latest moment above.
 
-use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use hyper::body::Bytes;
-use hyper::body::Incoming;
 use hyper::server::conn::http2;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use prometheus_client::metrics::counter::Counter;
@@ -38,7 +35,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio::task::JoinSet;
 use tokio::time::{Instant, sleep, sleep_until};
 use tokio_rustls::TlsAcceptor;
-use tower_service::Service;
+use tonic::service::Routes;
 use tracing::{debug, warn};
 
 use super::busy::Activity;
@@ -65,9 +62,9 @@ pub(super) struct ConnLimits {
 }
 
 /// Everything a connection task needs, shared by all of them.
-struct Shared<S> {
+struct Shared {
     tls: Option<TlsAcceptor>,
-    services: S,
+    services: Routes,
     rules: RequestRules,
     limits: ConnLimits,
     http2: http2::Builder<TokioExecutor>,
@@ -75,29 +72,19 @@ struct Shared<S> {
 }
 
 /// A server ready to accept on its listener.
-pub(super) struct Server<S> {
+pub(super) struct Server {
     listener: TcpListener,
-    shared: Arc<Shared<S>>,
+    shared: Arc<Shared>,
 }
 
-impl<S, B> Server<S>
-where
-    S: Service<http::Request<Incoming>, Response = http::Response<B>, Error = Infallible>
-        + Clone
-        + Send
-        + Sync
-        + 'static,
-    S::Future: Send + 'static,
-    B: http_body::Body<Data = Bytes> + Default + Unpin + Send + 'static,
-    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-{
+impl Server {
     /// Serves `services` on `listener`, over TLS with `tls` (or plaintext without), each
     /// connection held to `limits` and each request to `rules`. Connections closed for
     /// idleness are counted in `idle_closed`.
     pub(super) fn new(
         listener: TcpListener,
         tls: Option<TlsAcceptor>,
-        services: S,
+        services: Routes,
         rules: RequestRules,
         limits: ConnLimits,
         idle_closed: Counter,
@@ -158,22 +145,13 @@ where
 }
 
 /// One connection, from its handshake to its end.
-async fn connection<S, B>(
+async fn connection(
     tcp: TcpStream,
     remote: SocketAddr,
     _slot: OwnedSemaphorePermit,
-    shared: Arc<Shared<S>>,
+    shared: Arc<Shared>,
     mut stop: watch::Receiver<bool>,
-) where
-    S: Service<http::Request<Incoming>, Response = http::Response<B>, Error = Infallible>
-        + Clone
-        + Send
-        + Sync
-        + 'static,
-    S::Future: Send + 'static,
-    B: http_body::Body<Data = Bytes> + Default + Unpin + Send + 'static,
-    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-{
+) {
     if let Err(e) = tcp.set_nodelay(true) {
         debug!(%remote, error = %e, "cannot set TCP_NODELAY");
     }
@@ -205,22 +183,14 @@ async fn connection<S, B>(
 }
 
 /// Serves HTTP/2 on `io` until the connection ends (see the module's documentation).
-async fn serve<IO, S, B>(
+async fn serve<IO>(
     io: IO,
     remote: SocketAddr,
     certs: Option<Arc<Vec<rustls_pki_types::CertificateDer<'static>>>>,
-    shared: &Shared<S>,
+    shared: &Shared,
     mut stop: watch::Receiver<bool>,
 ) where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
-    S: Service<http::Request<Incoming>, Response = http::Response<B>, Error = Infallible>
-        + Clone
-        + Send
-        + Sync
-        + 'static,
-    S::Future: Send + 'static,
-    B: http_body::Body<Data = Bytes> + Default + Unpin + Send + 'static,
-    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     let limits = &shared.limits;
     let activity = Activity::new();
