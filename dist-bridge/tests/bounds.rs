@@ -1,6 +1,7 @@
 //! What a client controls is bounded: a request that stalls half-way is cut at the request
 //! timeout; connections past the limit, stalled handshakes, silent peers, idle connections
-//! and unfinished header blocks are closed; and other clients are served meanwhile.
+//! and unfinished header blocks are closed; a connection the node ends is told to go away
+//! first, and its requests in flight are served; other clients are served meanwhile.
 
 mod net;
 
@@ -486,21 +487,7 @@ async fn a_connection_at_its_age_gets_a_goaway() {
         let mut c = client.clone().ready().await.expect("ready");
         // A request whose body is still to come when the connection reaches its age.
         let (response, mut body) = empty_invoke(&mut c, addr, false);
-        let refused = loop {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-            match client.clone().ready().await {
-                Err(e) => break e,
-                Ok(_) => assert!(
-                    started.elapsed() < Duration::from_secs(5),
-                    "no GOAWAY: the connection was kept until its grace period ended"
-                ),
-            }
-        };
-        assert!(
-            refused.is_go_away() && refused.is_remote(),
-            "new requests are refused by the node's GOAWAY: {refused:?}"
-        );
-        assert_eq!(refused.reason(), Some(h2::Reason::NO_ERROR));
+        until_goaway(&client).await;
         assert!(started.elapsed() >= Duration::from_millis(250));
         // The request in flight is finished and answered.
         body.send_data(bytes::Bytes::from(vec![0; 4096]), true)
@@ -508,6 +495,74 @@ async fn a_connection_at_its_age_gets_a_goaway() {
         let response = response.await.expect("served after the GOAWAY");
         assert!(response.status().is_success());
         net.shutdown().await;
+    })
+    .await;
+}
+
+/// Waits (5 s at most) until the node's GOAWAY reaches `client`: from then on it opens no
+/// new request on its connection.
+async fn until_goaway(client: &h2::client::SendRequest<bytes::Bytes>) {
+    let started = Instant::now();
+    let refused = loop {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        match client.clone().ready().await {
+            Err(e) => break e,
+            Ok(_) => assert!(
+                started.elapsed() < Duration::from_secs(5),
+                "no GOAWAY within 5 s"
+            ),
+        }
+    };
+    assert!(
+        refused.is_go_away() && refused.is_remote(),
+        "new requests are refused by the node's GOAWAY: {refused:?}"
+    );
+    assert_eq!(refused.reason(), Some(h2::Reason::NO_ERROR));
+}
+
+/// A shutdown closes the listener, tells every connection to go away, and waits for the
+/// requests in flight: one whose body is still coming when it begins is finished and
+/// answered, and only then does the node stop.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shutdown_finishes_the_requests_in_flight() {
+    bounded(async {
+        let net = Net::start("bounds-drain", 1, |c| {
+            c.shutdown_deadline = Duration::from_secs(15);
+            c.request_timeout = Duration::from_secs(20);
+        })
+        .await;
+        let addr = net.nodes[0].addr();
+        let tls = tls_stream(&holder(), addr, 1).await;
+        let (client, conn) = h2::client::handshake(tls).await.expect("handshake");
+        tokio::spawn(conn);
+        let mut c = client.clone().ready().await.expect("ready");
+        let (response, mut body) = empty_invoke(&mut c, addr, false);
+        // Dispatched, and in flight, before the shutdown begins.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let Net { nodes, .. } = net;
+        let stopping = tokio::spawn(async move {
+            for node in nodes {
+                node.shutdown().await.expect("shutdown");
+            }
+        });
+        until_goaway(&client).await;
+        assert!(
+            tokio::net::TcpStream::connect(addr).await.is_err(),
+            "the listener is still open"
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(
+            !stopping.is_finished(),
+            "the shutdown did not wait for the request in flight"
+        );
+        body.send_data(bytes::Bytes::from(vec![0; 4096]), true)
+            .expect("the rest of the body");
+        let response = response.await.expect("answered during the shutdown");
+        assert!(response.status().is_success());
+        tokio::time::timeout(Duration::from_secs(10), stopping)
+            .await
+            .expect("the shutdown went on after the last request was answered")
+            .expect("shutdown task");
     })
     .await;
 }
