@@ -25,14 +25,23 @@ fn invoke_request(addr: std::net::SocketAddr) -> http::Request<()> {
         .expect("request")
 }
 
+/// A raw HTTP/2 connection to node 1 at `addr`, as a token holder: its client, and the task
+/// driving the connection (it ends when the connection does).
+async fn raw_h2(
+    addr: std::net::SocketAddr,
+) -> (
+    h2::client::SendRequest<bytes::Bytes>,
+    tokio::task::JoinHandle<Result<(), h2::Error>>,
+) {
+    let tls = tls_stream(&holder(), addr, 1).await;
+    let (client, conn) = h2::client::handshake(tls).await.expect("handshake");
+    (client, tokio::spawn(conn))
+}
+
 /// Starts an `Invoke` whose body promises 4,096 bytes and sends 5; returns the gRPC status the
 /// node ends it with, and how long that took.
 async fn stalled_invoke(addr: std::net::SocketAddr) -> (String, Duration) {
-    let tls = tls_stream(&holder(), addr, 1).await;
-    let (client, conn) = h2::client::handshake(tls).await.expect("handshake");
-    tokio::spawn(async move {
-        let _ = conn.await;
-    });
+    let (client, _conn) = raw_h2(addr).await;
     let mut client = client.ready().await.expect("ready");
     let started = Instant::now();
     let (response, mut body) = client
@@ -199,33 +208,6 @@ async fn a_stalled_handshake_is_cut() {
     .await;
 }
 
-/// A connection older than `max_connection_age` is sent away (GOAWAY) and closed, even if
-/// its client answers every ping; the client library reconnects.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn connections_have_a_maximum_age() {
-    bounded(async {
-        let net = Net::start("bounds-age", 1, |c| {
-            c.max_connection_age = Duration::from_millis(300);
-            c.request_timeout = Duration::from_millis(500);
-        })
-        .await;
-        let addr = net.nodes[0].addr();
-        let tls = tls_stream(&holder(), addr, 1).await;
-        let (_client, conn) = h2::client::handshake(tls).await.expect("handshake");
-        let started = Instant::now();
-        tokio::time::timeout(Duration::from_secs(20), conn)
-            .await
-            .expect("the connection outlived its maximum age")
-            .ok();
-        assert!(started.elapsed() >= Duration::from_millis(250));
-        // The client library reconnects by itself.
-        net.client(0).status().await.expect("reconnected");
-        net.client(0).status().await.expect("reconnected");
-        net.shutdown().await;
-    })
-    .await;
-}
-
 /// Past `max_streams_per_connection` requests in flight on one connection, the next waits
 /// for a stream (the HTTP/2 SETTINGS bound; a stalled request frees its stream at the
 /// request timeout); other connections are served meanwhile.
@@ -239,11 +221,7 @@ async fn streams_past_the_per_connection_limit_wait() {
         .await;
         let addr = net.nodes[0].addr();
         let token = net.export(0, Rights::READ, ByteRange::WHOLE).await;
-        let tls = tls_stream(&holder(), addr, 1).await;
-        let (client, conn) = h2::client::handshake(tls).await.expect("handshake");
-        tokio::spawn(async move {
-            let _ = conn.await;
-        });
+        let (client, _conn) = raw_h2(addr).await;
         // Two requests whose bodies never end hold both streams.
         let mut held = Vec::new();
         let mut c = client.ready().await.expect("ready");
@@ -358,9 +336,7 @@ async fn idle_connections_are_closed_and_busy_ones_kept() {
         let addr = net.nodes[0].addr();
 
         // One request, answered; then nothing but ping answers (h2 answers them itself).
-        let tls = tls_stream(&holder(), addr, 1).await;
-        let (client, conn) = h2::client::handshake(tls).await.expect("handshake");
-        let idle = tokio::spawn(conn);
+        let (client, idle) = raw_h2(addr).await;
         let mut c = client.ready().await.expect("ready");
         let (response, _body) = empty_invoke(&mut c, addr, true);
         response.await.expect("answered");
@@ -372,9 +348,7 @@ async fn idle_connections_are_closed_and_busy_ones_kept() {
         assert!(answered.elapsed() >= Duration::from_millis(350));
 
         // A request whose body never ends keeps its connection busy past the idle limit.
-        let tls = tls_stream(&holder(), addr, 1).await;
-        let (client, conn) = h2::client::handshake(tls).await.expect("handshake");
-        let busy = tokio::spawn(conn);
+        let (client, busy) = raw_h2(addr).await;
         let mut c = client.ready().await.expect("ready");
         let started = Instant::now();
         let (stalled, _stalled_body) = empty_invoke(&mut c, addr, false);
@@ -468,11 +442,12 @@ async fn a_request_that_meets_the_idle_close_is_served() {
     .await;
 }
 
-/// A connection at `max_connection_age` is told to go away (GOAWAY): from then on the client
-/// opens no new request on it, while the request it has in flight is still served, long
-/// before the age's grace period (`request_timeout`) would cut the connection.
+/// A connection at `max_connection_age` is told to go away (GOAWAY), though its client
+/// answers every ping: from then on the client opens no new request on it, while the request
+/// it has in flight is still served, long before the age's grace period (`request_timeout`)
+/// would cut the connection. Then it closes, and the client library reconnects by itself.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_connection_at_its_age_gets_a_goaway() {
+async fn connections_have_a_maximum_age() {
     bounded(async {
         let net = Net::start("bounds-age-goaway", 1, |c| {
             c.max_connection_age = Duration::from_millis(300);
@@ -480,9 +455,7 @@ async fn a_connection_at_its_age_gets_a_goaway() {
         })
         .await;
         let addr = net.nodes[0].addr();
-        let tls = tls_stream(&holder(), addr, 1).await;
-        let (client, conn) = h2::client::handshake(tls).await.expect("handshake");
-        tokio::spawn(conn);
+        let (client, conn) = raw_h2(addr).await;
         let started = Instant::now();
         let mut c = client.clone().ready().await.expect("ready");
         // A request whose body is still to come when the connection reaches its age.
@@ -494,6 +467,13 @@ async fn a_connection_at_its_age_gets_a_goaway() {
             .expect("the rest of the body");
         let response = response.await.expect("served after the GOAWAY");
         assert!(response.status().is_success());
+        drop((client, c, body, response));
+        tokio::time::timeout(Duration::from_secs(5), conn)
+            .await
+            .expect("the connection outlived its last request")
+            .ok();
+        net.client(0).status().await.expect("reconnected");
+        net.client(0).status().await.expect("reconnected");
         net.shutdown().await;
     })
     .await;
@@ -532,9 +512,7 @@ async fn a_shutdown_finishes_the_requests_in_flight() {
         })
         .await;
         let addr = net.nodes[0].addr();
-        let tls = tls_stream(&holder(), addr, 1).await;
-        let (client, conn) = h2::client::handshake(tls).await.expect("handshake");
-        tokio::spawn(conn);
+        let (client, _conn) = raw_h2(addr).await;
         let mut c = client.clone().ready().await.expect("ready");
         let (response, mut body) = empty_invoke(&mut c, addr, false);
         // Dispatched, and in flight, before the shutdown begins.
