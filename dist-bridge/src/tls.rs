@@ -176,7 +176,7 @@ impl TlsMaterial {
 
     /// The same server side for tonic's own server (for services other than a node's, such
     /// as the benchmarks' reference service), which ends each handshake at
-    /// `handshake_timeout`. A node serves with [`TlsMaterial::acceptor`]'s configuration.
+    /// `handshake_timeout`. A node makes its own rustls configuration from the same files.
     pub fn server_config(&self, handshake_timeout: Duration) -> ServerTlsConfig {
         ServerTlsConfig::new()
             .identity(Identity::from_pem(&self.pem.cert, &*self.pem.key))

@@ -112,6 +112,66 @@ fn zero_limits_are_refused_at_start() {
     }
 }
 
+/// A duration too long to add to a clock reading (`Duration::MAX`, which a `NodeConfig` built
+/// in Rust can hold) is refused at start, in one line naming it, instead of overflowing the
+/// age timer of every connection (a panic per connection). A year is the longest any of them
+/// may be, and a node with every duration a year long serves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn durations_past_a_year_are_refused_at_start() {
+    let year = Duration::from_secs(365 * 24 * 3600);
+    let root = scratch("bounds-durations");
+    let site = Site::new(&root, 1, b"x");
+    let huge = Duration::MAX;
+    for (name, set) in [
+        (
+            "handshake_timeout",
+            (|c: &mut NodeConfig, d| c.handshake_timeout = d) as fn(&mut NodeConfig, Duration),
+        ),
+        ("max_connection_age", |c, d| c.max_connection_age = d),
+        ("max_connection_idle", |c, d| c.max_connection_idle = d),
+        ("export_skew", |c, d| c.export_skew = d),
+        ("request_timeout", |c, d| c.request_timeout = d),
+        ("keepalive_interval", |c, d| c.keepalive_interval = d),
+        ("keepalive_timeout", |c, d| c.keepalive_timeout = d),
+        ("shutdown_deadline", |c, d| c.shutdown_deadline = d),
+        ("maintenance_interval", |c, d| c.maintenance_interval = d),
+        ("peer_timeout", |c, d| c.peer_timeout = d),
+    ] {
+        let mut c = site.config();
+        set(&mut c, huge);
+        let e = c.validate().expect_err(name).to_string();
+        assert!(
+            e.starts_with("bad configuration:") && e.contains(name),
+            "{e}"
+        );
+        set(&mut c, year + Duration::from_millis(1));
+        assert!(c.validate().is_err(), "{name} just past a year");
+        set(&mut c, year);
+        c.validate().expect(name);
+    }
+    bounded(async {
+        let net = Net::start("bounds-year", 1, |c| {
+            c.handshake_timeout = year;
+            c.max_connection_age = year;
+            c.max_connection_idle = year;
+            c.request_timeout = year;
+            c.keepalive_interval = year;
+            c.keepalive_timeout = year;
+            c.shutdown_deadline = year;
+            c.peer_timeout = year;
+        })
+        .await;
+        let token = net.export(0, Rights::READ, ByteRange::WHOLE).await;
+        net.holder(0)
+            .await
+            .read(&token, 0, 1)
+            .await
+            .expect("served with year-long limits");
+        net.shutdown().await;
+    })
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_message_past_the_limit_is_refused_and_the_node_serves_on() {
     bounded(async {

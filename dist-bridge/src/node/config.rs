@@ -18,6 +18,9 @@ pub const MAX_IO_LIMIT: u64 = 3 << 20;
 
 /// Room in a message for what is not an invocation's data (its token, offsets, framing).
 const MESSAGE_OVERHEAD: usize = 64 << 10;
+
+/// The longest any of a node's durations may be: a year.
+pub const MAX_DURATION: Duration = Duration::from_secs(365 * 24 * 3600);
 /// The largest [`NodeConfig::max_message_bytes`].
 pub const MAX_MESSAGE_LIMIT: usize = 64 << 20;
 
@@ -30,7 +33,8 @@ pub struct Peer {
     pub addr: String,
 }
 
-/// How a node runs.
+/// How a node runs. [`NodeConfig::validate`] (run by [`Node::start`](super::Node::start))
+/// refuses unusable values: zero limits, and durations longer than [`MAX_DURATION`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NodeConfig {
     /// The node id (the cluster's name for it; stored in the version file).
@@ -173,11 +177,6 @@ impl NodeConfig {
                 self.max_object_bytes
             )));
         }
-        if self.maintenance_interval.is_zero() {
-            return Err(StartError::Config(
-                "the maintenance interval must be positive".into(),
-            ));
-        }
         if self.transport.is_none() {
             return Err(StartError::Config(
                 "no transport: configure TLS (ca, cert, key) or, for tests only, insecure".into(),
@@ -194,17 +193,28 @@ impl NodeConfig {
                 self.export_nonces, self.export_nonces_per_key
             )));
         }
-        for (name, d) in [
-            ("handshake_timeout", self.handshake_timeout),
-            ("max_connection_age", self.max_connection_age),
-            ("max_connection_idle", self.max_connection_idle),
-            ("export_skew", self.export_skew),
-            ("request_timeout", self.request_timeout),
-            ("keepalive_interval", self.keepalive_interval),
-            ("keepalive_timeout", self.keepalive_timeout),
+        // Timers add these to clock readings: a duration that overflows one would panic.
+        for (name, d, may_be_zero) in [
+            ("handshake_timeout", self.handshake_timeout, false),
+            ("max_connection_age", self.max_connection_age, false),
+            ("max_connection_idle", self.max_connection_idle, false),
+            ("export_skew", self.export_skew, false),
+            ("request_timeout", self.request_timeout, false),
+            ("keepalive_interval", self.keepalive_interval, false),
+            ("keepalive_timeout", self.keepalive_timeout, false),
+            ("shutdown_deadline", self.shutdown_deadline, true),
+            ("maintenance_interval", self.maintenance_interval, false),
+            ("peer_timeout", self.peer_timeout, false),
         ] {
-            if d.is_zero() {
+            if d.is_zero() && !may_be_zero {
                 return Err(StartError::Config(format!("{name} must be positive")));
+            }
+            if d > MAX_DURATION {
+                return Err(StartError::Config(format!(
+                    "{name} must be at most a year ({} s), not {} s",
+                    MAX_DURATION.as_secs(),
+                    d.as_secs()
+                )));
             }
         }
         let least = self.max_io_bytes as usize + MESSAGE_OVERHEAD;
@@ -227,11 +237,6 @@ impl NodeConfig {
         if self.max_streams_per_connection == 0 {
             return Err(StartError::Config(
                 "max_streams_per_connection must be at least 1".into(),
-            ));
-        }
-        if self.peer_timeout.is_zero() {
-            return Err(StartError::Config(
-                "the peer timeout must be positive".into(),
             ));
         }
         let mut seen = HashSet::new();

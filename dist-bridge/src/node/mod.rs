@@ -172,5 +172,5 @@ mod service;
 mod shared;
 mod storage;
 
-pub use config::{MAX_IO_LIMIT, MAX_MESSAGE_LIMIT, NodeConfig, Peer};
+pub use config::{MAX_DURATION, MAX_IO_LIMIT, MAX_MESSAGE_LIMIT, NodeConfig, Peer};
 pub use lifecycle::{Node, RunningNode, ServeError, ShutdownHandle, StartError};
