@@ -26,7 +26,7 @@ use tokio_rustls::client::TlsStream;
 use tower_service::Service;
 
 use crate::identity::PeerIdentity;
-use crate::tls::{chain_and_key, roots};
+use crate::tls::{RefusedServers, chain_and_key, roots};
 
 /// Connects to node `node` over TLS with a client certificate; see the module's
 /// documentation.
@@ -38,12 +38,13 @@ pub(crate) struct NodeConnector {
 
 impl NodeConnector {
     /// A connector to node `node`, trusting the CA `ca_pem` and presenting `cert_pem` with
-    /// `key_pem`.
+    /// `key_pem`; servers `refused` refuses are refused too.
     pub(crate) fn new(
         node: u64,
         ca_pem: &[u8],
         cert_pem: &[u8],
         key_pem: &[u8],
+        refused: Option<RefusedServers>,
     ) -> Result<NodeConnector, String> {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let webpki =
@@ -55,7 +56,11 @@ impl NodeConnector {
             .with_safe_default_protocol_versions()
             .map_err(|e| e.to_string())?
             .dangerous()
-            .with_custom_certificate_verifier(Arc::new(NodeVerifier { webpki, node }))
+            .with_custom_certificate_verifier(Arc::new(NodeVerifier {
+                webpki,
+                node,
+                refused,
+            }))
             .with_client_auth_cert(certs, key)
             .map_err(|e| format!("certificate and key: {e}"))?;
         config.alpn_protocols = vec![b"h2".to_vec()];
@@ -98,11 +103,13 @@ fn invalid(what: &str) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidInput, what.to_owned())
 }
 
-/// rustls' certificate check, then: the certificate names node `node`, and only it.
+/// rustls' certificate check, then: the certificate names node `node`, and only it, and
+/// `refused` (a revocation list) does not refuse it.
 #[derive(Debug)]
 struct NodeVerifier {
     webpki: Arc<WebPkiServerVerifier>,
     node: u64,
+    refused: Option<RefusedServers>,
 }
 
 impl ServerCertVerifier for NodeVerifier {
@@ -122,11 +129,17 @@ impl ServerCertVerifier for NodeVerifier {
             now,
         )?;
         match PeerIdentity::from_cert(end_entity) {
-            Ok(PeerIdentity::Node(n)) if n == self.node => Ok(ServerCertVerified::assertion()),
-            _ => Err(rustls::Error::InvalidCertificate(
-                CertificateError::NotValidForName,
-            )),
+            Ok(PeerIdentity::Node(n)) if n == self.node => {}
+            _ => {
+                return Err(rustls::Error::InvalidCertificate(
+                    CertificateError::NotValidForName,
+                ));
+            }
         }
+        if self.refused.as_ref().is_some_and(|r| r.refuses(end_entity)) {
+            return Err(rustls::Error::InvalidCertificate(CertificateError::Revoked));
+        }
+        Ok(ServerCertVerified::assertion())
     }
 
     fn verify_tls12_signature(

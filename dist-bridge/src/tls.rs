@@ -84,6 +84,7 @@ impl TlsFiles {
         })?;
         Ok(TlsMaterial {
             id: identity,
+            refused_servers: None,
             pem: Arc::new(Pems {
                 ca,
                 cert,
@@ -128,6 +129,25 @@ pub struct TlsMaterial {
     id: PeerIdentity,
     /// The same, as read, for the client side ([`crate::connector`]).
     pem: Arc<Pems>,
+    /// Server certificates the client side refuses besides the CA's checks.
+    refused_servers: Option<RefusedServers>,
+}
+
+/// A check of a server's certificate, true when the certificate is refused.
+#[derive(Clone)]
+pub(crate) struct RefusedServers(Arc<dyn Fn(&CertificateDer<'_>) -> bool + Send + Sync>);
+
+impl RefusedServers {
+    /// Whether `cert` is refused.
+    pub(crate) fn refuses(&self, cert: &CertificateDer<'_>) -> bool {
+        (self.0)(cert)
+    }
+}
+
+impl fmt::Debug for RefusedServers {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("RefusedServers")
+    }
 }
 
 struct Pems {
@@ -185,11 +205,36 @@ impl TlsMaterial {
             .timeout(handshake_timeout)
     }
 
+    /// The same material, whose client side also refuses every server whose certificate
+    /// `refuses` returns true for (after the CA's checks and the node-name check): a node
+    /// refuses its peers whose certificates are revoked this way.
+    pub fn refusing_servers(
+        mut self,
+        refuses: impl Fn(&CertificateDer<'_>) -> bool + Send + Sync + 'static,
+    ) -> TlsMaterial {
+        self.refused_servers = Some(RefusedServers(Arc::new(refuses)));
+        self
+    }
+
+    /// The same material, whose client side also refuses servers whose certificates `list`
+    /// names ([`crate::revoked_certs`]).
+    pub fn refusing_listed(self, list: crate::revoked_certs::RevokedList) -> TlsMaterial {
+        self.refusing_servers(move |cert| {
+            list.contains(&crate::revoked_certs::Fingerprint::of(cert.as_ref()))
+        })
+    }
+
     /// The client side, to node `node`, as [`NodeClient`](crate::client::NodeClient) makes
     /// it: the server's certificate must chain to the CA and name node `node` and nothing
     /// else (no wildcard); this party presents its own.
     pub(crate) fn connector(&self, node: u64) -> Result<NodeConnector, String> {
-        NodeConnector::new(node, &self.pem.ca, &self.pem.cert, &self.pem.key)
+        NodeConnector::new(
+            node,
+            &self.pem.ca,
+            &self.pem.cert,
+            &self.pem.key,
+            self.refused_servers.clone(),
+        )
     }
 }
 

@@ -363,3 +363,49 @@ async fn a_wildcard_server_certificate_is_no_node() {
     })
     .await;
 }
+
+/// A node whose revocation file lists a peer's certificate does not talk to that peer as a
+/// client either: its connections to the peer fail at the handshake, so a broadcast gets no
+/// acknowledgement from it, and says why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_does_not_talk_to_a_peer_whose_certificate_is_revoked() {
+    use dist_bridge::revoked_certs::{add_to_file, fingerprint_of_pem_file};
+    bounded(async {
+        let dir = scratch("tls-revoked-peer");
+        std::fs::create_dir_all(&dir).unwrap();
+        let list = dir.join("revoked.txt");
+        let node2 = PeerIdentity::Node(2);
+        let fp = fingerprint_of_pem_file(&tls_files(&node2).cert).unwrap();
+        add_to_file(&list, &[(fp, "node 2".into())]).unwrap();
+        let net = Net::start_broadcast_with("tls-revoked-peer", 2, |id, c| {
+            if id == 1 {
+                c.revoked_certs = Some(list.clone());
+            }
+        })
+        .await;
+        let cap = net.client(0).broadcast_issue().await.expect("issue");
+        // Revoked here, and reported as not acknowledged by node 2, with the reason.
+        let e = net.client(0).broadcast_revoke(cap).await.unwrap_err();
+        let text = e.to_string();
+        assert!(
+            text.contains("did not acknowledge")
+                && text.contains("invalid peer certificate: Revoked"),
+            "{text}"
+        );
+        // A client can refuse it the same way, with the list in hand.
+        let list = dist_bridge::revoked_certs::RevokedList::parse(
+            &dist_bridge::revoked_certs::line(&fp, "node 2"),
+        )
+        .unwrap();
+        let wary = tls(&operator()).refusing_listed(list);
+        let e = NodeClient::connect(net.nodes[1].addr(), 2, Reach::Tls(&wary))
+            .await
+            .expect_err("connected to a revoked node");
+        assert!(format!("{e:?}").contains("Revoked"), "{e:?}");
+        NodeClient::connect(net.nodes[0].addr(), 1, Reach::Tls(&wary))
+            .await
+            .expect("node 1 is not revoked");
+        net.shutdown().await;
+    })
+    .await;
+}

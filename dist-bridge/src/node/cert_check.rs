@@ -1,6 +1,7 @@
 //! Refusing client certificates that are revoked ([`crate::revoked_certs`]): at the TLS
 //! handshake ([`RefuseRevoked`]), and at every request of a connection opened before its
-//! certificate was listed.
+//! certificate was listed. The node's connections to its peers consult the same list
+//! ([`CertRevocations::lists`], through `TlsMaterial::refusing_servers`).
 //!
 //! The node reads its revocation file at start (a bad file stops the start, in one line) and
 //! again whenever the maintenance task sees it changed; a file that has become unreadable
@@ -80,7 +81,7 @@ impl CertRevocations {
     }
 
     /// Whether the list in force names `leaf` (a list that cannot be read names everyone).
-    fn lists(&self, leaf: &CertificateDer<'_>) -> bool {
+    pub(super) fn lists(&self, leaf: &CertificateDer<'_>) -> bool {
         match self.list.read() {
             Ok(list) => list.contains(&Fingerprint::of(leaf.as_ref())),
             Err(_) => true,

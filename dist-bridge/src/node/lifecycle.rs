@@ -230,7 +230,15 @@ impl Node {
             )),
             None => None,
         };
-        let reach = match &tls {
+        // The node's own connections to its peers refuse the peers it has revoked.
+        let peer_tls = match (&tls, &cert_revocations) {
+            (Some(m), Some(list)) => {
+                let list = list.clone();
+                Some(m.clone().refusing_servers(move |cert| list.lists(cert)))
+            }
+            (m, _) => m.clone(),
+        };
+        let reach = match &peer_tls {
             Some(m) => Reach::Tls(m),
             None => Reach::Insecure,
         };

@@ -282,6 +282,15 @@ impl Net {
     /// `n` nodes that are each other's broadcast peers. The listen ports are reserved first
     /// (bound, noted, released), since every node's config names the others' addresses.
     pub async fn start_broadcast(name: &str, n: u64) -> Net {
+        Self::start_broadcast_with(name, n, |_, _| {}).await
+    }
+
+    /// [`Net::start_broadcast`], each node's configuration changed by `tweak` (given its id).
+    pub async fn start_broadcast_with(
+        name: &str,
+        n: u64,
+        tweak: impl Fn(u64, &mut NodeConfig),
+    ) -> Net {
         let root = scratch(name);
         let sites: Vec<Site> = (1..=n).map(|id| Site::new(&root, id, b"x")).collect();
         let mut nodes = Vec::new();
@@ -305,6 +314,7 @@ impl Net {
                         addr: a.to_string(),
                     })
                     .collect();
+                tweak(s.id, &mut c);
                 match Node::start(c).await {
                     Ok(node) => nodes.push(node),
                     Err(StartError::Bind { .. }) if attempt < 4 => {
