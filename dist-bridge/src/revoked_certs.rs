@@ -51,23 +51,15 @@ impl Fingerprint {
 
     /// Lower-case hexadecimal, 64 digits.
     pub fn to_hex(&self) -> String {
-        self.0.iter().map(|b| format!("{b:02x}")).collect()
+        base16ct::lower::encode_string(&self.0)
     }
 
     /// Parses 64 hexadecimal digits (either case).
     pub fn from_hex(text: &str) -> Option<Fingerprint> {
-        let text = text.as_bytes();
-        if text.len() != 64 {
-            return None;
-        }
         let mut out = [0u8; 32];
-        for (byte, pair) in out.iter_mut().zip(text.chunks_exact(2)) {
-            let &[hi, lo] = pair else { return None };
-            let hi = char::from(hi).to_digit(16)?;
-            let lo = char::from(lo).to_digit(16)?;
-            *byte = u8::try_from(hi * 16 + lo).ok()?;
-        }
-        Some(Fingerprint(out))
+        // Exactly 32 bytes: a longer text does not fit in `out`, a shorter one fills less.
+        let decoded = base16ct::mixed::decode(text, &mut out).ok()?.len();
+        (decoded == 32).then_some(Fingerprint(out))
     }
 }
 
