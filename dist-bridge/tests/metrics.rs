@@ -131,13 +131,9 @@ async fn an_unusable_metrics_address_stops_the_start() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_closes_and_revoked_certificates_are_counted() {
     use dist_bridge::client::Reach;
-    use dist_bridge::revoked_certs::{add_to_file, fingerprint_of_pem_file};
     use std::time::Duration;
     bounded(async {
-        let dir = scratch("metrics-revoked-list");
-        std::fs::create_dir_all(&dir).unwrap();
-        let list = dir.join("revoked.txt");
-        std::fs::write(&list, "# nobody yet\n").unwrap();
+        let list = revocation_file("metrics-revoked-list", &[]);
         let net = Net::start("metrics-conn", 1, |c| {
             c.metrics_listen = Some(SocketAddr::from(([127, 0, 0, 1], 0)));
             c.max_connection_idle = Duration::from_millis(300);
@@ -160,8 +156,7 @@ async fn idle_closes_and_revoked_certificates_are_counted() {
         let other = PeerIdentity::Client("other".into());
         let late = connect_as(&other, net.nodes[0].addr(), 1).await;
         late.read(&token, 0, 1).await.expect("served before");
-        let fp = fingerprint_of_pem_file(&tls_files(&other).cert).unwrap();
-        add_to_file(&list, &[(fp, "other".into())]).unwrap();
+        revoke_cert(&list, &other);
         let mut refused = 0;
         while refused < 2 {
             match late.read(&token, 0, 1).await {

@@ -195,14 +195,9 @@ async fn insecure_nodes_trust_nobody() {
 /// throughout.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn revoked_certificates_are_refused_on_open_connections_too() {
-    use dist_bridge::revoked_certs::{add_to_file, fingerprint_of_pem_file};
     bounded(async {
-        let dir = scratch("tls-revoked-list");
-        std::fs::create_dir_all(&dir).unwrap();
-        let list = dir.join("revoked.txt");
         let other = PeerIdentity::Client("other".into());
-        let fp = |id: &PeerIdentity| fingerprint_of_pem_file(&tls_files(id).cert).unwrap();
-        add_to_file(&list, &[(fp(&other), "other".into())]).unwrap();
+        let list = revocation_file("tls-revoked-list", std::slice::from_ref(&other));
         let net = Net::start("tls-revoked", 1, |c| {
             c.revoked_certs = Some(list.clone());
             c.maintenance_interval = Duration::from_millis(50);
@@ -245,7 +240,7 @@ async fn revoked_certificates_are_refused_on_open_connections_too() {
         // The operator's certificate is revoked while its connection is open.
         let ops = net.client(0);
         ops.status().await.expect("served before");
-        add_to_file(&list, &[(fp(&operator()), "ops".into())]).unwrap();
+        revoke_cert(&list, &operator());
         let started = std::time::Instant::now();
         loop {
             match ops.status().await {
@@ -376,14 +371,9 @@ async fn a_wildcard_server_certificate_is_no_node() {
 /// acknowledgement from it, and says why.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_does_not_talk_to_a_peer_whose_certificate_is_revoked() {
-    use dist_bridge::revoked_certs::{add_to_file, fingerprint_of_pem_file};
     bounded(async {
-        let dir = scratch("tls-revoked-peer");
-        std::fs::create_dir_all(&dir).unwrap();
-        let list = dir.join("revoked.txt");
         let node2 = PeerIdentity::Node(2);
-        let fp = fingerprint_of_pem_file(&tls_files(&node2).cert).unwrap();
-        add_to_file(&list, &[(fp, "node 2".into())]).unwrap();
+        let list = revocation_file("tls-revoked-peer", std::slice::from_ref(&node2));
         let net = Net::start_broadcast_with("tls-revoked-peer", 2, |id, c| {
             if id == 1 {
                 c.revoked_certs = Some(list.clone());
@@ -401,7 +391,7 @@ async fn a_node_does_not_talk_to_a_peer_whose_certificate_is_revoked() {
         );
         // A client can refuse it the same way, with the list in hand.
         let list = dist_bridge::revoked_certs::RevokedList::parse(
-            &dist_bridge::revoked_certs::line(&fp, "node 2"),
+            &dist_bridge::revoked_certs::line(&fingerprint(&node2), "node 2"),
         )
         .unwrap();
         let wary = tls(&operator()).refusing_listed(list);

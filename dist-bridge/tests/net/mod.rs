@@ -156,6 +156,28 @@ pub async fn try_tls_stream(
         .await
 }
 
+/// The fingerprint of `identity`'s test certificate.
+pub fn fingerprint(identity: &PeerIdentity) -> dist_bridge::revoked_certs::Fingerprint {
+    dist_bridge::revoked_certs::fingerprint_of_pem_file(&tls_files(identity).cert).unwrap()
+}
+
+/// Lists `identity`'s certificate in the revocation file `list`.
+pub fn revoke_cert(list: &Path, identity: &PeerIdentity) {
+    dist_bridge::revoked_certs::add_to_file(list, &[(fingerprint(identity), identity.to_string())])
+        .unwrap();
+}
+
+/// A revocation file in a fresh scratch directory `name`, listing the certificates of
+/// `revoked` (none: a file with only a comment).
+pub fn revocation_file(name: &str, revoked: &[PeerIdentity]) -> PathBuf {
+    let list = scratch(name).join("revoked.txt");
+    std::fs::write(&list, "# revoked test certificates\n").unwrap();
+    for id in revoked {
+        revoke_cert(&list, id);
+    }
+    list
+}
+
 /// The security context every capability of the tests is for.
 pub const CTX: ObjID = ObjID::new(0xc7c7_c7c7);
 /// The verifying-key object of [`CTX`] (its `kuid`).
