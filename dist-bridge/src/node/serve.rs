@@ -211,6 +211,8 @@ async fn serve<IO>(
     tokio::pin!(idle_check, aged, force);
     let mut going = false;
     let mut stopping = false;
+    // Whether `force` is the shutdown's deadline (rather than a grace period's end).
+    let mut forced_by_shutdown = false;
     loop {
         tokio::select! {
             ended = conn.as_mut() => {
@@ -241,16 +243,17 @@ async fn serve<IO>(
             () = stopped(&mut stop), if !stopping => {
                 stopping = true;
                 let by = Instant::now() + limits.shutdown_deadline;
+                if !going || by < force.deadline() {
+                    force.as_mut().reset(by);
+                    forced_by_shutdown = true;
+                }
                 if !going {
                     conn.as_mut().graceful_shutdown();
                     going = true;
-                    force.as_mut().reset(by);
-                } else if by < force.deadline() {
-                    force.as_mut().reset(by);
                 }
             }
             () = &mut force, if going => {
-                if stopping {
+                if forced_by_shutdown {
                     warn!(%remote, deadline = ?limits.shutdown_deadline, "shutdown deadline passed: cutting a connection");
                 } else {
                     debug!(%remote, "a connection told to go away did not finish in time: cutting it");
