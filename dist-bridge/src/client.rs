@@ -11,19 +11,18 @@ use std::fmt;
 use std::time::Duration;
 
 use tonic::transport::{Channel, Endpoint};
-
-use crate::connector::NodeConnector;
-use crate::resend::Resend;
 use tonic::{Code, Status};
 use twizzler_capsec::{Cap, ObjID, SigningKey};
 
 use crate::broadcast::{BroadcastMessage, CapName, MessageCounts};
+use crate::connector::NodeConnector;
 use crate::controller::ControllerId;
 use crate::export_proof::{ExportClaim, ExportProof};
 use crate::now_ns;
 use crate::owner::{RevokeReport, UpgradeNotice};
 use crate::pb;
 use crate::pb::node_client::NodeClient as RawClient;
+use crate::resend::Resend;
 use crate::rights::Op;
 use crate::table::TableStats;
 use crate::tls::TlsMaterial;

@@ -31,7 +31,7 @@ use tokio_rustls::client::TlsStream;
 use tower_service::Service;
 
 use crate::identity::PeerIdentity;
-use crate::tls::{RefusedServers, chain_and_key, roots};
+use crate::tls::{RefusedCerts, chain_and_key, roots};
 
 /// Connects to node `node` over TLS with a client certificate; see the module's
 /// documentation.
@@ -49,7 +49,7 @@ impl NodeConnector {
         ca_pem: &[u8],
         cert_pem: &[u8],
         key_pem: &[u8],
-        refused: Option<RefusedServers>,
+        refused: Option<RefusedCerts>,
     ) -> Result<NodeConnector, String> {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let webpki =
@@ -203,7 +203,7 @@ fn invalid(what: &str) -> io::Error {
 struct NodeVerifier {
     webpki: Arc<WebPkiServerVerifier>,
     node: u64,
-    refused: Option<RefusedServers>,
+    refused: Option<RefusedCerts>,
 }
 
 impl ServerCertVerifier for NodeVerifier {

@@ -15,8 +15,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use rustls::RootCertStore;
-use rustls::server::danger::ClientCertVerifier;
+use rustls::client::danger::HandshakeSignatureValid;
+use rustls::pki_types::UnixTime;
+use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
+use rustls::{
+    CertificateError, DigitallySignedStruct, DistinguishedName, RootCertStore, SignatureScheme,
+};
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use tonic::transport::{Certificate, Identity, ServerTlsConfig};
@@ -130,23 +134,89 @@ pub struct TlsMaterial {
     /// The same, as read, for the client side ([`crate::connector`]).
     pem: Arc<Pems>,
     /// Server certificates the client side refuses besides the CA's checks.
-    refused_servers: Option<RefusedServers>,
+    refused_servers: Option<RefusedCerts>,
 }
 
-/// A check of a server's certificate, true when the certificate is refused.
+/// Certificates refused besides the CA's checks (a revocation list): true when refused. The
+/// client side checks servers' certificates with it ([`crate::connector`]), the server side
+/// clients' ([`TlsMaterial::acceptor`]); each after the CA's own checks.
 #[derive(Clone)]
-pub(crate) struct RefusedServers(Arc<dyn Fn(&CertificateDer<'_>) -> bool + Send + Sync>);
+pub(crate) struct RefusedCerts(Arc<dyn Fn(&CertificateDer<'_>) -> bool + Send + Sync>);
 
-impl RefusedServers {
+impl RefusedCerts {
+    /// The certificates `refuses` returns true for.
+    pub(crate) fn new(
+        refuses: impl Fn(&CertificateDer<'_>) -> bool + Send + Sync + 'static,
+    ) -> Self {
+        RefusedCerts(Arc::new(refuses))
+    }
+
     /// Whether `cert` is refused.
     pub(crate) fn refuses(&self, cert: &CertificateDer<'_>) -> bool {
         (self.0)(cert)
     }
 }
 
-impl fmt::Debug for RefusedServers {
+impl fmt::Debug for RefusedCerts {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("RefusedServers")
+        f.write_str("RefusedCerts")
+    }
+}
+
+/// The CA's client certificate check, then [`RefusedCerts`]': a handshake with a refused
+/// certificate fails with the `certificate_revoked` alert.
+#[derive(Debug)]
+struct RefusingClients {
+    ca: Arc<dyn ClientCertVerifier>,
+    refused: RefusedCerts,
+}
+
+impl ClientCertVerifier for RefusingClients {
+    fn offer_client_auth(&self) -> bool {
+        self.ca.offer_client_auth()
+    }
+
+    fn client_auth_mandatory(&self) -> bool {
+        self.ca.client_auth_mandatory()
+    }
+
+    fn root_hint_subjects(&self) -> &[DistinguishedName] {
+        self.ca.root_hint_subjects()
+    }
+
+    fn verify_client_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        now: UnixTime,
+    ) -> Result<ClientCertVerified, rustls::Error> {
+        let verified = self.ca.verify_client_cert(end_entity, intermediates, now)?;
+        if self.refused.refuses(end_entity) {
+            return Err(rustls::Error::InvalidCertificate(CertificateError::Revoked));
+        }
+        Ok(verified)
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.ca.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.ca.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.ca.supported_verify_schemes()
     }
 }
 
@@ -169,11 +239,11 @@ impl TlsMaterial {
     }
 
     /// The server side: this certificate, and every client must present one that chains to
-    /// the CA (a handshake without one fails), and that `check` (given the CA's check, which
-    /// it must run first) accepts. ALPN `h2` only.
+    /// the CA (a handshake without one fails) and that `refused` (if any) does not refuse.
+    /// ALPN `h2` only.
     pub(crate) fn acceptor(
         &self,
-        check: impl FnOnce(Arc<dyn ClientCertVerifier>) -> Arc<dyn ClientCertVerifier>,
+        refused: Option<RefusedCerts>,
     ) -> Result<tokio_rustls::TlsAcceptor, String> {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
@@ -182,7 +252,13 @@ impl TlsMaterial {
         )
         .build()
         .map_err(|e| format!("CA certificate: {e}"))?;
-        let verifier = check(verifier);
+        let verifier: Arc<dyn ClientCertVerifier> = match refused {
+            Some(refused) => Arc::new(RefusingClients {
+                ca: verifier,
+                refused,
+            }),
+            None => verifier,
+        };
         let (chain, key) = chain_and_key(&self.pem.cert, &self.pem.key)?;
         let mut config = rustls::ServerConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
@@ -212,7 +288,7 @@ impl TlsMaterial {
         mut self,
         refuses: impl Fn(&CertificateDer<'_>) -> bool + Send + Sync + 'static,
     ) -> TlsMaterial {
-        self.refused_servers = Some(RefusedServers(Arc::new(refuses)));
+        self.refused_servers = Some(RefusedCerts::new(refuses));
         self
     }
 

@@ -25,9 +25,10 @@ The revocation file lists one certificate per line: the SHA-256 of its DER encod
 `openssl x509 -in FILE -outform der | sha256sum` prints), then a note. It is replaced whole,
 so a node reading it sees the old list or the new one. A node uses it when its config has
 `revoked = \"certs/revoked.txt\"` in [tls] (or --tls-revoked). It reads the file again at
-its next maintenance pass after a change (maintenance_interval_ms, 1 s by default), and from
-then on refuses every request made with a listed certificate, on connections already open
-too, with `unauthenticated`. Revocation is by certificate, not by name: a certificate issued
+its next maintenance pass after a change (maintenance_interval_ms, 1 s by default). From then
+on a listed certificate's TLS handshakes fail (certificate_revoked), its requests on
+connections already open are refused with `unauthenticated`, and the node does not connect
+to a peer presenting it. Revocation is by certificate, not by name: a certificate issued
 again for the same identity (certs issue --force) is a new one, and is accepted.
 
 Example:
@@ -115,7 +116,13 @@ pub(crate) fn run(cmd: CertsCommand) -> Result<(), String> {
             certs,
             identities,
         } => revoke(dir, list, certs, &identities),
-        other => make(other).map_err(|e| e.to_string()),
+        CertsCommand::Ca { dir, force } => ca(&dir, force).map_err(|e| e.to_string()),
+        CertsCommand::Issue {
+            dir,
+            hosts,
+            force,
+            identities,
+        } => issue(&dir, &hosts, force, &identities).map_err(|e| e.to_string()),
     }
 }
 
@@ -167,41 +174,40 @@ fn revoke(
     Ok(())
 }
 
-fn make(cmd: CertsCommand) -> Result<(), CertError> {
-    match cmd {
-        CertsCommand::Revoke { .. } => {}
-        CertsCommand::Ca { dir, force } => {
-            DevCa::generate()?.save(&dir, force)?;
-            println!("wrote {}", dir.join("ca.crt").display());
-            println!("wrote {} (keep it secret)", dir.join("ca.key").display());
-        }
-        CertsCommand::Issue {
-            dir,
-            hosts,
-            force,
-            identities,
-        } => {
-            let ca = DevCa::load(&dir)?;
-            // Every certificate is made before any is written: a bad host name writes none.
-            let issued = identities
-                .iter()
-                .map(|id| ca.issue(id, &hosts).map(|c| (id, c)))
-                .collect::<Result<Vec<_>, _>>()?;
-            if !force {
-                for id in &identities {
-                    let files = dist_bridge::TlsFiles::in_dir(&dir, &file_stem(id));
-                    for f in [&files.cert, &files.key] {
-                        if f.exists() {
-                            return Err(CertError::Exists(f.clone()));
-                        }
-                    }
+/// `certs ca`.
+fn ca(dir: &std::path::Path, force: bool) -> Result<(), CertError> {
+    DevCa::generate()?.save(dir, force)?;
+    println!("wrote {}", dir.join("ca.crt").display());
+    println!("wrote {} (keep it secret)", dir.join("ca.key").display());
+    Ok(())
+}
+
+/// `certs issue`: every certificate is made, and every name checked, before any is written:
+/// a bad host name or an existing file writes none.
+fn issue(
+    dir: &std::path::Path,
+    hosts: &[String],
+    force: bool,
+    identities: &[PeerIdentity],
+) -> Result<(), CertError> {
+    let ca = DevCa::load(dir)?;
+    let issued = identities
+        .iter()
+        .map(|id| ca.issue(id, hosts).map(|c| (id, c)))
+        .collect::<Result<Vec<_>, _>>()?;
+    if !force {
+        for id in identities {
+            let files = dist_bridge::TlsFiles::in_dir(dir, &file_stem(id));
+            for f in [&files.cert, &files.key] {
+                if f.exists() {
+                    return Err(CertError::Exists(f.clone()));
                 }
             }
-            for (id, cert) in issued {
-                let files = cert.save(&dir, force)?;
-                println!("{id}: {} {}", files.cert.display(), files.key.display());
-            }
         }
+    }
+    for (id, cert) in issued {
+        let files = cert.save(dir, force)?;
+        println!("{id}: {} {}", files.cert.display(), files.key.display());
     }
     Ok(())
 }

@@ -1,7 +1,7 @@
 //! Refusing client certificates that are revoked ([`crate::revoked_certs`]): at the TLS
-//! handshake ([`RefuseRevoked`]), and at every request of a connection opened before its
-//! certificate was listed. The node's connections to its peers consult the same list
-//! ([`CertRevocations::lists`], through `TlsMaterial::refusing_servers`).
+//! handshake ([`CertRevocations::handshake_check`]), and at every request of a connection
+//! opened before its certificate was listed. The node's connections to its peers consult
+//! the same list ([`CertRevocations::lists`], through `TlsMaterial::refusing_servers`).
 //!
 //! The node reads its revocation file at start (a bad file stops the start, in one line) and
 //! again whenever the maintenance task sees it changed; a file that has become unreadable
@@ -21,13 +21,11 @@ use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::SystemTime;
 
 use prometheus_client::metrics::counter::Counter;
-use rustls::client::danger::HandshakeSignatureValid;
-use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
-use rustls::{CertificateError, DigitallySignedStruct, DistinguishedName, SignatureScheme};
-use rustls_pki_types::{CertificateDer, UnixTime};
+use rustls_pki_types::CertificateDer;
 use tracing::{info, warn};
 
 use crate::revoked_certs::{Fingerprint, ListError, RevokedList};
+use crate::tls::RefusedCerts;
 
 /// The node's revocation list, and where it comes from.
 #[derive(Debug)]
@@ -88,6 +86,23 @@ impl CertRevocations {
         }
     }
 
+    /// The server side's check at each handshake: a listed client certificate is refused,
+    /// counted in `refused` and logged.
+    pub(super) fn handshake_check(self: &Arc<Self>, refused: Counter) -> RefusedCerts {
+        let list = self.clone();
+        RefusedCerts::new(move |cert| {
+            let listed = list.lists(cert);
+            if listed {
+                refused.inc();
+                warn!(
+                    fingerprint = %Fingerprint::of(cert.as_ref()).to_hex(),
+                    "refusing a TLS handshake: the client certificate is revoked"
+                );
+            }
+            listed
+        })
+    }
+
     /// Whether the connection whose verdict is `verdict`, and whose peer presented `certs`
     /// (read only when the verdict is stale), is revoked.
     pub(super) fn is_revoked(
@@ -119,82 +134,6 @@ impl CertRevocations {
             .known
             .store(generation << 1 | u64::from(revoked), Ordering::Release);
         revoked
-    }
-}
-
-/// The CA's client certificate check, then the revocation list's: a handshake with a listed
-/// certificate fails.
-#[derive(Debug)]
-pub(super) struct RefuseRevoked {
-    ca: Arc<dyn ClientCertVerifier>,
-    list: Arc<CertRevocations>,
-    /// Counts the handshakes refused.
-    refused: Counter,
-}
-
-impl RefuseRevoked {
-    /// `ca`'s check, then `list`'s; each handshake refused for the list is counted in
-    /// `refused`.
-    pub(super) fn new(
-        ca: Arc<dyn ClientCertVerifier>,
-        list: Arc<CertRevocations>,
-        refused: Counter,
-    ) -> Self {
-        RefuseRevoked { ca, list, refused }
-    }
-}
-
-impl ClientCertVerifier for RefuseRevoked {
-    fn offer_client_auth(&self) -> bool {
-        self.ca.offer_client_auth()
-    }
-
-    fn client_auth_mandatory(&self) -> bool {
-        self.ca.client_auth_mandatory()
-    }
-
-    fn root_hint_subjects(&self) -> &[DistinguishedName] {
-        self.ca.root_hint_subjects()
-    }
-
-    fn verify_client_cert(
-        &self,
-        end_entity: &CertificateDer<'_>,
-        intermediates: &[CertificateDer<'_>],
-        now: UnixTime,
-    ) -> Result<ClientCertVerified, rustls::Error> {
-        let verified = self.ca.verify_client_cert(end_entity, intermediates, now)?;
-        if self.list.lists(end_entity) {
-            self.refused.inc();
-            warn!(
-                fingerprint = %Fingerprint::of(end_entity.as_ref()).to_hex(),
-                "refusing a TLS handshake: the client certificate is revoked"
-            );
-            return Err(rustls::Error::InvalidCertificate(CertificateError::Revoked));
-        }
-        Ok(verified)
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.ca.verify_tls12_signature(message, cert, dss)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.ca.verify_tls13_signature(message, cert, dss)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.ca.supported_verify_schemes()
     }
 }
 

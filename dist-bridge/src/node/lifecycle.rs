@@ -10,7 +10,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tonic::service::Routes;
 
-use super::cert_check::{CertRevocations, RefuseRevoked};
+use super::cert_check::CertRevocations;
 use super::conn_service::RequestRules;
 use super::gates::Gates;
 use super::serve::{ConnLimits, Server};
@@ -254,20 +254,14 @@ impl Node {
         let metrics = Metrics::new();
         // A revoked certificate's handshake fails; the list is checked per request too, for
         // connections opened before their certificate was listed.
-        let acceptor = match &tls {
-            Some(m) => Some(
-                m.acceptor(|ca| match &cert_revocations {
-                    Some(list) => Arc::new(RefuseRevoked::new(
-                        ca,
-                        list.clone(),
-                        metrics.revoked_cert_handshakes.clone(),
-                    )),
-                    None => ca,
-                })
-                .map_err(StartError::Tls)?,
-            ),
-            None => None,
-        };
+        let refused_clients = cert_revocations
+            .as_ref()
+            .map(|list| list.handshake_check(metrics.revoked_cert_handshakes.clone()));
+        let acceptor = tls
+            .as_ref()
+            .map(|m| m.acceptor(refused_clients))
+            .transpose()
+            .map_err(StartError::Tls)?;
         let store = DbStore::open(&config.store_dir).map_err(StartError::Store)?;
         let listener = tokio::net::TcpListener::bind(config.listen)
             .await

@@ -11,6 +11,7 @@
 //! | `dist_bridge_guards_revoked_total` | counter | |
 //! | `dist_bridge_idle_connections_closed_total` | counter | |
 //! | `dist_bridge_revoked_certificate_requests_total` | counter | |
+//! | `dist_bridge_revoked_certificate_handshakes_total` | counter | |
 //! | `dist_bridge_guard_table_capacity`, `_live`, `_pending`, `_free` | gauge | |
 //!
 //! The endpoint is plain HTTP without authentication, and it shows table occupancy and

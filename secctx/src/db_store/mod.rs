@@ -297,10 +297,10 @@ impl DbStore {
     }
 }
 
-/// How every handle opens the file: the multi-writer mode, which all must share.
 /// How many times [`DbStore::open_read_only`] has a file repaired before giving up.
 const READ_ONLY_REPAIRS: u32 = 3;
 
+/// How every handle opens the file: the multi-writer mode, which all must share.
 fn builder() -> Builder {
     let mut b = Database::builder();
     b.set_concurrency_mode(ConcurrencyMode::MultiWriter);
