@@ -119,7 +119,7 @@ pub(super) struct Metrics {
     refusals: Family<Labels, Counter>,
     revocations: Counter,
     guards_revoked: Counter,
-    /// Connections closed for having no request in flight for `max_connection_idle`.
+    /// Connections told to go away for having no request in flight for `max_connection_idle`.
     pub(super) idle_closed: Counter,
     /// Requests refused because their certificate is revoked.
     pub(super) revoked_cert_requests: Counter,
@@ -184,35 +184,27 @@ impl Metrics {
             "Refused requests, by RPC and detailed kind",
             refusals.clone(),
         );
-        let revocations = Counter::default();
-        registry.register(
-            "revocations",
-            "Revoke requests that revoked",
-            revocations.clone(),
-        );
-        let guards_revoked = Counter::default();
-        registry.register(
+        let mut counter = |name: &str, help: &str| {
+            let c = Counter::default();
+            registry.register(name, help, c.clone());
+            c
+        };
+        let revocations = counter("revocations", "Revoke requests that revoked");
+        let guards_revoked = counter(
             "guards_revoked",
             "Guards revoked by Revoke requests (with their descendants)",
-            guards_revoked.clone(),
         );
-        let idle_closed = Counter::default();
-        registry.register(
+        let idle_closed = counter(
             "idle_connections_closed",
-            "Connections closed with no request in flight for max_connection_idle",
-            idle_closed.clone(),
+            "Connections told to go away (GOAWAY) after max_connection_idle with no request in flight",
         );
-        let revoked_cert_requests = Counter::default();
-        registry.register(
+        let revoked_cert_requests = counter(
             "revoked_certificate_requests",
             "Requests refused because their client certificate is revoked",
-            revoked_cert_requests.clone(),
         );
-        let revoked_cert_handshakes = Counter::default();
-        registry.register(
+        let revoked_cert_handshakes = counter(
             "revoked_certificate_handshakes",
             "TLS handshakes refused because the client certificate is revoked",
-            revoked_cert_handshakes.clone(),
         );
         let table: [Gauge; 4] = Default::default();
         for (name, help, g) in [
