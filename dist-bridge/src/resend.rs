@@ -86,7 +86,7 @@ impl Service<http::Request<Body>> for Resend {
 
 /// Whether `error` says that the request was never processed by the server (see the
 /// module's documentation).
-pub(crate) fn unprocessed(error: &(dyn std::error::Error + 'static)) -> bool {
+fn unprocessed(error: &(dyn std::error::Error + 'static)) -> bool {
     let mut next = Some(error);
     while let Some(e) = next {
         if let Some(h2) = e.downcast_ref::<h2::Error>() {

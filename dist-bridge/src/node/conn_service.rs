@@ -22,11 +22,11 @@ use super::busy::{Activity, Tracked};
 use super::cert_check::{CertRevocations, Verdict};
 
 /// The one message a caller with a revoked certificate gets.
-pub(super) const REVOKED_MESSAGE: &str = "this client certificate has been revoked";
+const REVOKED_MESSAGE: &str = "this client certificate has been revoked";
 
 /// The message of a request that outlived
 /// [`NodeConfig::request_timeout`](super::NodeConfig::request_timeout).
-pub(super) const TIMEOUT_MESSAGE: &str = "the node's request time limit passed";
+const TIMEOUT_MESSAGE: &str = "the node's request time limit passed";
 
 /// What the node knows of the connection a request came on, in every request's extensions.
 #[derive(Clone, Debug)]
