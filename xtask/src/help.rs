@@ -1,0 +1,99 @@
+//! `cargo xtask --help`: every command, and the steps of `test` listed from
+//! [`test_steps`](crate::steps::test_steps) so the text cannot drift from what runs.
+
+use std::fmt::Write as _;
+
+use crate::steps::test_steps;
+use crate::{
+    AARCH64_BARE_METAL_TARGET, AARCH64_GCC, AARCH64_LINUX_TARGET, AARCH64_PACKAGES,
+    AARCH64_SYSROOT, BARE_METAL_TARGET, DEFAULT_FUZZ_SECONDS, KERNEL_DIR, QEMU, QEMU_PACKAGE,
+    QEMU_TIMEOUT, QEMU_USER,
+};
+
+/// The help text, with the steps of `test` listed from [`test_steps`] so it cannot drift.
+pub(crate) fn help_text() -> String {
+    let mut steps = String::new();
+    for (i, step) in test_steps().iter().enumerate() {
+        let _ = writeln!(
+            steps,
+            "         {:>2}. {}\n               {}",
+            i + 1,
+            step.name,
+            step.about
+        );
+    }
+    format!(
+        "\
+cargo xtask: the entry points of the Twizzler capability-security workspace
+
+USAGE:
+    cargo xtask <command> [args]
+
+COMMANDS:
+    demo
+        Builds and runs the demo in release mode:
+          cargo run --release -p twizzler-capsec --example demo
+        It mints Ed25519 and P-256 keys from the OS RNG, signs capabilities and a
+        delegation, builds two security contexts, parses them back and prints every
+        access decision with its reason.
+        Then builds the QEMU test kernel ({KERNEL_DIR}) and boots it:
+          cargo build --release --locked --target {BARE_METAL_TARGET}   (in {KERNEL_DIR})
+          {QEMU} -machine q35 -accel tcg,thread=multi -smp 4 -cpu max -m 256M
+            -kernel <elf> -serial stdio ...
+        The kernel runs ring-3 tasks whose page faults kernel-hooks decides, and prints
+        a table (scenario, expected, got) and the cycles of cache hits and misses; then,
+        on four CPUs, a table of tasks on three CPUs racing revocations, invalidation and
+        expiry on the fourth, with revocation latency and decide cycles under contention.
+        Exits non-zero if any decision or row is not the expected one. Installs the
+        {BARE_METAL_TARGET} target (rustup) and {QEMU_PACKAGE} (apt-get, needs root)
+        when missing, as `test` does.
+
+    test [--step <N|NAME> | --from <N|NAME>]
+        Runs every check, in order, stopping at the first failure:
+{steps}        Prints each step's time as it ends, then a table of step times and the total, then
+        one line `xtask: N passed, M failed` (N and M count steps), which CI reads.
+        --step N|NAME  runs that step only (a number from the list above, or a name, or
+                       the start of exactly one name: `--step clippy`, `--step loom`).
+        --from N|NAME  runs that step and every later one: a failed run says which
+                       `--from` resumes it. Earlier steps are not re-checked, so a step
+                       that needs an install from an earlier one (the targets, QEMU) may
+                       fail if that install never ran on this machine. Installs the {BARE_METAL_TARGET}, {AARCH64_BARE_METAL_TARGET}
+        and {AARCH64_LINUX_TARGET} targets through rustup when missing
+        (RUSTUP_AUTO_INSTALL=0 means nothing installs by itself); through apt-get (needs
+        root), those of {aarch64_packages}
+        whose `{AARCH64_GCC} --version`, {AARCH64_SYSROOT}/lib/crt1.o or
+        `{QEMU_USER} --version` is missing, and {QEMU_PACKAGE} when
+        `{QEMU} --version` fails. The QEMU kernel runs with a {timeout} s timeout.
+        This is what CI runs (.ci/run).
+
+    bench [criterion args...]
+        Runs the criterion benchmarks: cargo bench -p benches -p dist-bridge --benches
+        -- [criterion args...]
+        For example `cargo xtask bench verify` runs only benchmarks matching `verify`.
+        Installs nothing. Results and method: docs/BENCHMARKS.md.
+
+    fuzz <target> [seconds]
+        Writes the seed corpus (fuzz/examples/seed.rs, idempotent), then runs one
+        cargo-fuzz target from fuzz/ for [seconds] (default {DEFAULT_FUZZ_SECONDS}):
+          cargo +nightly fuzz run <target> -- -max_total_time=<seconds>
+        Installs cargo-fuzz with `cargo install cargo-fuzz` when `cargo fuzz --help`
+        fails. Needs the nightly toolchain (not installed by xtask). Not part of CI.
+        Targets are the files in fuzz/fuzz_targets/.
+
+    help, --help, -h
+        This text.
+
+ENVIRONMENT:
+    CI=true    no colour and no progress bars: child cargo commands get
+               CARGO_TERM_COLOR=never and CARGO_TERM_PROGRESS_WHEN=never (unless already
+               set), and rustfmt gets --color never. xtask never prompts. Builds are not
+               incremental (CARGO_INCREMENTAL=0 unless set): a clean clone builds once, and
+               incremental state would only take disk.
+
+Every command runs from the workspace root (the kernel's cargo commands from {KERNEL_DIR})
+with the child's output shown as it comes.
+",
+        timeout = QEMU_TIMEOUT.as_secs(),
+        aarch64_packages = AARCH64_PACKAGES.join(" "),
+    )
+}
