@@ -137,7 +137,9 @@ impl<'a> Writer<'a> {
         self.bytes(&v.to_le_bytes())
     }
 
-    /// Leaves `n` bytes as they are (zero in a fresh buffer).
+    /// Leaves `n` bytes as they are (zero in a fresh buffer). Only the context editor (with
+    /// `alloc`) writes a gap.
+    #[cfg(feature = "alloc")]
     pub(crate) fn skip(&mut self, n: usize) -> &mut Self {
         let end = self.pos.saturating_add(n);
         debug_assert!(end <= self.buf.len(), "encoding overruns its buffer");
