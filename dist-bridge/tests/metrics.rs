@@ -25,6 +25,45 @@ async fn http(addr: SocketAddr, method: &str, path: &str) -> (String, String) {
     )
 }
 
+/// The whole exposition, read by an independent Prometheus text parser (so a malformed line
+/// fails the test), checked for every histogram: its buckets never decrease and `+Inf` equals
+/// its `_count`. Returns how many histograms it checked.
+fn parse_and_check_histograms(body: &str) -> usize {
+    let lines = body.lines().map(|l| Ok(l.to_owned()));
+    let scrape = prometheus_parse::Scrape::parse(lines).expect("the exposition parses");
+    let mut checked = 0;
+    for s in &scrape.samples {
+        let prometheus_parse::Value::Histogram(buckets) = &s.value else {
+            continue;
+        };
+        let counts: Vec<f64> = buckets.iter().map(|b| b.count).collect();
+        assert!(
+            counts.windows(2).all(|w| w[0] <= w[1]),
+            "{} {:?}: buckets decrease: {counts:?}",
+            s.metric,
+            s.labels
+        );
+        let count_series = format!("{}_count", s.metric);
+        let count = scrape
+            .samples
+            .iter()
+            .find(|c| c.metric == count_series && c.labels == s.labels)
+            .map(|c| match c.value {
+                prometheus_parse::Value::Counter(v) | prometheus_parse::Value::Untyped(v) => v,
+                _ => f64::NAN,
+            });
+        assert_eq!(
+            counts.last().copied(),
+            count,
+            "{} {:?}: +Inf must equal _count",
+            s.metric,
+            s.labels
+        );
+        checked += 1;
+    }
+    checked
+}
+
 /// The value of the sample whose line starts with `series`.
 fn sample(body: &str, series: &str) -> f64 {
     body.lines()
@@ -100,6 +139,19 @@ async fn metrics_count_invocations_refusals_revocations_and_the_table() {
             body.trim_end().ends_with("# EOF"),
             "not OpenMetrics:\n{body}"
         );
+        // One write: its histogram's buckets below +Inf hold at most that one observation.
+        assert_eq!(
+            sample(&body, r#"dist_bridge_invoke_seconds_count{op="write"}"#),
+            1.0
+        );
+        assert_eq!(
+            sample(
+                &body,
+                r#"dist_bridge_invoke_seconds_bucket{le="+Inf",op="write"}"#
+            ),
+            1.0
+        );
+        assert_eq!(parse_and_check_histograms(&body), 2, "read and write");
 
         assert!(http(at, "GET", "/other").await.0.contains("404"));
         assert!(http(at, "POST", "/metrics").await.0.contains("405"));

@@ -59,7 +59,7 @@ const BOUNDS_NS: [u64; 17] = {
 
 /// A latency histogram that every invocation records into with atomic adds only
 /// (`prometheus-client`'s own takes a lock per observation, which two cores busy with
-/// invocations contend for). Buckets hold non-cumulative counts; the exposition sums them.
+/// invocations contend for). Buckets hold non-cumulative counts; the encoder sums them.
 #[derive(Clone, Debug, Default)]
 pub(super) struct Latency(Arc<LatencyInner>);
 
@@ -87,15 +87,18 @@ impl TypedMetric for Latency {
 
 impl EncodeMetric for Latency {
     fn encode(&self, mut encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
-        let mut cumulative = 0u64;
+        // `encode_histogram` takes each bucket's own count and sums them itself: handing it
+        // running totals counted every observation once per bucket above it.
+        let mut count = 0u64;
         let mut buckets = Vec::with_capacity(BOUNDS_NS.len() + 1);
         for (i, b) in self.0.buckets.iter().enumerate() {
-            cumulative = cumulative.saturating_add(b.load(Ordering::Relaxed));
+            let n = b.load(Ordering::Relaxed);
+            count = count.saturating_add(n);
             let bound = BOUNDS_NS.get(i).map_or(f64::MAX, |&ns| ns as f64 / 1e9);
-            buckets.push((bound, cumulative));
+            buckets.push((bound, n));
         }
         let sum = self.0.sum_ns.load(Ordering::Relaxed) as f64 / 1e9;
-        encoder.encode_histogram::<NoLabelSet>(sum, cumulative, &buckets, None)
+        encoder.encode_histogram::<NoLabelSet>(sum, count, &buckets, None)
     }
 
     fn metric_type(&self) -> MetricType {
@@ -354,4 +357,72 @@ fn answer(req: &Request<Incoming>, shared: &Shared) -> Response<Full<Bytes>> {
         r.headers_mut().insert(hyper::header::CONTENT_TYPE, v);
     }
     r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The exposition of a registry holding only `latency`, read back by an independent
+    /// Prometheus text parser: `(bucket bound, cumulative count)` in order, and `_count`.
+    fn exposed(latency: &Latency) -> (Vec<(f64, f64)>, f64) {
+        let mut registry = Registry::default();
+        registry.register("lat", "test latency", latency.clone());
+        let mut text = String::new();
+        encode(&mut text, &registry).expect("encodes");
+        let lines = text.lines().map(|l| Ok(l.to_owned()));
+        let scrape = prometheus_parse::Scrape::parse(lines).expect("the exposition parses");
+        let mut buckets = None;
+        let mut count = None;
+        for s in scrape.samples {
+            match s.value {
+                prometheus_parse::Value::Histogram(h) => {
+                    buckets = Some(h.iter().map(|b| (b.less_than, b.count)).collect());
+                }
+                prometheus_parse::Value::Untyped(v) | prometheus_parse::Value::Counter(v)
+                    if s.metric == "lat_count" =>
+                {
+                    count = Some(v);
+                }
+                _ => {}
+            }
+        }
+        (
+            buckets.expect("a histogram sample"),
+            count.expect("a _count sample"),
+        )
+    }
+
+    #[test]
+    fn buckets_are_cumulative_once_and_inf_equals_count() {
+        let latency = Latency::default();
+        // 50 µs is the first bound (le is inclusive); 60 µs the second; 1 s the 15th
+        // (50 µs << 14 = 819.2 ms < 1 s <= 1.6384 s); 10 s only +Inf.
+        let observed = [
+            Duration::from_micros(10),
+            Duration::from_micros(50),
+            Duration::from_micros(60),
+            Duration::from_secs(1),
+            Duration::from_secs(1),
+            Duration::from_secs(10),
+        ];
+        for d in observed {
+            latency.observe(d);
+        }
+        let (buckets, count) = exposed(&latency);
+        assert_eq!(count, 6.0);
+        assert_eq!(buckets.len(), BOUNDS_NS.len() + 1, "{buckets:?}");
+        for (i, &(bound, cumulative)) in buckets.iter().enumerate() {
+            let expect = observed
+                .iter()
+                .filter(|d| match BOUNDS_NS.get(i) {
+                    Some(&ns) => d.as_nanos() <= u128::from(ns),
+                    None => true,
+                })
+                .count() as f64;
+            assert_eq!(cumulative, expect, "bucket {i} (le {bound}): {buckets:?}");
+        }
+        let inf = buckets.last().map(|b| b.1);
+        assert_eq!(inf, Some(count), "+Inf must equal _count");
+    }
 }
