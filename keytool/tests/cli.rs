@@ -1785,3 +1785,25 @@ fn keytools_in_parallel_lose_no_edit() {
     );
     assert_eq!(j["records"].as_array().map(Vec::len), Some(16), "{j}");
 }
+
+/// Found by the outside review: `keygen --name 0XDEAD` succeeded, and the name could never be
+/// reached (`0XDEAD` reads as object 0xdead wherever an id is taken). Every spelling of an id
+/// is refused as a name, and each string means one thing.
+#[test]
+fn a_name_that_reads_as_an_id_in_any_case_is_refused() {
+    let kt = Kt::new();
+    for name in ["0XDEAD", "0xDEAD", "0Xbeef", "DEAD", "0X0"] {
+        let e = kt.fails(&["keygen", "--name", name, "--no-passphrase"], 2);
+        assert!(e.contains("reads as an object id"), "{name}: {e}");
+        let e = kt.fails(&["obj", "new", "--name", name], 2);
+        assert!(e.contains("reads as an object id"), "{name}: {e}");
+        let e = kt.fails(&["ctx", "new", "--name", name], 2);
+        assert!(e.contains("reads as an object id"), "{name}: {e}");
+    }
+    assert_eq!(objects(&kt), 0, "a refused name created something");
+    // Where an id is taken, `0XDEAD` is object 0xdead.
+    let id = "0000000000000000000000000000dead";
+    kt.ok(&["ctx", "new", "--id", "0XDEAD"]);
+    assert_eq!(s(&kt.json(&["ctx", "show", "0XDEAD"])["id"]), id);
+    assert_eq!(s(&kt.json(&["obj", "show", "0xdead"])["id"]), id);
+}
