@@ -44,7 +44,8 @@ fn check_signs_for(
         Ok(o) => o,
         Err(StoreError::NotFound(_)) => {
             return Err(fail!(
-                "{what} {oid} is not in the store, so keytool cannot check that key {key} signs for it (--unchecked skips the check)"
+                "{what} {oid} is not {}, so keytool cannot check that key {key} signs for it (--unchecked skips the check)",
+                env::in_store(store)
             ));
         }
         Err(e) => return Err(e.into()),
@@ -161,7 +162,7 @@ impl StoreAuthority {
                 Ok(o) => o,
                 Err(StoreError::NotFound(_)) => {
                     a.notes
-                        .insert(oid, format!("object {oid} is not in the store"));
+                        .insert(oid, format!("object {oid} is not {}", env::in_store(store)));
                     continue;
                 }
                 Err(e) => return Err(e.into()),
@@ -179,7 +180,8 @@ impl StoreAuthority {
                     a.notes.insert(
                         oid,
                         format!(
-                            "the key {k} that object {oid} names as its kuid is not in the store"
+                            "the key {k} that object {oid} names as its kuid is not {}",
+                            env::in_store(store)
                         ),
                     );
                 }
@@ -300,7 +302,12 @@ pub fn inspect(
         out.emit(record_json(&record), || record_text(&record));
         return Ok(Status::Yes);
     }
-    let unknown = || fail!("{what}: no such file, and not an object id or a name in the store");
+    let unknown = || {
+        fail!(
+            "{what}: no such file, and not an object id or a name {}",
+            env::in_store(store)
+        )
+    };
     let oid = match crate::parse::id_ref(what) {
         Ok(crate::parse::IdRef::Id(id)) => id,
         Ok(crate::parse::IdRef::Name(n)) => store.name(&n)?.ok_or_else(unknown)?,
