@@ -1,6 +1,6 @@
 //! The command line (clap derive).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
 use twizzler_capsec::{Expiry, Gate, ObjID, Protections};
@@ -619,7 +619,8 @@ Examples:
 /// What a command needs of the store: it is opened with no more than that.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StoreAccess {
-    /// No store (`completions`, `man`), or one the command opens itself (`store migrate`).
+    /// No store (`completions`, `man`, `inspect FILE`), or one the command opens itself
+    /// (`store migrate`).
     None,
     /// Reads only: opened read-only, which never waits for a writer in another process, never
     /// writes, and never creates a store (a missing one is an error naming its path).
@@ -635,6 +636,8 @@ impl Cmd {
             Cmd::Completions { .. } | Cmd::Man { .. } | Cmd::Store(StoreCmd::Migrate { .. }) => {
                 StoreAccess::None
             }
+            // A record file needs no store; anything else is an object of the store.
+            Cmd::Inspect { what, .. } if Path::new(what).exists() => StoreAccess::None,
             Cmd::Verify { .. }
             | Cmd::Inspect { .. }
             | Cmd::Check { .. }

@@ -1982,6 +1982,10 @@ fn commands_that_only_read_never_create_or_change_a_store() {
             typo.display()
         );
     }
+    // A record file needs no store at all.
+    let j = kt.json(&["--store", p(&typo), "inspect", "r.cap"]);
+    assert_eq!(j["kind"], "capability", "{j}");
+    assert!(!typo.exists(), "inspect FILE created {}", typo.display());
     // An existing store: nothing written. The modification time is set in the past first, so
     // that any write shows, however coarse the clock.
     let db = kt.store().join("store.redb");

@@ -9,7 +9,7 @@ pub mod records;
 pub mod revoke;
 pub mod store;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use secctx::DbStore;
 
@@ -33,6 +33,19 @@ pub fn run(flag: Option<PathBuf>, out: Out, cmd: Cmd) -> Result<Status> {
             Cmd::Store(StoreCmd::Migrate { from }) => {
                 store::migrate(&env::store_dir(flag)?, from.as_deref(), out)
             }
+            // A record file: no store needed.
+            Cmd::Inspect {
+                what,
+                signed_message_out,
+                signature_out,
+                force,
+            } => records::inspect_file(
+                out,
+                Path::new(&what),
+                signed_message_out,
+                signature_out,
+                force,
+            ),
             _ => Err(crate::fail!("this command needs a store")),
         },
     }
@@ -98,8 +111,8 @@ fn with_store(s: &DbStore, out: Out, cmd: Cmd) -> Result<Status> {
             what,
             signed_message_out,
             signature_out,
-            force,
-        } => records::inspect(s, out, &what, signed_message_out, signature_out, force),
+            ..
+        } => records::inspect_object(s, out, &what, signed_message_out, signature_out),
         Cmd::Ctx(c) => match c {
             CtxCmd::New {
                 id,
