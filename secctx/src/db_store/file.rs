@@ -44,6 +44,12 @@ pub(super) fn exists(path: &Path) -> Result<bool, StoreError> {
 /// Opens the existing database file at `path`, refusing anything that is not a regular file
 /// (see the module documentation). A missing file is a [`StoreError::Database`] naming `path`.
 pub(super) fn open(path: &Path, access: Access) -> Result<File, StoreError> {
+    open_racing(path, access, || {})
+}
+
+/// [`open`], running `between` after the first look and before the open: where another
+/// process may swap the file (tests swap it there).
+fn open_racing(path: &Path, access: Access, between: impl FnOnce()) -> Result<File, StoreError> {
     // A first look, which opens nothing: a FIFO or a device is refused before anything
     // could happen to it.
     match fs::symlink_metadata(path) {
@@ -58,6 +64,7 @@ pub(super) fn open(path: &Path, access: Access) -> Result<File, StoreError> {
             });
         }
     }
+    between();
     let mut opts = OpenOptions::new();
     opts.read(true).write(access == Access::ReadWrite);
     untrusting(&mut opts);
@@ -163,4 +170,98 @@ fn missing(path: &Path) -> StoreError {
         "open",
         "there is no store here (only a command that writes creates one)",
     )
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use super::*;
+
+    /// A scratch directory holding a regular file `db`, removed when dropped.
+    struct Scratch(std::path::PathBuf);
+
+    impl Scratch {
+        fn new(tag: &str) -> Self {
+            let d = std::env::temp_dir().join(format!("secctx-file-{}-{tag}", std::process::id()));
+            let _ = fs::remove_dir_all(&d);
+            fs::create_dir_all(&d).expect("mkdir");
+            fs::write(d.join("db"), b"a regular file").expect("write");
+            Self(d)
+        }
+
+        fn db(&self) -> std::path::PathBuf {
+            self.0.join("db")
+        }
+    }
+
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let _ = fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn refused_as(e: StoreError, kind: &str) {
+        assert!(
+            matches!(e, StoreError::Database { .. }) && e.to_string().contains(kind),
+            "{kind}: {e}"
+        );
+    }
+
+    /// The race the first look cannot see: the regular file it saw is swapped for a FIFO
+    /// before the open. The open does not block (`O_NONBLOCK`) and the check on the open file
+    /// refuses it, for reading and for writing.
+    #[test]
+    fn a_fifo_swapped_in_after_the_look_is_refused_without_blocking() {
+        for access in [Access::Read, Access::ReadWrite] {
+            let s = Scratch::new(&format!("fifo-{access:?}"));
+            let db = s.db();
+            // On another thread, with a bounded wait: an open that blocks fails the test
+            // (after a writer is opened to release it) instead of hanging it.
+            let (tx, rx) = std::sync::mpsc::channel();
+            let path = db.clone();
+            std::thread::spawn(move || {
+                let r = open_racing(&path, access, || {
+                    fs::remove_file(&path).expect("remove");
+                    let st = std::process::Command::new("mkfifo").arg(&path).status();
+                    assert!(st.expect("mkfifo").success());
+                });
+                let _ = tx.send(r.map(drop));
+            });
+            let Ok(r) = rx.recv_timeout(std::time::Duration::from_secs(60)) else {
+                let _release = OpenOptions::new().write(true).open(&db);
+                panic!("opening a FIFO blocked ({access:?})");
+            };
+            refused_as(r.expect_err("opened a FIFO"), "FIFO");
+        }
+    }
+
+    /// A symbolic link swapped in after the look is not followed (`O_NOFOLLOW`).
+    #[test]
+    fn a_symlink_swapped_in_after_the_look_is_not_followed() {
+        let s = Scratch::new("symlink");
+        let db = s.db();
+        let target = s.0.join("elsewhere");
+        fs::write(&target, b"elsewhere").expect("write");
+        let e = open_racing(&db, Access::ReadWrite, || {
+            fs::remove_file(&db).expect("remove");
+            std::os::unix::fs::symlink(&target, &db).expect("symlink");
+        })
+        .expect_err("followed a symlink");
+        refused_as(e, "symbolic link");
+    }
+
+    /// A directory swapped in after the look: refused on the open file's type. Without a
+    /// swap, the regular file opens.
+    #[test]
+    fn a_directory_swapped_in_after_the_look_is_refused() {
+        let s = Scratch::new("dir");
+        let db = s.db();
+        let e = open_racing(&db, Access::Read, || {
+            fs::remove_file(&db).expect("remove");
+            fs::create_dir(&db).expect("mkdir");
+        })
+        .expect_err("opened a directory");
+        refused_as(e, "directory");
+        let s = Scratch::new("plain");
+        open(&s.db(), Access::ReadWrite).expect("a regular file opens");
+    }
 }
