@@ -131,7 +131,8 @@ pub struct StoreStats {
 
 impl DbStore {
     /// Opens the store in directory `dir`, creating the directory (mode 0700) and an empty
-    /// database (mode 0600) when there is none.
+    /// database (mode 0600) when there is none. Anything but a regular file at the database's
+    /// path (a symbolic link included) is refused: see the [module documentation](self).
     pub fn open(dir: impl Into<PathBuf>) -> Result<DbStore, StoreError> {
         Self::open_checked(dir.into(), true)
     }
