@@ -1,6 +1,6 @@
 //! The command line (clap derive).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
 use twizzler_capsec::{Expiry, Gate, ObjID, Protections};
@@ -12,7 +12,11 @@ The store:
   Keys, objects, contexts and the revocation list live in one database (store.redb, mode
   0600) in the store directory: --store DIR, else $TWZ_KEYTOOL_STORE, else
   $XDG_DATA_HOME/twizzler-keytool, else ~/.local/share/twizzler-keytool. Every change is one
-  transaction; several keytools and a dist-bridge node may share a store. A directory of the
+  transaction; several keytools and a dist-bridge node may share a store. Commands that only
+  read open it read-only and never create one (a missing store is an error naming the path
+  looked in); commands that write create it. store.redb must be a regular file: a symbolic
+  link, a FIFO, a directory or a device there is refused, never followed or waited on (to
+  keep a store elsewhere, point --store at it or link its directory). A directory of the
   old one-file-per-object format is refused until `keytool store migrate` copies it.
   Capabilities and delegations are plain files you pass around (their canonical binary
   encoding). `keytool store info` shows what a store holds.
@@ -612,19 +616,49 @@ Examples:
     },
 }
 
+/// What a command needs of the store: it is opened with no more than that.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StoreAccess {
+    /// No store (`completions`, `man`, `inspect FILE`), or one the command opens itself
+    /// (`store migrate`).
+    None,
+    /// Reads only: opened read-only, which never waits for a writer in another process, never
+    /// writes, and never creates a store (a missing one is an error naming its path).
+    Read,
+    /// Reads and writes: opened read-write, and created (with its directory) if missing.
+    Write,
+}
+
 impl Cmd {
-    /// Whether the command only reads the store: it then opens it read-only, which never
-    /// waits for a writer in another process.
-    pub fn reads_only(&self) -> bool {
-        matches!(
-            self,
+    /// What the command needs of the store. Every command is listed: a new one must say.
+    pub fn store_access(&self) -> StoreAccess {
+        match self {
+            Cmd::Completions { .. } | Cmd::Man { .. } | Cmd::Store(StoreCmd::Migrate { .. }) => {
+                StoreAccess::None
+            }
+            // A record file needs no store; anything else is an object of the store.
+            Cmd::Inspect { what, .. } if Path::new(what).exists() => StoreAccess::None,
             Cmd::Verify { .. }
-                | Cmd::Inspect { .. }
-                | Cmd::Check { .. }
-                | Cmd::Export { .. }
-                | Cmd::Obj(ObjCmd::Show { .. })
-                | Cmd::Ctx(CtxCmd::Show { .. })
-                | Cmd::Store(StoreCmd::Info)
-        )
+            | Cmd::Inspect { .. }
+            | Cmd::Check { .. }
+            | Cmd::Export { .. }
+            | Cmd::Mint { .. }
+            | Cmd::Delegate { .. }
+            | Cmd::Obj(ObjCmd::Show { .. })
+            | Cmd::Ctx(CtxCmd::Show { .. })
+            | Cmd::Revoke { list: true, .. }
+            | Cmd::Store(StoreCmd::Info) => StoreAccess::Read,
+            Cmd::Keygen { .. }
+            | Cmd::Import { .. }
+            | Cmd::Revoke { list: false, .. }
+            | Cmd::Obj(ObjCmd::New { .. })
+            | Cmd::Ctx(
+                CtxCmd::New { .. }
+                | CtxCmd::Add { .. }
+                | CtxCmd::Rm { .. }
+                | CtxCmd::Mask { .. }
+                | CtxCmd::Flags { .. },
+            ) => StoreAccess::Write,
+        }
     }
 }

@@ -54,12 +54,21 @@ pub fn open_store_read_only(flag: Option<PathBuf>) -> Result<DbStore> {
     Ok(DbStore::open_read_only(store_dir(flag)?)?)
 }
 
+/// "in the store DIR": how a message about something the store does not hold names the store
+/// it looked in.
+pub fn in_store(store: &DbStore) -> String {
+    format!("in the store {}", store.dir().display())
+}
+
 /// The object `r` names: its id, or the object the store names so.
-pub fn resolve<S: ObjectStore>(store: &S, r: &IdRef) -> Result<ObjID> {
+pub fn resolve(store: &DbStore, r: &IdRef) -> Result<ObjID> {
     match r {
         IdRef::Id(id) => Ok(*id),
         IdRef::Name(n) => store.name(n)?.ok_or_else(|| {
-            fail!("no object is named {n:?} in the store (`keytool store info` lists the names)")
+            fail!(
+                "no object is named {n:?} {} (`keytool store info` lists the names)",
+                in_store(store)
+            )
         }),
     }
 }
@@ -67,7 +76,7 @@ pub fn resolve<S: ObjectStore>(store: &S, r: &IdRef) -> Result<ObjID> {
 /// [`resolve`] for options that take a kuid: a name of a key pair (`keygen --name alice`)
 /// names its signing key, and a kuid is the verifying key, so `--kuid alice` means
 /// `alice.pub`.
-pub fn resolve_kuid<S: ObjectStore>(store: &S, r: &IdRef) -> Result<ObjID> {
+pub fn resolve_kuid(store: &DbStore, r: &IdRef) -> Result<ObjID> {
     let id = resolve(store, r)?;
     if let IdRef::Name(_) = r
         && let Ok(obj) = store.get(id)
@@ -79,7 +88,7 @@ pub fn resolve_kuid<S: ObjectStore>(store: &S, r: &IdRef) -> Result<ObjID> {
 }
 
 /// [`resolve`] for an optional argument.
-pub fn resolve_opt<S: ObjectStore>(store: &S, r: &Option<IdRef>) -> Result<Option<ObjID>> {
+pub fn resolve_opt(store: &DbStore, r: &Option<IdRef>) -> Result<Option<ObjID>> {
     r.as_ref().map(|r| resolve(store, r)).transpose()
 }
 
@@ -173,13 +182,9 @@ pub fn kdf(k: &KdfArgs) -> KdfParams {
 /// Loads signing key `id`, decrypting it when it is sealed with the passphrase from `pass`, or
 /// else asked once on the terminal when there is one. Returns the key and its verifying-key
 /// object's id.
-pub fn signing_key<S: ObjectStore>(
-    store: &S,
-    id: ObjID,
-    pass: &PassArgs,
-) -> Result<(SigningKey, ObjID)> {
+pub fn signing_key(store: &DbStore, id: ObjID, pass: &PassArgs) -> Result<(SigningKey, ObjID)> {
     let obj = store.get(id).map_err(|e| match e {
-        StoreError::NotFound(_) => fail!("signing key {id} does not exist in the store"),
+        StoreError::NotFound(_) => fail!("signing key {id} does not exist {}", in_store(store)),
         e => e.into(),
     })?;
     let info = keypair::signing_key_info(&obj)?;

@@ -5,6 +5,7 @@
 use std::path::PathBuf;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use secctx::store::ObjRef;
 use twizzler_capsec::{DIGEST_LEN, Expiry, Gate, ObjID, Protections, RecordId};
 
 /// An object id: up to 32 hex digits, with or without `0x`.
@@ -22,16 +23,17 @@ pub enum IdRef {
     Name(String),
 }
 
-/// An object id (up to 32 hex digits, 0x optional) or a name.
+/// An object id (up to 32 hex digits, 0x optional) or a name, decided by
+/// [`secctx::store::parse_obj_ref`]: the function that refuses ids as names.
 pub fn id_ref(s: &str) -> Result<IdRef, String> {
     let s = s.trim();
-    if let Ok(id) = s.parse::<ObjID>() {
-        return Ok(IdRef::Id(id));
+    match secctx::store::parse_obj_ref(s) {
+        Ok(ObjRef::Id(id)) => Ok(IdRef::Id(id)),
+        Ok(ObjRef::Name(n)) => Ok(IdRef::Name(n.to_owned())),
+        Err(_) => Err(format!(
+            "{s:?} is neither an object id (up to 32 hex digits) nor a name (a letter or digit, then letters, digits and -_.@+)"
+        )),
     }
-    secctx::store::check_name(s).map_err(|_| {
-        format!("{s:?} is neither an object id (up to 32 hex digits) nor a name (a letter or digit, then letters, digits and -_.@+)")
-    })?;
-    Ok(IdRef::Name(s.to_owned()))
 }
 
 /// A name for a new object (see [`secctx::store::check_name`]).

@@ -1785,3 +1785,268 @@ fn keytools_in_parallel_lose_no_edit() {
     );
     assert_eq!(j["records"].as_array().map(Vec::len), Some(16), "{j}");
 }
+
+/// Found by the outside review: `keygen --name 0XDEAD` succeeded, and the name could never be
+/// reached (`0XDEAD` reads as object 0xdead wherever an id is taken). Every spelling of an id
+/// is refused as a name, and each string means one thing.
+#[test]
+fn a_name_that_reads_as_an_id_in_any_case_is_refused() {
+    let kt = Kt::new();
+    for name in ["0XDEAD", "0xDEAD", "0Xbeef", "DEAD", "0X0"] {
+        let e = kt.fails(&["keygen", "--name", name, "--no-passphrase"], 2);
+        assert!(e.contains("reads as an object id"), "{name}: {e}");
+        let e = kt.fails(&["obj", "new", "--name", name], 2);
+        assert!(e.contains("reads as an object id"), "{name}: {e}");
+        let e = kt.fails(&["ctx", "new", "--name", name], 2);
+        assert!(e.contains("reads as an object id"), "{name}: {e}");
+    }
+    assert_eq!(objects(&kt), 0, "a refused name created something");
+    // Where an id is taken, `0XDEAD` is object 0xdead.
+    let id = "0000000000000000000000000000dead";
+    kt.ok(&["ctx", "new", "--id", "0XDEAD"]);
+    assert_eq!(s(&kt.json(&["ctx", "show", "0XDEAD"])["id"]), id);
+    assert_eq!(s(&kt.json(&["obj", "show", "0xdead"])["id"]), id);
+}
+
+/// Runs `keytool ARGS` without `setsid` (so that killing it kills keytool), waiting at most a
+/// minute: a keytool that hangs is killed and the test fails instead of hanging with it.
+fn run_bounded(kt: &Kt, args: &[&str]) -> Output {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_keytool"));
+    c.args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    kt.setup(&mut c);
+    let mut child = c.spawn().expect("run keytool");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while child.try_wait().expect("wait for keytool").is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("keytool {args:?} hung: still running after a minute, killed");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    child.wait_with_output().expect("keytool's output")
+}
+
+/// The one `keytool: ...` line of a command that failed with exit 2.
+fn one_error_line(args: &[&str], o: &Output) -> String {
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert_eq!(o.status.code(), Some(2), "keytool {args:?}: {err}");
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 1, "keytool {args:?}: not one line: {err:?}");
+    lines[0].to_owned()
+}
+
+/// Found by the outside review: a FIFO planted as `store.redb` hung `keytool store info` for
+/// ever. Anything but a regular file is refused at once, by commands that read and commands
+/// that write, with one line saying what it is; a symbolic link is not followed.
+#[test]
+fn a_database_that_is_not_a_regular_file_is_refused_without_blocking() {
+    let elsewhere = Kt::new();
+    elsewhere.ok(&["ctx", "new", "--id", "1"]);
+    let real_db = elsewhere.store().join("store.redb");
+    let real_bytes = std::fs::read(&real_db).expect("read the real database");
+    // Each planter puts something at the database's path and names it as errors do.
+    type Plant = fn(&Path, &Path) -> Option<Box<dyn std::any::Any>>;
+    let kinds: [(&str, Plant); 4] = [
+        ("FIFO", |db, _| {
+            let st = Command::new("mkfifo").arg(db).status().expect("mkfifo");
+            assert!(st.success(), "mkfifo failed");
+            None
+        }),
+        ("directory", |db, _| {
+            std::fs::create_dir(db).expect("mkdir");
+            None
+        }),
+        ("socket", |db, _| {
+            let l = std::os::unix::net::UnixListener::bind(db).expect("bind a socket");
+            Some(Box::new(l))
+        }),
+        ("symbolic link", |db, real| {
+            std::os::unix::fs::symlink(real, db).expect("symlink");
+            None
+        }),
+    ];
+    for (kind, plant) in kinds {
+        let kt = Kt::new();
+        std::fs::create_dir(kt.store()).expect("store directory");
+        let db = kt.store().join("store.redb");
+        let _keep = plant(&db, &real_db);
+        for args in [
+            &["store", "info"][..],
+            &["obj", "show", "1"],
+            &["keygen", "--no-passphrase"],
+            &["ctx", "new"],
+        ] {
+            let e = one_error_line(args, &run_bounded(&kt, args));
+            assert!(
+                e.contains(kind) && e.contains(p(&db)),
+                "{kind}, keytool {args:?}: {e}"
+            );
+        }
+        let t = std::fs::symlink_metadata(&db)
+            .expect("still there")
+            .file_type();
+        assert!(!t.is_file(), "{kind} was replaced by a file");
+    }
+    assert_eq!(
+        std::fs::read(&real_db).expect("read the real database"),
+        real_bytes,
+        "the database a symbolic link pointed to was changed"
+    );
+}
+
+/// The arguments of every command that only reads the store, against the store `store`,
+/// with the files and ids of world `w`.
+fn reading_commands<'a>(w: &'a World, store: &'a str) -> Vec<Vec<&'a str>> {
+    let cmds: [&[&str]; 11] = [
+        &["store", "info"],
+        &["obj", "show", &w.obj],
+        &["ctx", "show", &w.c1],
+        &[
+            "check", "--ctx", &w.c1, "--target", &w.obj, "--offset", "0", "--access", "read",
+        ],
+        &["verify", "r.cap"],
+        &["inspect", &w.obj],
+        &["export", &w.sk, "--out", "reading.pem"],
+        &["revoke", "--list"],
+        &[
+            "mint",
+            "--key",
+            &w.sk,
+            "--target",
+            &w.obj,
+            "--accessor",
+            &w.c2,
+            "--prots",
+            "r--",
+            "--out",
+            "reading.cap",
+        ],
+        &[
+            "delegate",
+            "--parent",
+            "r.cap",
+            "--key",
+            &w.c1_sk,
+            "--receiver",
+            &w.c2,
+            "--prots",
+            "r--",
+            "--out",
+            "reading.del",
+        ],
+        &[
+            "check", "--ctx", &w.c2, "--target", &w.obj, "--offset", "0", "--access", "read",
+        ],
+    ];
+    cmds.iter()
+        .map(|c| {
+            let mut a = vec!["--store", store];
+            a.extend_from_slice(c);
+            a
+        })
+        .collect()
+}
+
+/// Found by the outside review (issue 20, defect 6; issue 22, item 5): `mint` opened the store
+/// read-write, and a command that only reads created a store where there was none
+/// (`keytool --store typo1 check ...` made `typo1/store.redb`). A reading command on a missing
+/// store fails naming the path it looked in and creates nothing; on an existing store, it
+/// leaves the database file as it was, bytes and modification time.
+#[test]
+fn commands_that_only_read_never_create_or_change_a_store() {
+    let w = world();
+    let kt = &w.kt;
+    kt.ok(&w.mint("r--", "r.cap", &[]));
+    kt.ok(&["ctx", "add", &w.c1, "r.cap"]);
+    let clean = |kt: &Kt| {
+        for f in ["reading.pem", "reading.cap", "reading.del"] {
+            let _ = std::fs::remove_file(kt.path(f));
+        }
+    };
+    // A store that is not there.
+    let typo = kt.path("typo1");
+    for args in reading_commands(&w, p(&typo)) {
+        clean(kt);
+        let e = one_error_line(&args, &run_bounded(kt, &args));
+        assert!(
+            e.contains(p(&typo.join("store.redb"))),
+            "keytool {args:?} does not name the store: {e}"
+        );
+        assert!(
+            !typo.exists(),
+            "keytool {args:?} created {}",
+            typo.display()
+        );
+    }
+    // A record file needs no store at all.
+    let j = kt.json(&["--store", p(&typo), "inspect", "r.cap"]);
+    assert_eq!(j["kind"], "capability", "{j}");
+    assert!(!typo.exists(), "inspect FILE created {}", typo.display());
+    // An existing store: nothing written. The modification time is set in the past first, so
+    // that any write shows, however coarse the clock.
+    let db = kt.store().join("store.redb");
+    let past = std::time::SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000_000);
+    let set_past = || {
+        std::fs::File::options()
+            .write(true)
+            .open(&db)
+            .and_then(|f| f.set_modified(past))
+            .expect("set the database's mtime");
+    };
+    for args in reading_commands(&w, p(&kt.store())) {
+        clean(kt);
+        set_past();
+        let before = std::fs::read(&db).expect("read the database");
+        let o = run_bounded(kt, &args);
+        assert!(
+            o.status.code() == Some(0) || o.status.code() == Some(1),
+            "keytool {args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let mtime = std::fs::metadata(&db)
+            .and_then(|m| m.modified())
+            .expect("mtime");
+        assert_eq!(mtime, past, "keytool {args:?} wrote to the database");
+        assert!(
+            std::fs::read(&db).expect("read the database") == before,
+            "keytool {args:?} changed the database"
+        );
+    }
+}
+
+/// Every "not found" names the store it looked in.
+#[test]
+fn not_found_errors_name_the_store() {
+    let kt = Kt::new();
+    kt.ok(&["ctx", "new", "--name", "there"]);
+    let store = kt.store();
+    for args in [
+        &["obj", "show", "99"][..],
+        &["ctx", "show", "99"],
+        &["ctx", "show", "nobody"],
+        &["export", "99", "--out", "x.pem"],
+        &[
+            "mint",
+            "--key",
+            "99",
+            "--target",
+            "98",
+            "--accessor",
+            "there",
+            "--prots",
+            "r--",
+            "--out",
+            "x.cap",
+        ],
+        &[
+            "check", "--ctx", "there", "--target", "98", "--offset", "0", "--access", "read",
+        ],
+    ] {
+        let e = kt.fails(args, 2);
+        assert!(e.contains(p(&store)), "keytool {args:?}: {e}");
+    }
+}

@@ -281,16 +281,49 @@ pub trait ObjectStore {
 /// The longest name, in bytes.
 pub const MAX_NAME_LEN: usize = 64;
 
+/// What a string that names an object refers to: an object id, or a name the store gives one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ObjRef<'a> {
+    /// The string reads as an object id (`ObjID::from_str`: up to 32 hex digits, `0x` or `0X`
+    /// optional).
+    Id(ObjID),
+    /// The string is a name ([`check_name`] accepts it).
+    Name(&'a str),
+}
+
+/// Reads `s` as an object id or a name: the one function that decides which a string is. An
+/// id is whatever `ObjID::from_str` accepts, and a name is only ever tried when that fails, so
+/// no string is both: [`check_name`] refuses every string this reads as an id. Fails with
+/// [`StoreError::BadName`] when `s` is neither.
+pub fn parse_obj_ref(s: &str) -> Result<ObjRef<'_>, StoreError> {
+    if let Ok(id) = s.parse::<ObjID>() {
+        return Ok(ObjRef::Id(id));
+    }
+    name_syntax(s)?;
+    Ok(ObjRef::Name(s))
+}
+
 /// Checks that `name` can name an object: 1 to [`MAX_NAME_LEN`] bytes of letters, digits and
-/// `-_.@+`, starting with a letter or digit, and not something that reads as an object id
-/// (up to 32 hex digits, `0x` optional), so that wherever an id is taken a name can be too.
+/// `-_.@+`, starting with a letter or digit, and not an object id ([`parse_obj_ref`] reads it
+/// as a name), so that wherever an id is taken a name can be too.
 pub fn check_name(name: &str) -> Result<(), StoreError> {
-    let bad = |why| {
-        Err(StoreError::BadName {
-            name: name.chars().take(MAX_NAME_LEN + 8).collect(),
-            why,
-        })
-    };
+    match parse_obj_ref(name)? {
+        ObjRef::Name(_) => Ok(()),
+        ObjRef::Id(_) => Err(bad_name(name, "it reads as an object id")),
+    }
+}
+
+fn bad_name(name: &str, why: &'static str) -> StoreError {
+    StoreError::BadName {
+        name: name.chars().take(MAX_NAME_LEN + 8).collect(),
+        why,
+    }
+}
+
+/// The rules of a name's characters and length (the part of [`check_name`] that is not about
+/// ids).
+fn name_syntax(name: &str) -> Result<(), StoreError> {
+    let bad = |why| Err(bad_name(name, why));
     if name.is_empty() {
         return bad("it is empty");
     }
@@ -305,10 +338,6 @@ pub fn check_name(name: &str) -> Result<(), StoreError> {
         .all(|c| c.is_ascii_alphanumeric() || "-_.@+".contains(c))
     {
         return bad("only letters, digits and -_.@+ are allowed");
-    }
-    let hex = name.strip_prefix("0x").unwrap_or(name);
-    if hex.len() <= 32 && hex.chars().all(|c| c.is_ascii_hexdigit()) {
-        return bad("it reads as an object id");
     }
     Ok(())
 }

@@ -628,3 +628,110 @@ fn read_batches_answer_like_single_reads() {
     }
     assert!(store.read_batch(&[]).expect("empty batch").is_empty());
 }
+
+/// Opens the store in `dir` on another thread, read-only or not, and waits at most a minute
+/// for the answer: an open that blocks fails the test instead of hanging it.
+fn open_bounded(dir: &Path, read_only: bool) -> Result<DbStore, StoreError> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let dir = dir.to_owned();
+    std::thread::spawn(move || {
+        let r = if read_only {
+            DbStore::open_read_only(&dir)
+        } else {
+            DbStore::open(&dir)
+        };
+        let _ = tx.send(r);
+    });
+    rx.recv_timeout(std::time::Duration::from_secs(60))
+        .unwrap_or_else(|_| panic!("opening the store blocked (read_only: {read_only})"))
+}
+
+/// Puts something at a database's path; a socket is kept open by what it returns.
+type Plant<'a> = dyn Fn(&Path) -> Option<std::os::unix::net::UnixListener> + 'a;
+
+/// A FIFO planted as the database hung every reader for ever (issue 20, defect 3). Anything
+/// that is not a regular file is refused, by read-only and read-write opens alike, at once,
+/// with an error naming the path and what is there; it is left in place.
+#[test]
+fn a_database_that_is_not_a_regular_file_is_refused_without_blocking() {
+    let real = TestDir::new("irregular-real");
+    real.store().create(&obj(1, vec![1])).expect("create");
+    let real_db = real.0.join(DB_FILE);
+    let real_bytes = fs::read(&real_db).expect("read");
+    let kinds: [(&str, &Plant<'_>); 6] = [
+        ("FIFO", &|db| {
+            let st = std::process::Command::new("mkfifo").arg(db).status();
+            assert!(st.expect("mkfifo").success());
+            None
+        }),
+        ("directory", &|db| {
+            fs::create_dir(db).expect("mkdir");
+            None
+        }),
+        ("socket", &|db| {
+            Some(std::os::unix::net::UnixListener::bind(db).expect("bind"))
+        }),
+        ("symbolic link", &|db| {
+            std::os::unix::fs::symlink(&real_db, db).expect("symlink");
+            None
+        }),
+        ("symbolic link", &|db| {
+            std::os::unix::fs::symlink(db.with_extension("nowhere"), db).expect("symlink");
+            None
+        }),
+        // The null device (1:3): only root may make one, so elsewhere this case is skipped.
+        ("character device", &|db| {
+            let _ = std::process::Command::new("mknod")
+                .arg(db)
+                .args(["c", "1", "3"])
+                .stderr(std::process::Stdio::null())
+                .status();
+            None
+        }),
+    ];
+    for (i, (kind, plant)) in kinds.iter().enumerate() {
+        let dir = TestDir::new(&format!("irregular-{i}"));
+        fs::create_dir(&dir.0).expect("mkdir");
+        let db = dir.0.join(DB_FILE);
+        let _keep = plant(&db);
+        if fs::symlink_metadata(&db).is_err() {
+            eprintln!("skipped: cannot make a {kind} here");
+            continue;
+        }
+        for read_only in [true, false] {
+            let e = open_bounded(&dir.0, read_only).expect_err(kind);
+            assert!(
+                matches!(&e, StoreError::Database { path, .. } if *path == db),
+                "{kind}: {e}"
+            );
+            assert!(e.to_string().contains(kind), "{kind}: {e}");
+        }
+        let t = fs::symlink_metadata(&db).expect("still there").file_type();
+        assert!(!t.is_file(), "{kind} was replaced");
+        let left: Vec<_> = fs::read_dir(&dir.0).expect("list").flatten().collect();
+        assert_eq!(left.len(), 1, "{kind}: something was created beside it");
+    }
+    assert_eq!(fs::read(&real_db).expect("read"), real_bytes);
+}
+
+/// Reading never creates a store (issue 22, item 5): `open_read_only` of a missing store, or
+/// of a directory without a database, is an error naming the database's path, and leaves the
+/// file system as it was.
+#[test]
+fn open_read_only_never_creates_a_store() {
+    let dir = TestDir::new("read-only-missing");
+    let e = open_bounded(&dir.0, true).expect_err("opened a missing store");
+    assert!(
+        matches!(&e, StoreError::Database { path, .. } if *path == dir.0.join(DB_FILE)),
+        "{e}"
+    );
+    assert!(e.to_string().contains("no store"), "{e}");
+    assert!(!dir.0.exists(), "the store directory was created");
+    fs::create_dir(&dir.0).expect("mkdir");
+    open_bounded(&dir.0, true).expect_err("opened an empty directory");
+    assert_eq!(fs::read_dir(&dir.0).expect("list").count(), 0);
+    // Once a writer has created it, readers open it.
+    dir.store().create(&obj(1, vec![7])).expect("create");
+    let r = open_bounded(&dir.0, true).expect("read-only open");
+    assert_eq!(r.get(id(1)).expect("get").data, [7]);
+}

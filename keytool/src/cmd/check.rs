@@ -10,6 +10,7 @@ use twizzler_capsec::{AccessKind, ObjID, PAGE_SIZE};
 
 use crate::cli::AccessArg;
 use crate::cmd::warn;
+use crate::env;
 use crate::error::{Result, Status};
 use crate::fail;
 use crate::output::{
@@ -52,7 +53,10 @@ pub fn check(
         .chain([(target, "target")])
     {
         if let Err(StoreError::NotFound(_)) = store.get(oid) {
-            return Err(fail!("{what} {oid} does not exist in the store"));
+            return Err(fail!(
+                "{what} {oid} does not exist {}",
+                env::in_store(store)
+            ));
         }
     }
     let sim = AccessSimulator::load(store, contexts, &[target], now)?;

@@ -17,10 +17,10 @@ use crate::output::{Out, flags_json, flags_text, id, kind_name, record_line, rec
 use crate::parse::RecordRef;
 
 /// A context error, saying clearly when the context does not exist.
-fn ctx_err(ctx: ObjID) -> impl Fn(ContextError) -> Error {
+fn ctx_err(store: &DbStore, ctx: ObjID) -> impl Fn(ContextError) -> Error + '_ {
     move |e| match e {
         ContextError::Store(StoreError::NotFound(o)) if o == ctx => {
-            fail!("context {ctx} does not exist in the store")
+            fail!("context {ctx} does not exist {}", env::in_store(store))
         }
         e => e.into(),
     }
@@ -77,7 +77,7 @@ pub fn add(store: &DbStore, out: Out, ctx: ObjID, file: &Path) -> Result<Status>
         }
         Ok(())
     })
-    .map_err(ctx_err(ctx))?;
+    .map_err(ctx_err(store, ctx))?;
     let kind = kind_name(record.kind());
     out.emit(
         json!({
@@ -119,7 +119,7 @@ fn resolve_record(
     if let Some(t) = target.or(file_target) {
         return Ok((t, rid));
     }
-    let ed = context::read(store, ctx).map_err(ctx_err(ctx))?;
+    let ed = context::read(store, ctx).map_err(ctx_err(store, ctx))?;
     ed.records()
         .find(|(_, id, _)| *id == rid)
         .map(|(t, _, _)| (t, rid))
@@ -146,7 +146,7 @@ pub fn rm(
             return Err(fail!("say what to remove: --target, --record or --mask"));
         }
     };
-    let generation = context::remove(store, ctx, what).map_err(ctx_err(ctx))?;
+    let generation = context::remove(store, ctx, what).map_err(ctx_err(store, ctx))?;
     let (kind, desc) = match what {
         Removal::Mask(m) => ("mask", format!("the mask of {m}")),
         Removal::Record(t, r) => ("record", format!("record {r} for {t}")),
@@ -177,7 +177,8 @@ pub fn mask(
 ) -> Result<Status> {
     let (generation, j, t) = match (global, target, perm) {
         (Some(g), _, _) => {
-            let generation = context::set_global_mask(store, ctx, g).map_err(ctx_err(ctx))?;
+            let generation =
+                context::set_global_mask(store, ctx, g).map_err(ctx_err(store, ctx))?;
             (
                 generation,
                 json!({ "global_mask": g.to_string() }),
@@ -185,7 +186,8 @@ pub fn mask(
             )
         }
         (None, Some(t), Some(p)) => {
-            let generation = context::set_mask(store, ctx, t, p, ovr).map_err(ctx_err(ctx))?;
+            let generation =
+                context::set_mask(store, ctx, t, p, ovr).map_err(ctx_err(store, ctx))?;
             (
                 generation,
                 json!({ "mask": { "target": id(t), "permmask": p.to_string(), "ovrmask": ovr.to_string() } }),
@@ -220,11 +222,11 @@ pub fn flags(store: &DbStore, out: Out, ctx: ObjID, undetachable: Option<bool>) 
                 ed.set_flags(flags);
                 Ok(())
             })
-            .map_err(ctx_err(ctx))?;
+            .map_err(ctx_err(store, ctx))?;
             (flags, generation)
         }
         None => {
-            let ed = context::read(store, ctx).map_err(ctx_err(ctx))?;
+            let ed = context::read(store, ctx).map_err(ctx_err(store, ctx))?;
             (ed.flags(), ed.generation())
         }
     };
@@ -253,7 +255,7 @@ pub fn show(store: &DbStore, out: Out, ctx: ObjID) -> Result<Status> {
             "object {ctx} is not a security context (`keytool inspect {ctx}` shows what it is)"
         ));
     }
-    let ed = context::editor_of(&o).map_err(ctx_err(ctx))?;
+    let ed = context::editor_of(&o).map_err(ctx_err(store, ctx))?;
     let mut records = Vec::new();
     let mut lines = String::new();
     for (t, rid, rec) in ed.records() {

@@ -97,7 +97,7 @@ enum KeyObj {
 
 fn key_object(store: &DbStore, key: ObjID) -> Result<KeyObj> {
     let obj = store.get(key).map_err(|e| match e {
-        StoreError::NotFound(_) => fail!("key {key} does not exist in the store"),
+        StoreError::NotFound(_) => fail!("key {key} does not exist {}", env::in_store(store)),
         e => e.into(),
     })?;
     match obj.data.get(..4) {

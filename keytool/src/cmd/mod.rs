@@ -9,34 +9,45 @@ pub mod records;
 pub mod revoke;
 pub mod store;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use secctx::DbStore;
 
-use crate::cli::{Cmd, CtxCmd, ObjCmd, StoreCmd};
+use crate::cli::{Cmd, CtxCmd, ObjCmd, StoreAccess, StoreCmd};
 use crate::env;
 use crate::error::{Result, Status};
 use crate::output::Out;
 use crate::parse::IdRef;
 
-/// Runs a parsed command: those that need no store first; then the store is opened (read-only
-/// for commands that only read) and names are resolved to ids.
+/// Runs a parsed command: those that need no store first; then the store is opened with what
+/// the command needs ([`Cmd::store_access`]: read-only, which never creates a store, for
+/// commands that only read) and names are resolved to ids.
 pub fn run(flag: Option<PathBuf>, out: Out, cmd: Cmd) -> Result<Status> {
-    match cmd {
-        Cmd::Completions { shell } => docs::completions(shell),
-        Cmd::Man { out: dir } => docs::man(out, dir.as_deref()),
-        // Opens the store itself: its directory may hold old-format objects.
-        Cmd::Store(StoreCmd::Migrate { from }) => {
-            store::migrate(&env::store_dir(flag)?, from.as_deref(), out)
-        }
-        cmd => {
-            let store = if cmd.reads_only() {
-                env::open_store_read_only(flag)?
-            } else {
-                env::open_store(flag)?
-            };
-            with_store(&store, out, cmd)
-        }
+    match cmd.store_access() {
+        StoreAccess::Read => with_store(&env::open_store_read_only(flag)?, out, cmd),
+        StoreAccess::Write => with_store(&env::open_store(flag)?, out, cmd),
+        StoreAccess::None => match cmd {
+            Cmd::Completions { shell } => docs::completions(shell),
+            Cmd::Man { out: dir } => docs::man(out, dir.as_deref()),
+            // Opens the store itself: its directory may hold old-format objects.
+            Cmd::Store(StoreCmd::Migrate { from }) => {
+                store::migrate(&env::store_dir(flag)?, from.as_deref(), out)
+            }
+            // A record file: no store needed.
+            Cmd::Inspect {
+                what,
+                signed_message_out,
+                signature_out,
+                force,
+            } => records::inspect_file(
+                out,
+                Path::new(&what),
+                signed_message_out,
+                signature_out,
+                force,
+            ),
+            _ => Err(crate::fail!("this command needs a store")),
+        },
     }
 }
 
@@ -100,8 +111,8 @@ fn with_store(s: &DbStore, out: Out, cmd: Cmd) -> Result<Status> {
             what,
             signed_message_out,
             signature_out,
-            force,
-        } => records::inspect(s, out, &what, signed_message_out, signature_out, force),
+            ..
+        } => records::inspect_object(s, out, &what, signed_message_out, signature_out),
         Cmd::Ctx(c) => match c {
             CtxCmd::New {
                 id,

@@ -16,7 +16,7 @@ use crate::output::{Out, flags_json, flags_text, hex, id};
 /// Reads object `oid`, saying clearly when it does not exist.
 pub fn get(store: &DbStore, oid: ObjID, what: &str) -> Result<Object> {
     store.get(oid).map_err(|e| match e {
-        StoreError::NotFound(_) => fail!("{what} {oid} does not exist in the store"),
+        StoreError::NotFound(_) => fail!("{what} {oid} does not exist {}", env::in_store(store)),
         e => e.into(),
     })
 }

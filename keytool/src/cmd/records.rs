@@ -44,7 +44,8 @@ fn check_signs_for(
         Ok(o) => o,
         Err(StoreError::NotFound(_)) => {
             return Err(fail!(
-                "{what} {oid} is not in the store, so keytool cannot check that key {key} signs for it (--unchecked skips the check)"
+                "{what} {oid} is not {}, so keytool cannot check that key {key} signs for it (--unchecked skips the check)",
+                env::in_store(store)
             ));
         }
         Err(e) => return Err(e.into()),
@@ -161,7 +162,7 @@ impl StoreAuthority {
                 Ok(o) => o,
                 Err(StoreError::NotFound(_)) => {
                     a.notes
-                        .insert(oid, format!("object {oid} is not in the store"));
+                        .insert(oid, format!("object {oid} is not {}", env::in_store(store)));
                     continue;
                 }
                 Err(e) => return Err(e.into()),
@@ -179,7 +180,8 @@ impl StoreAuthority {
                     a.notes.insert(
                         oid,
                         format!(
-                            "the key {k} that object {oid} names as its kuid is not in the store"
+                            "the key {k} that object {oid} names as its kuid is not {}",
+                            env::in_store(store)
                         ),
                     );
                 }
@@ -256,51 +258,62 @@ pub fn verify(store: &DbStore, out: Out, file: &Path, at: Option<u64>) -> Result
     })
 }
 
-/// `keytool inspect`.
-pub fn inspect(
+/// `keytool inspect FILE`: a record file, which needs no store.
+pub fn inspect_file(
+    out: Out,
+    path: &Path,
+    msg_out: Option<PathBuf>,
+    sig_out: Option<PathBuf>,
+    force: bool,
+) -> Result<Status> {
+    let record = files::read_record(path)?;
+    if msg_out.is_some() || sig_out.is_some() {
+        for f in msg_out.iter().chain(sig_out.iter()) {
+            files::refuse_existing(f, force)?;
+        }
+        let (msg, sig) = match &record {
+            Record::Cap(c) => (c.signed_message(), *c.signature()),
+            Record::Del(d) => {
+                let last = d.depth() - 1;
+                let msg = d
+                    .signed_message(last)
+                    .ok_or_else(|| fail!("delegation has no link {last}"))?;
+                let sig = d
+                    .links()
+                    .last()
+                    .map(|l| *l.signature())
+                    .ok_or_else(|| fail!("delegation has no links"))?;
+                (msg, sig)
+            }
+        };
+        let sig = sig
+            .to_openssl()
+            .map_err(|e| fail!("{}: {e}", path.display()))?;
+        if let Some(m) = &msg_out {
+            files::write_new(m, &msg, files::PUBLIC, force)?;
+        }
+        if let Some(s) = &sig_out {
+            files::write_new(s, &sig, files::PUBLIC, force)?;
+        }
+    }
+    out.emit(record_json(&record), || record_text(&record));
+    Ok(Status::Yes)
+}
+
+/// `keytool inspect ID|NAME`: an object of the store (a file is [`inspect_file`]'s).
+pub fn inspect_object(
     store: &DbStore,
     out: Out,
     what: &str,
     msg_out: Option<PathBuf>,
     sig_out: Option<PathBuf>,
-    force: bool,
 ) -> Result<Status> {
-    let path = Path::new(what);
-    if path.exists() {
-        let record = files::read_record(path)?;
-        if msg_out.is_some() || sig_out.is_some() {
-            for f in msg_out.iter().chain(sig_out.iter()) {
-                files::refuse_existing(f, force)?;
-            }
-            let (msg, sig) = match &record {
-                Record::Cap(c) => (c.signed_message(), *c.signature()),
-                Record::Del(d) => {
-                    let last = d.depth() - 1;
-                    let msg = d
-                        .signed_message(last)
-                        .ok_or_else(|| fail!("delegation has no link {last}"))?;
-                    let sig = d
-                        .links()
-                        .last()
-                        .map(|l| *l.signature())
-                        .ok_or_else(|| fail!("delegation has no links"))?;
-                    (msg, sig)
-                }
-            };
-            let sig = sig
-                .to_openssl()
-                .map_err(|e| fail!("{}: {e}", path.display()))?;
-            if let Some(m) = &msg_out {
-                files::write_new(m, &msg, files::PUBLIC, force)?;
-            }
-            if let Some(s) = &sig_out {
-                files::write_new(s, &sig, files::PUBLIC, force)?;
-            }
-        }
-        out.emit(record_json(&record), || record_text(&record));
-        return Ok(Status::Yes);
-    }
-    let unknown = || fail!("{what}: no such file, and not an object id or a name in the store");
+    let unknown = || {
+        fail!(
+            "{what}: no such file, and not an object id or a name {}",
+            env::in_store(store)
+        )
+    };
     let oid = match crate::parse::id_ref(what) {
         Ok(crate::parse::IdRef::Id(id)) => id,
         Ok(crate::parse::IdRef::Name(n)) => store.name(&n)?.ok_or_else(unknown)?,

@@ -15,7 +15,15 @@
 //!   other, across processes), and readers read the last commit without waiting for writers.
 //!   Opening read-write ([`DbStore::open`]) takes the writer's turn for a moment (redb checks
 //!   whether the file needs a repair), so it waits for a write transaction in progress in
-//!   another process; [`DbStore::open_read_only`] never waits.
+//!   another process; [`DbStore::open_read_only`] never waits, never writes, and never
+//!   creates a store: a missing one is an error naming the path it looked at.
+//! - **Only a regular file.** The database must be a regular file. Anything else at its path
+//!   is refused at once with an error saying what is there: a FIFO (which would block a
+//!   reader for ever), a directory, a socket, a device. A **symbolic link is refused too, not
+//!   followed**, whether it points at a database or nowhere: to keep a store elsewhere, name
+//!   (or link) its directory. The path is looked at without opening it, then opened with
+//!   `O_NOFOLLOW | O_NONBLOCK`, then the open file is checked again, so a file swapped in
+//!   between cannot make an open block or follow a link.
 //! - **Creation.** A new database is created and initialised under a temporary name and
 //!   linked into place only when complete: a process killed while creating a store leaves no
 //!   file that cannot be opened (and the next open removes what it left).
@@ -39,15 +47,17 @@
 //! # drop(store); std::fs::remove_dir_all(&dir).unwrap();
 //! ```
 
+mod file;
 mod layout;
 mod read;
 mod txn;
 
 use std::fmt::{self, Display};
-use std::fs::{self, OpenOptions};
+use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use redb::backends::FileBackend;
 use redb::{
     Builder, ConcurrencyMode, Database, DatabaseError, ReadOnlyDatabase, ReadTransaction,
     ReadableDatabase, ReadableTable, ReadableTableMetadata,
@@ -121,7 +131,8 @@ pub struct StoreStats {
 
 impl DbStore {
     /// Opens the store in directory `dir`, creating the directory (mode 0700) and an empty
-    /// database (mode 0600) when there is none.
+    /// database (mode 0600) when there is none. Anything but a regular file at the database's
+    /// path (a symbolic link included) is refused: see the [module documentation](self).
     pub fn open(dir: impl Into<PathBuf>) -> Result<DbStore, StoreError> {
         Self::open_checked(dir.into(), true)
     }
@@ -135,8 +146,9 @@ impl DbStore {
 
     /// Opens the store in `dir` for reading only: unlike [`DbStore::open`], this does not wait
     /// for a write transaction in another process (redb's read-write open takes the writer's
-    /// turn, in case the file needs a repair). [`ObjectStore::transact`] then fails. A store
-    /// that does not exist yet is created (read-write, once).
+    /// turn, in case the file needs a repair), and it writes nothing. [`ObjectStore::transact`]
+    /// then fails. A store that does not exist is an error naming the path looked at: reading
+    /// never creates one.
     ///
     /// One exception: a file that a writer left marked unclean with no writer alive (a writer
     /// killed mid-way) is refused to readers by redb, since only a writer may repair it. Then
@@ -145,18 +157,18 @@ impl DbStore {
     pub fn open_read_only(dir: impl Into<PathBuf>) -> Result<DbStore, StoreError> {
         let dir = dir.into();
         let path = dir.join(DB_FILE);
-        if !path.exists() {
-            return Self::open_checked(dir, true);
+        if !file::exists(&path)? {
+            refuse_old_format(&dir)?;
         }
         let mut repairs = 0;
         let db = loop {
-            match builder().open_read_only(&path) {
+            match builder().open_read_only_with_backend(backend(&path, file::Access::Read)?) {
                 // Unclean and no writer alive to repair it: repair it as a writer, then retry
                 // (another writer may die in between; a few rounds, then the error stands).
                 Err(DatabaseError::RepairAborted) if repairs < READ_ONLY_REPAIRS => {
                     repairs += 1;
                     let writer = builder()
-                        .create(&path)
+                        .create_with_backend(backend(&path, file::Access::ReadWrite)?)
                         .map_err(|e| db_error(&path, "repair", e))?;
                     drop(writer);
                 }
@@ -182,19 +194,15 @@ impl DbStore {
             op: "create the store directory",
             source,
         })?;
-        if !path.exists() {
-            if refuse_old && crate::dir_store::holds_objects(&dir) {
-                return Err(db_error(
-                    &dir,
-                    "open",
-                    "it holds objects in the old one-file-per-object format; migrate them into a database store first (keytool store migrate)",
-                ));
+        if !file::exists(&path)? {
+            if refuse_old {
+                refuse_old_format(&dir)?;
             }
             create_database(&dir, &path)?;
         }
         remove_stale_creations(&dir);
         let db = builder()
-            .create(&path)
+            .create_with_backend(backend(&path, file::Access::ReadWrite)?)
             .map_err(|e| db_error(&path, "open", e))?;
         let store = DbStore {
             dir,
@@ -307,6 +315,25 @@ fn builder() -> Builder {
     b
 }
 
+/// Refuses a directory `dir` that has no database but holds objects in the old
+/// one-file-per-object format: they are migrated ([`migrate`]), never converted silently.
+fn refuse_old_format(dir: &Path) -> Result<(), StoreError> {
+    if crate::dir_store::holds_objects(dir) {
+        return Err(db_error(
+            dir,
+            "open",
+            "it holds objects in the old one-file-per-object format; migrate them into a database store first (keytool store migrate)",
+        ));
+    }
+    Ok(())
+}
+
+/// The existing database file at `path`, opened as [`file::open`] does (a regular file only,
+/// never blocking), for redb.
+fn backend(path: &Path, access: file::Access) -> Result<FileBackend, StoreError> {
+    FileBackend::new(file::open(path, access)?).map_err(|e| db_error(path, "open", e))
+}
+
 /// The name a process creates a new database under before it is complete.
 fn creation_name(pid: u32) -> String {
     format!(".{DB_FILE}.{pid}.new")
@@ -329,14 +356,15 @@ fn create_database(dir: &Path, path: &Path) -> Result<(), StoreError> {
             source,
         }
     };
-    let mut opts = OpenOptions::new();
-    opts.write(true).create(true).truncate(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut opts, 0o600);
-    opts.open(&tmp).map_err(io("create the database", &tmp))?;
+    // A file left by an earlier process with this pid, or anything planted under the name,
+    // goes; the new file is created, never opened (no link followed, no FIFO waited on).
+    let _ = fs::remove_file(&tmp);
+    let file = file::create_new(&tmp).map_err(io("create the database", &tmp))?;
     let init = || -> Result<(), StoreError> {
+        let synced = file.try_clone().map_err(io("create the database", &tmp))?;
+        let backend = FileBackend::new(file).map_err(|e| db_error(&tmp, "create", e))?;
         let db = builder()
-            .create(&tmp)
+            .create_with_backend(backend)
             .map_err(|e| db_error(&tmp, "create", e))?;
         let e = |e: &dyn Display| db_error(&tmp, "initialise", e);
         let w = db.begin_write().map_err(|x| e(&x))?;
@@ -352,14 +380,13 @@ fn create_database(dir: &Path, path: &Path) -> Result<(), StoreError> {
         }
         w.commit().map_err(|x| e(&x))?;
         drop(db);
-        fs::File::open(&tmp)
-            .and_then(|f| f.sync_all())
-            .map_err(io("sync the database", &tmp))
+        synced.sync_all().map_err(io("sync the database", &tmp))
     };
     let result = init().and_then(|()| match fs::hard_link(&tmp, path) {
         Ok(()) => Ok(()),
-        // Another process created it meanwhile: use theirs.
-        Err(_) if path.exists() => Ok(()),
+        // Another process created it meanwhile: use theirs (the open that follows refuses
+        // anything there that is not a regular file).
+        Err(_) if file::exists(path).unwrap_or(false) => Ok(()),
         Err(source) => Err(StoreError::Io {
             id: None,
             path: path.to_owned(),
