@@ -7,7 +7,16 @@ use crate::run::{Workspace, exit_code, heading, run_cargo};
 pub(crate) fn cmd_bench(ws: &Workspace, args: &[String]) -> ExitCode {
     heading("benchmarks (criterion)");
     // `--benches`: only the criterion targets (libtest's harness would reject criterion's flags).
-    let mut cmd: Vec<&str> = vec!["bench", "-p", "benches", "-p", "dist-bridge", "--benches"];
+    let mut cmd: Vec<&str> = vec![
+        "bench",
+        "-p",
+        "benches",
+        "-p",
+        "dist-bridge",
+        "-p",
+        "keytool",
+        "--benches",
+    ];
     // Everything given goes to criterion; a leading `--` is accepted and not doubled.
     let passthrough = match args.split_first() {
         Some((first, rest)) if first == "--" => rest,

@@ -67,7 +67,7 @@ COMMANDS:
         This is what CI runs (.ci/run).
 
     bench [criterion args...]
-        Runs the criterion benchmarks: cargo bench -p benches -p dist-bridge --benches
+        Runs the criterion benchmarks: cargo bench -p benches -p dist-bridge -p keytool --benches
         -- [criterion args...]
         For example `cargo xtask bench verify` runs only benchmarks matching `verify`.
         Installs nothing. Results and method: docs/BENCHMARKS.md.
