@@ -134,6 +134,9 @@ pub struct GuardInfo {
     pub parent: Option<u32>,
     /// The capability it was exported from (root guards only).
     pub source: Option<RecordId>,
+    /// The key object (`kuid`) whose key verified that capability, when the key source knew
+    /// it (root guards only): revoking that key revokes the guard.
+    pub key: Option<ObjID>,
 }
 
 /// One guard's version change in a range upgrade.
@@ -625,6 +628,7 @@ mod tests {
             scope: Scope::new(Rights::all(), ByteRange::WHOLE, Expiry::NEVER),
             parent,
             source: None,
+            key: None,
         }
     }
 

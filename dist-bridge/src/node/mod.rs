@@ -113,8 +113,14 @@
 //! A maintenance task runs every [`NodeConfig::maintenance_interval`](super::NodeConfig::maintenance_interval): it publishes the
 //! upgrade notices of range upgrades ([`Owner::drain_upgrades`](crate::owner::Owner::drain_upgrades)) for `PollUpgrades`, frees
 //! expired guards ([`Owner::sweep_expired`](crate::owner::Owner::sweep_expired)), and applies the store's revocation list: the
-//! guards exported from a capability revoked there ([`Owner::revoke_source`](crate::owner::Owner::revoke_source)), and every
-//! guard of an object whose `kuid` key was revoked there ([`Owner::revoke_object`](crate::owner::Owner::revoke_object)).
+//! guards exported from a capability revoked there, and the guards whose capability a `kuid`
+//! key revoked there verified. It records the list in the owner first
+//! ([`Owner::note_store_revocations`](crate::owner::Owner::note_store_revocations)), under
+//! the lock exports create guards under, so an `Export` that read the list before the
+//! revocation is refused from then on; then it revokes the guards already made, each under
+//! its object's gate
+//! ([`Owner::revoke_store_revoked`](crate::owner::Owner::revoke_store_revoked)). Once a tick
+//! has seen a revocation, no guard from that record or key exists or can be created.
 //!
 //! # Security
 //!
@@ -148,7 +154,8 @@
 //! # Modules
 //!
 //! `config` (what a node is told), `lifecycle` (starting, serving, stopping), `shared` (the
-//! state every request and the maintenance task share, and that task), `counters` (RPC
+//! state every request and the maintenance task share, and that task), `store_revocations`
+//! (the task's application of the store's revocation list), `counters` (RPC
 //! counters, refusals and upgrade notices), `metrics` (Prometheus), `caller` (who sent a
 //! request), `gates` (per-object revocation gates), `serve` (the HTTP/2 server: accepting,
 //! TLS, and each connection's life: idle, age and shutdown limits, each ended by a GOAWAY),
@@ -171,6 +178,7 @@ mod serve;
 mod service;
 mod shared;
 mod storage;
+mod store_revocations;
 
 pub use config::{MAX_DURATION, MAX_IO_LIMIT, MAX_MESSAGE_LIMIT, NodeConfig, Peer};
 pub use lifecycle::{Node, RunningNode, ServeError, ShutdownHandle, StartError};
