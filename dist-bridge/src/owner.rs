@@ -752,16 +752,36 @@ impl Owner {
     /// refused.
     pub fn revoke(&self, token: &GuardedToken, now: u64) -> Result<RevokeReport, InvokeError> {
         let mut st = self.write()?;
-        let (guard, scope) = self.validate(&st, token, now)?;
+        let guard = self.revocable(&st, token, now)?;
+        let guards_revoked = st.table.revoke(guard.index);
+        self.sync_keys(&mut st);
+        Ok(RevokeReport { guards_revoked })
+    }
+
+    /// Whether [`Owner::revoke`] would revoke something with this token now: everything it
+    /// checks (the tag first, then the guard, expiry and `REVOKE`), under the read lock. A
+    /// service calls it before it waits for anything on the token's behalf (the `Revoke`
+    /// RPC, before its object's gate), so that a token the owner did not issue, or one that
+    /// can revoke nothing, waits for nobody. [`Owner::revoke`] checks it all again.
+    pub fn check_revoke(&self, token: &GuardedToken, now: u64) -> Result<(), InvokeError> {
+        let st = self.read()?;
+        self.revocable(&st, token, now).map(|_| ())
+    }
+
+    fn revocable(
+        &self,
+        st: &State,
+        token: &GuardedToken,
+        now: u64,
+    ) -> Result<GuardRef, InvokeError> {
+        let (guard, scope) = self.validate(st, token, now)?;
         if !scope.rights.contains(Rights::REVOKE) {
             return Err(InvokeError::RightsExceeded {
                 needed: Rights::REVOKE,
                 held: scope.rights,
             });
         }
-        let guards_revoked = st.table.revoke(guard.index);
-        self.sync_keys(&mut st);
-        Ok(RevokeReport { guards_revoked })
+        Ok(guard)
     }
 
     /// Exchanges a token whose guard was upgraded ([`InvokeError::Upgraded`]) for one at the

@@ -99,7 +99,11 @@
 //! the object whose guards it revokes exclusively around
 //! [`Owner::revoke`](crate::owner::Owner::revoke). So when `Revoke` returns, every invocation
 //! that was accepted before it has completed its effect, and every later one is refused; and a
-//! revocation waits only for the invocations in flight on its own object.
+//! revocation waits only for the invocations in flight on its own object. The gate is only
+//! for revocations that will happen: the token is checked
+//! ([`Owner::check_revoke`](crate::owner::Owner::check_revoke), its tag first) before the
+//! gate is taken, so a token the owner did not issue (which could name any object) is
+//! refused at once and holds up no invocation.
 //!
 //! # Messages
 //!
