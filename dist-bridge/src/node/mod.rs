@@ -126,6 +126,34 @@
 //! ([`Owner::revoke_store_revoked`](crate::owner::Owner::revoke_store_revoked)). Once a tick
 //! has seen a revocation, no guard from that record or key exists or can be created.
 //!
+//! # The renew window
+//!
+//! When the guard table opens a version range it *upgrades* the live guards of the range
+//! after it (see [`crate::table`]): their tokens are then refused as `upgraded` (the one
+//! refusal a holder sees in full), and `Renew` exchanges such a token for one at the new
+//! version. That exchange works until the range of the old version is opened again, which is
+//! the **next** range opening: after `range_size = max_version / ranges` more epoch
+//! increments. After it the old token is dead for good (`Renew` answers `not renewable`).
+//!
+//! - **In operations.** Each epoch increment is one flush of the batch of freed entries:
+//!   normally `batch_size` guard releases (revocations with their descendants, expired guards
+//!   swept by the maintenance task, guards revoked from the store's list). But an `Export`
+//!   or `DeriveGuard` that finds every entry live while some are pending flushes the partial
+//!   batch at once, however small, and so can end another holder's window early. The window
+//!   is therefore between `range_size` releases (a table that is always full) and
+//!   `range_size × batch_size` releases.
+//! - **In time**: that many releases at the node's rate of releases. With the defaults
+//!   (`max_version` the full 64-bit space, 16 ranges, batches of 64) `range_size` is about
+//!   1.15 × 10¹⁸ epochs: the window never closes in practice. With `max_version = 1000000`
+//!   and 16 ranges it is 62,500 epochs: 4 million releases with full batches, but only
+//!   62,500 if every export finds the table full; at 1,000 releases a second, between about
+//!   a minute and about an hour.
+//! - **To lengthen it**, an operator configures in `[guard_table]`: a larger `max_version`
+//!   (or none, for the full space), fewer `ranges` (at least 2; each is `max_version / ranges`
+//!   versions), a larger `batch_size`, and a `capacity` large enough that the table is not
+//!   full (so exports never force partial batches). Holders renew sooner when they act on
+//!   `upgraded` at once, or follow `PollUpgrades` (published every `maintenance_interval`).
+//!
 //! # Security
 //!
 //! - **Mutual TLS** ([`crate::tls`]): every client and peer presents a certificate from the
