@@ -725,6 +725,17 @@ impl Model for ProtocolModel {
                 "a controller version is never served twice",
                 |_, s: &State| s.served.windows(2).all(|w| w[0] < w[1]),
             ),
+            Property::always(
+                "an exported guard never has more derived guards than the quota",
+                |m: &ProtocolModel, s: &State| {
+                    serving(s).is_none_or(|l| {
+                        l.table.live_guards().all(|(i, g)| {
+                            g.parent.is_some()
+                                || l.table.descendants(i) <= usize::from(m.shape.max_derived)
+                        })
+                    })
+                },
+            ),
             Property::always("a range is empty when it is opened", |_, s: &State| {
                 serving(s).is_none_or(|l| !l.table.opened_nonempty)
             }),

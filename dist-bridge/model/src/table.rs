@@ -243,6 +243,17 @@ impl Table {
         count
     }
 
+    /// Ghost: how many guards descend from `index` (uncapped, unlike `derived_in_tree`).
+    pub fn descendants(&self, index: u8) -> usize {
+        let mut stack = self.children(index);
+        let mut count = 0;
+        while let Some(i) = stack.pop() {
+            count += 1;
+            stack.extend(self.children(i));
+        }
+        count
+    }
+
     fn children(&self, index: u8) -> Vec<u8> {
         match &self.entries[usize::from(index)].slot {
             Slot::Live { children, .. } => children.clone(),

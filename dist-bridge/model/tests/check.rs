@@ -47,9 +47,10 @@ fn model(shape: Shape, bounds: Bounds, mutation: Option<Mutation>) -> ProtocolMo
 fn check_all(name: &str, m: ProtocolModel, reached: Option<&[&str]>) {
     let started = Instant::now();
     let properties = m.properties();
-    let checker = m.checker().threads(1).spawn_bfs().join();
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let checker = m.checker().threads(threads).spawn_bfs().join();
     println!(
-        "{name}: {} unique states ({} generated), depth {}, {:.1?}",
+        "{name}: {} unique states ({} generated), depth {}, {:.1?} on {threads} threads",
         checker.unique_state_count(),
         checker.state_count(),
         checker.max_depth(),
@@ -175,4 +176,32 @@ fn without_the_owner_s_record_a_store_revocation_leaves_a_guard() {
         &["a store revocation leaves no guard behind"],
     );
     assert!(steps.iter().any(|s| s.starts_with("ExportCreate")));
+}
+
+/// Larger bounds: two objects (their gates independent), two invocations in flight, more of
+/// every operation, two crashes. `cargo xtask model --deep` runs these.
+const DEEP: Bounds = Bounds {
+    objects: 2,
+    exports: 4,
+    derives: 1,
+    revokes: 3,
+    store_revocations: 2,
+    crashes: 2,
+    in_flight: 2,
+};
+
+#[test]
+#[ignore = "minutes; cargo xtask model --deep"]
+fn deep_bounds_hold_with_a_wrap() {
+    check_all("deep, wrap", model(WRAP, DEEP, None), None);
+}
+
+#[test]
+#[ignore = "minutes; cargo xtask model --deep"]
+fn deep_bounds_hold_with_two_versions_per_range() {
+    check_all(
+        "deep, two per range",
+        model(TWO_PER_RANGE, DEEP, None),
+        Some(&["a revoke waiting behind an accepted invocation"]),
+    );
 }
