@@ -8,6 +8,13 @@
 //! made under the owner's lock, a gate taken, a store read, one system call of the version
 //! file's write. Between two actions anything else may run.
 //!
+//! One abstraction in the steps: an invocation takes its object's gate and is checked in one
+//! step ([`Action::InvokeBegin`]), where the code takes the gate, then checks. In between, the
+//! code can only run what does not take that gate; the model lets those run before the step
+//! or after it, and also lets that object's revocations run before it (which the held gate
+//! would have delayed, and which the code can also produce by taking the gate a little
+//! later). The model's interleavings are therefore a superset of the code's here.
+//!
 //! What it leaves out, on purpose: expiry (a guard's scope is all rights, whole object,
 //! never expiring: expiry only refuses more), rights other than the ones the protocol turns
 //! on (every token carries `DERIVE` and `REVOKE`), attenuation (a caveat changes neither the
