@@ -69,7 +69,7 @@
 //! |---|---|
 //! | `Export` | decodes the capability, looks up the object's `kuid` key in the store ([`StoreKeys`](crate::keys::StoreKeys)), [`Owner::export`](crate::owner::Owner::export) |
 //! | `Invoke` | [`Owner::check_bytes`](crate::owner::Owner::check_bytes), then reads or writes the object's bytes in the store |
-//! | `Revoke` | [`Owner::revoke`](crate::owner::Owner::revoke) |
+//! | `Revoke` | [`Owner::check_revoke`](crate::owner::Owner::check_revoke), then [`Owner::revoke`](crate::owner::Owner::revoke) under the object's gate |
 //! | `Renew` / `DeriveGuard` | [`Owner::renew`](crate::owner::Owner::renew) / [`Owner::export_from`](crate::owner::Owner::export_from) |
 //! | `Status` | controller, [`TableStats`](crate::table::TableStats), RPC counters, baseline counters |
 //! | `PollUpgrades` | the [`UpgradeNotice`](crate::owner::UpgradeNotice)s published so far (bounded buffer) |
