@@ -34,10 +34,9 @@
 //!    accessed bytes inside the range ([`InvokeError::Expired`],
 //!    [`InvokeError::RightsExceeded`], [`InvokeError::OutOfRange`]).
 
+use std::collections::HashSet;
 use std::fmt;
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
-
-use std::collections::HashSet;
 
 use twizzler_capsec::{Cap, Expiry, KeyLookupError, ObjID, RecordId, VerifyError};
 use zeroize::Zeroizing;
