@@ -41,11 +41,32 @@ impl std::error::Error for KeySourceError {
     }
 }
 
+/// A verifying key, and the id of the key object it was read from when the source knows it.
+#[derive(Debug, Clone)]
+pub struct KuidKey {
+    /// The key.
+    pub key: VerifyingKey,
+    /// The key object's id (the object's `kuid`): what a store's revocation list names when
+    /// the key is revoked. `None` for sources without key objects ([`AuthorityKeys`],
+    /// [`MapKeys`]).
+    pub kuid: Option<ObjID>,
+}
+
 /// The verifying keys (and record revocations) export checks capabilities against.
 pub trait KeyLookup {
     /// The verifying key named by `object`'s `kuid`. An object without a `kuid`, a `kuid`
     /// naming no key and a revoked key are errors.
     fn kuid_key(&self, object: ObjID) -> Result<VerifyingKey, KeySourceError>;
+
+    /// [`KeyLookup::kuid_key`] with the key object's id, which
+    /// [`Owner::export`](crate::Owner::export) records in the guard so that a later
+    /// revocation of the key reaches it. The default knows no id.
+    fn kuid_key_named(&self, object: ObjID) -> Result<KuidKey, KeySourceError> {
+        Ok(KuidKey {
+            key: self.kuid_key(object)?,
+            kuid: None,
+        })
+    }
 
     /// Whether the record with this id has been revoked.
     fn is_record_revoked(&self, _id: &RecordId) -> bool {
@@ -103,6 +124,10 @@ impl<'a, S: ObjectStore> StoreKeys<'a, S> {
 
 impl<S: ObjectStore> KeyLookup for StoreKeys<'_, S> {
     fn kuid_key(&self, object: ObjID) -> Result<VerifyingKey, KeySourceError> {
+        self.kuid_key_named(object).map(|k| k.key)
+    }
+
+    fn kuid_key_named(&self, object: ObjID) -> Result<KuidKey, KeySourceError> {
         // Only the metadata: the object itself (a large context, say) is never read.
         let info = match self.store.info(object) {
             Ok(i) => i,
@@ -119,7 +144,10 @@ impl<S: ObjectStore> KeyLookup for StoreKeys<'_, S> {
             return Err(KeySourceError::Lookup(KeyLookupError::KeyRevoked(object)));
         }
         match keypair::load_verifying_key(self.store, kuid) {
-            Ok(k) => Ok(k),
+            Ok(key) => Ok(KuidKey {
+                key,
+                kuid: Some(kuid),
+            }),
             Err(KeyError::Store(StoreError::NotFound(_))) => {
                 Err(KeySourceError::Lookup(KeyLookupError::UnknownKey(object)))
             }

@@ -33,8 +33,9 @@
 //! [`Owner::check_bytes`] for remote invocations; [`Owner::revoke`], [`Owner::export_from`]
 //! and [`Owner::renew`] for holders; [`GuardedToken::decode`] / [`GuardedToken::encode`] at
 //! the wire. In the background: [`Owner::drain_upgrades`] (push the [`UpgradeNotice`]s to the
-//! holders, who call renew), [`Owner::sweep_expired`], and [`Owner::revoke_source`] when a
-//! capability is revoked in the store. Tokens are bearer tokens: carry them over
+//! holders, who call renew), [`Owner::sweep_expired`], and, when capabilities or keys are
+//! revoked in the store, [`Owner::note_store_revocations`] then
+//! [`Owner::revoke_store_revoked`]. Tokens are bearer tokens: carry them over
 //! authenticated, encrypted channels.
 //!
 //! That service is [`node`]: [`Node::start`] serves one node's owner and `secctx` object store
@@ -144,7 +145,7 @@ pub use client::{ClientError, Cluster, NodeClient, NodeStatus};
 pub use controller::{ControllerId, VersionFile, VersionFileError};
 pub use crypto::{NodeSecret, SecretError};
 pub use identity::PeerIdentity;
-pub use keys::{AuthorityKeys, KeyLookup, KeySourceError, MapKeys, StoreKeys};
+pub use keys::{AuthorityKeys, KeyLookup, KeySourceError, KuidKey, MapKeys, StoreKeys};
 pub use node::{Node, NodeConfig, RunningNode, ShutdownHandle, StartError};
 pub use owner::{
     ExportError, ExportRequest, Grant, InvokeError, NoticeDecodeError, Owner, RevokeReport,

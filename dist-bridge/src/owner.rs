@@ -34,15 +34,16 @@
 //!    accessed bytes inside the range ([`InvokeError::Expired`],
 //!    [`InvokeError::RightsExceeded`], [`InvokeError::OutOfRange`]).
 
+use std::collections::HashSet;
 use std::fmt;
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-use twizzler_capsec::{Cap, Expiry, ObjID, RecordId, VerifyError};
+use twizzler_capsec::{Cap, Expiry, KeyLookupError, ObjID, RecordId, VerifyError};
 use zeroize::Zeroizing;
 
 use crate::controller::ControllerId;
 use crate::crypto::{self, KEY_LEN, NodeSecret};
-use crate::keys::{KeyLookup, KeySourceError};
+use crate::keys::{KeyLookup, KeySourceError, KuidKey};
 use crate::rights::{ByteRange, Op, Rights};
 use crate::table::{
     ConfigError, GuardInfo, GuardTable, GuardTableConfig, InsertError, LookupError, TableStats,
@@ -489,6 +490,23 @@ struct RangeKey {
 struct State {
     table: GuardTable,
     keys: Vec<RangeKey>,
+    /// Revocations a store's revocation list holds, as far as this owner has been told
+    /// ([`Owner::note_store_revocations`]).
+    store_revoked: StoreRevoked,
+}
+
+#[derive(Default)]
+struct StoreRevoked {
+    records: HashSet<RecordId>,
+    keys: HashSet<ObjID>,
+}
+
+impl StoreRevoked {
+    /// Whether the root guard `g` comes from a revoked record or key.
+    fn reaches(&self, g: &GuardInfo) -> bool {
+        g.source.is_some_and(|r| self.records.contains(&r))
+            || g.key.is_some_and(|k| self.keys.contains(&k))
+    }
 }
 
 /// One controller's guards: exports, checks, revokes and renews tokens (see the
@@ -519,6 +537,7 @@ impl Owner {
         let mut state = State {
             table,
             keys: Vec::new(),
+            store_revoked: StoreRevoked::default(),
         };
         let owner_keys = (0..state.table.range_count())
             .map(|r| {
@@ -560,7 +579,9 @@ impl Owner {
         request: &ExportRequest,
         now: u64,
     ) -> Result<GuardedToken, ExportError> {
-        let key = keys.kuid_key(cap.target()).map_err(ExportError::Key)?;
+        let KuidKey { key, kuid } = keys
+            .kuid_key_named(cap.target())
+            .map_err(ExportError::Key)?;
         cap.verify(&key, now).map_err(ExportError::Cap)?;
         let id = cap.id();
         if keys.is_record_revoked(&id) {
@@ -598,8 +619,21 @@ impl Owner {
             scope: scope.with_expiry(expires),
             parent: None,
             source: Some(id),
+            key: kuid,
         };
         let mut st = self.write().map_err(|_| ExportError::Unavailable)?;
+        // `keys` may have been read before a revocation the node has seen since: decided
+        // again here, under the lock the guard is created under and the lock
+        // `note_store_revocations` records under, so that once that returns no guard from
+        // a revoked record or key can be created (issue 25).
+        if st.store_revoked.records.contains(&id) {
+            return Err(ExportError::CapRevoked(id));
+        }
+        if kuid.is_some_and(|k| st.store_revoked.keys.contains(&k)) {
+            return Err(ExportError::Key(KeySourceError::Lookup(
+                KeyLookupError::KeyRevoked(cap.target()),
+            )));
+        }
         match self.create(&mut st, info) {
             Ok(t) => Ok(t),
             Err(InvokeError::TableFull { capacity }) => Err(ExportError::TableFull { capacity }),
@@ -637,6 +671,7 @@ impl Owner {
             scope,
             parent: Some(token.guard().index),
             source: None,
+            key: None,
         };
         self.create(&mut st, info)
     }
@@ -716,16 +751,36 @@ impl Owner {
     /// refused.
     pub fn revoke(&self, token: &GuardedToken, now: u64) -> Result<RevokeReport, InvokeError> {
         let mut st = self.write()?;
-        let (guard, scope) = self.validate(&st, token, now)?;
+        let guard = self.revocable(&st, token, now)?;
+        let guards_revoked = st.table.revoke(guard.index);
+        self.sync_keys(&mut st);
+        Ok(RevokeReport { guards_revoked })
+    }
+
+    /// Whether [`Owner::revoke`] would revoke something with this token now: everything it
+    /// checks (the tag first, then the guard, expiry and `REVOKE`), under the read lock. A
+    /// service calls it before it waits for anything on the token's behalf (the `Revoke`
+    /// RPC, before its object's gate), so that a token the owner did not issue, or one that
+    /// can revoke nothing, waits for nobody. [`Owner::revoke`] checks it all again.
+    pub fn check_revoke(&self, token: &GuardedToken, now: u64) -> Result<(), InvokeError> {
+        let st = self.read()?;
+        self.revocable(&st, token, now).map(|_| ())
+    }
+
+    fn revocable(
+        &self,
+        st: &State,
+        token: &GuardedToken,
+        now: u64,
+    ) -> Result<GuardRef, InvokeError> {
+        let (guard, scope) = self.validate(st, token, now)?;
         if !scope.rights.contains(Rights::REVOKE) {
             return Err(InvokeError::RightsExceeded {
                 needed: Rights::REVOKE,
                 held: scope.rights,
             });
         }
-        let guards_revoked = st.table.revoke(guard.index);
-        self.sync_keys(&mut st);
-        Ok(RevokeReport { guards_revoked })
+        Ok(guard)
     }
 
     /// Exchanges a token whose guard was upgraded ([`InvokeError::Upgraded`]) for one at the
@@ -805,6 +860,62 @@ impl Owner {
         objects.sort_unstable();
         objects.dedup();
         Ok(objects)
+    }
+
+    /// Records revocations of a store's revocation list: capabilities by record id, and keys
+    /// by the id of their key object (`kuid`). From the moment this returns,
+    /// [`Owner::export`] refuses those capabilities and every capability verified by those
+    /// keys, whatever key lookup it was handed (which may have read the list before). Returns
+    /// the objects of the live guards exported from them, for the caller to take their gates
+    /// and call [`Owner::revoke_store_revoked`] on each; no other guard from them can appear
+    /// meanwhile. Only takes the write lock when something is new.
+    pub fn note_store_revocations<'a>(
+        &self,
+        records: impl IntoIterator<Item = &'a RecordId> + Clone,
+        keys: impl IntoIterator<Item = &'a ObjID> + Clone,
+    ) -> Result<Vec<ObjID>, InvokeError> {
+        let new = {
+            let st = self.read()?;
+            records
+                .clone()
+                .into_iter()
+                .any(|r| !st.store_revoked.records.contains(r))
+                || keys
+                    .clone()
+                    .into_iter()
+                    .any(|k| !st.store_revoked.keys.contains(k))
+        };
+        let mut objects = Vec::new();
+        let collect = |st: &State, objects: &mut Vec<ObjID>| {
+            st.table.live_matching(|g| {
+                if st.store_revoked.reaches(g) {
+                    objects.push(g.object);
+                }
+                false
+            });
+        };
+        if new {
+            let mut st = self.write()?;
+            st.store_revoked.records.extend(records);
+            st.store_revoked.keys.extend(keys);
+            collect(&st, &mut objects);
+        } else {
+            collect(&*self.read()?, &mut objects);
+        }
+        objects.sort_unstable();
+        objects.dedup();
+        Ok(objects)
+    }
+
+    /// Revokes the root guards of `object` exported from a capability or verified by a key
+    /// that [`Owner::note_store_revocations`] recorded (and their descendants). Hold the
+    /// object's gate around it, as around [`Owner::revoke`].
+    pub fn revoke_store_revoked(&self, object: ObjID) -> Result<RevokeReport, InvokeError> {
+        let mut st = self.write()?;
+        let roots = st
+            .table
+            .live_matching(|g| g.object == object && st.store_revoked.reaches(g));
+        Ok(self.revoke_all(&mut st, &roots))
     }
 
     /// Revokes every guard of `object` (and their descendants): call it when the object is
@@ -903,7 +1014,7 @@ impl Owner {
 
     /// Re-derives the keys of ranges opened since the last call.
     fn sync_keys(&self, st: &mut State) {
-        let State { table, keys } = st;
+        let State { table, keys, .. } = st;
         for (r, k) in (0u32..).zip(keys.iter_mut()) {
             let generation = table.generation(r);
             if k.generation != generation {

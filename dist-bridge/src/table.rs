@@ -134,6 +134,9 @@ pub struct GuardInfo {
     pub parent: Option<u32>,
     /// The capability it was exported from (root guards only).
     pub source: Option<RecordId>,
+    /// The key object (`kuid`) whose key verified that capability, when the key source knew
+    /// it (root guards only): revoking that key revokes the guard.
+    pub key: Option<ObjID>,
 }
 
 /// One guard's version change in a range upgrade.
@@ -528,11 +531,14 @@ impl GuardTable {
             return;
         }
         let next = (self.active + 1) % self.config.ranges;
-        if self.ranges.get(next as usize).is_some_and(|r| r.live > 0) {
-            // The invariant says `next` is empty; should it not be, move its guards into the
-            // range being left (their versions stay valid there) rather than reuse it.
-            self.upgrade_range(next);
-        }
+        // `next` holds no live guard, by construction: a guard's version only ever lies in the
+        // active range (`insert` gives it the epoch, `upgrade_range` moves it to the epoch),
+        // and `next` was emptied below when the range being left was opened (or, before its
+        // first opening, never held a version). So its old generation's key, and the upgrade
+        // records of versions in it, can go: no live guard's version needs them, and every
+        // token still naming one is for a guard that was revoked, or upgraded and not renewed
+        // in time. (The protocol model checks it: "a range is empty when it is opened".)
+        debug_assert_eq!(self.ranges.get(next as usize).map(|r| r.live), Some(0));
         // Open `next`: a new generation (new token key), the old generation's upgrade records
         // die with it.
         if let Some(r) = self.ranges.get_mut(next as usize) {
@@ -625,6 +631,7 @@ mod tests {
             scope: Scope::new(Rights::all(), ByteRange::WHOLE, Expiry::NEVER),
             parent,
             source: None,
+            key: None,
         }
     }
 
@@ -730,6 +737,41 @@ mod tests {
             t.insert(info(Some(root.index))),
             Err(InsertError::ParentNotLive(root.index))
         );
+    }
+
+    /// The invariant `advance_epoch` relies on (issue 25): the range after the active one,
+    /// the next to be opened, never holds a live guard, whatever mix of long-lived guards,
+    /// derived guards, revocations and full-table flushes.
+    #[test]
+    fn the_range_opened_next_is_always_empty() {
+        for (capacity, batch, max_version, ranges) in [(4, 1, 16, 4), (3, 2, 6, 2), (5, 1, 9, 3)] {
+            let mut t = table(capacity, batch, max_version, ranges);
+            let mut live: Vec<u32> = Vec::new();
+            for step in 0u32..2000 {
+                let next = (t.active + 1) % t.config.ranges;
+                assert_eq!(t.ranges[next as usize].live, 0, "step {step}");
+                let parent = live
+                    .get(step as usize % 3)
+                    .copied()
+                    .filter(|_| step % 5 == 0);
+                match t.insert(info(parent)) {
+                    Ok(g) => live.push(g.index),
+                    Err(_) => {
+                        // Revoke one, keeping the oldest guard alive throughout.
+                        if live.len() > 1 {
+                            let victim = live.remove(1 + step as usize % (live.len() - 1));
+                            t.revoke(victim);
+                            live.retain(|&i| is_live(&t, i));
+                        }
+                    }
+                }
+            }
+            assert!(t.stats().range_advances > 20);
+        }
+    }
+
+    fn is_live(t: &GuardTable, i: u32) -> bool {
+        matches!(t.entries[i as usize].slot, Slot::Live { .. })
     }
 
     #[test]

@@ -7,6 +7,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, RwLock, Weak};
 use twizzler_capsec::ObjID;
 
+use crate::owner::{InvokeError, Owner, RevokeReport};
+use crate::token::GuardedToken;
+
 /// One gate per object, alive while someone holds it.
 #[derive(Debug, Default)]
 pub(super) struct Gates {
@@ -48,11 +51,115 @@ impl Gates {
     }
 }
 
+/// A `Revoke` of `token`: [`Owner::revoke`] with the gate of the token's object held
+/// exclusively, so that it returns only after every invocation on the object it let through
+/// has completed. The token is checked first ([`Owner::check_revoke`]: its tag is a keyed
+/// hash, cheap to check and impossible to forge): the object a token names is only known to
+/// be its object once the tag verifies, and the gate is only for revocations that will
+/// happen, so a forged or useless token never waits for, nor holds up, that object's
+/// invocations.
+pub(super) async fn revoke(
+    owner: &Owner,
+    gates: &Gates,
+    token: &GuardedToken,
+    now: u64,
+) -> Result<RevokeReport, InvokeError> {
+    owner.check_revoke(token, now)?;
+    let gate = gates.of(token.object());
+    let _held = gate.write().await;
+    owner.revoke(token, now)
+}
+
 #[cfg(test)]
 mod tests {
+    use std::future::Future;
+    use std::pin::pin;
+    use std::task::{Context, Poll, Waker};
     use std::time::Duration;
 
+    use rand_core::SeedableRng;
+    use twizzler_capsec::{Cap, CapGrant, Protections, SigningKey, SigningScheme};
+
     use super::*;
+    use crate::controller::ControllerId;
+    use crate::crypto::NodeSecret;
+    use crate::keys::MapKeys;
+    use crate::owner::ExportRequest;
+    use crate::rights::{ByteRange, Rights};
+    use crate::table::GuardTableConfig;
+
+    const NOW: u64 = 1_000_000_000;
+
+    /// Polls `f` once: `Ready` only if it finished without waiting for anything.
+    fn poll_once<F: Future>(f: F) -> Poll<F::Output> {
+        pin!(f)
+            .as_mut()
+            .poll(&mut Context::from_waker(Waker::noop()))
+    }
+
+    /// An owner and a token for object 1 that may revoke.
+    fn owner_and_token() -> (Owner, GuardedToken) {
+        let (object, ctx) = (ObjID::new(1), ObjID::new(0xc7));
+        let key = SigningKey::generate(
+            SigningScheme::Ed25519,
+            &mut rand_chacha::ChaCha20Rng::seed_from_u64(2),
+        );
+        let cap = Cap::mint(CapGrant::new(object, ctx, Protections::READ), &key).unwrap();
+        let keys = MapKeys([(object, key.verifying_key())].into());
+        let owner = Owner::new(
+            ControllerId::new(1, 1),
+            NodeSecret::generate().unwrap(),
+            GuardTableConfig::default(),
+        )
+        .unwrap();
+        let request = ExportRequest::new(ctx, Rights::READ | Rights::REVOKE, ByteRange::WHOLE);
+        let token = owner.export(&cap, &keys, &request, NOW).unwrap();
+        (owner, token)
+    }
+
+    /// Issue 25, defect 2: a revocation whose token the owner did not issue (a wrong tag) is
+    /// refused at once, even while an invocation on the object it names is in flight; a
+    /// genuine one waits for that invocation.
+    #[test]
+    fn a_forged_revoke_does_not_wait_for_the_gate() {
+        let (owner, token) = owner_and_token();
+        let gates = Gates::default();
+        let mut bytes = token.encode();
+        if let Some(last) = bytes.last_mut() {
+            *last ^= 1;
+        }
+        let forged = GuardedToken::decode(&bytes).unwrap();
+        assert_eq!(forged.object(), token.object());
+
+        // An invocation on the object is in flight: it holds the gate shared.
+        let invoking = gates.of(token.object()).try_read_owned().unwrap();
+        match poll_once(revoke(&owner, &gates, &forged, NOW)) {
+            Poll::Ready(r) => assert_eq!(r, Err(InvokeError::BadTag)),
+            Poll::Pending => panic!("a forged revoke waited for an invocation in flight"),
+        }
+        // So is a genuine token without `REVOKE`: it would revoke nothing.
+        let read_only = token.with_rights(Rights::READ).unwrap();
+        match poll_once(revoke(&owner, &gates, &read_only, NOW)) {
+            Poll::Ready(r) => assert!(matches!(r, Err(InvokeError::RightsExceeded { .. }))),
+            Poll::Pending => panic!("a revoke without REVOKE waited for an invocation in flight"),
+        }
+        // A revocation that will happen waits for the invocation.
+        assert!(
+            poll_once(revoke(&owner, &gates, &token, NOW)).is_pending(),
+            "a genuine revoke passed an invocation in flight"
+        );
+        drop(invoking);
+        match poll_once(revoke(&owner, &gates, &token, NOW)) {
+            Poll::Ready(r) => assert_eq!(r.map(|r| r.guards_revoked), Ok(1)),
+            Poll::Pending => panic!("a genuine revoke waited with no invocation in flight"),
+        }
+        // Revoked now: a second revoke with it is refused without waiting either.
+        let _again = gates.of(token.object()).try_read_owned().unwrap();
+        assert!(matches!(
+            poll_once(revoke(&owner, &gates, &token, NOW)),
+            Poll::Ready(Err(InvokeError::Revoked { .. }))
+        ));
+    }
 
     #[tokio::test]
     async fn a_revocation_waits_only_for_its_own_object() {

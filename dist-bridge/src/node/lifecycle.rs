@@ -32,7 +32,7 @@ use super::counters::{Counters, LogLimit, Notices, Refusals};
 use super::metrics::{self, Metrics};
 use super::reads::Reads;
 use super::service::Service;
-use super::shared::{Applied, Shared, maintain};
+use super::shared::{Shared, maintain};
 
 /// Why a node could not start.
 #[derive(Debug)]
@@ -300,7 +300,6 @@ impl Node {
             peers,
             counters: Counters::default(),
             notices: Mutex::new(Notices::new(config.notice_buffer)),
-            revoked_sources: Mutex::new(Applied::default()),
             proofs: ReplayWindow::new(
                 u64::try_from(config.export_skew.as_nanos()).unwrap_or(u64::MAX),
                 config.export_nonces,

@@ -69,7 +69,7 @@
 //! |---|---|
 //! | `Export` | decodes the capability, looks up the object's `kuid` key in the store ([`StoreKeys`](crate::keys::StoreKeys)), [`Owner::export`](crate::owner::Owner::export) |
 //! | `Invoke` | [`Owner::check_bytes`](crate::owner::Owner::check_bytes), then reads or writes the object's bytes in the store |
-//! | `Revoke` | [`Owner::revoke`](crate::owner::Owner::revoke) |
+//! | `Revoke` | [`Owner::check_revoke`](crate::owner::Owner::check_revoke), then [`Owner::revoke`](crate::owner::Owner::revoke) under the object's gate |
 //! | `Renew` / `DeriveGuard` | [`Owner::renew`](crate::owner::Owner::renew) / [`Owner::export_from`](crate::owner::Owner::export_from) |
 //! | `Status` | controller, [`TableStats`](crate::table::TableStats), RPC counters, baseline counters |
 //! | `PollUpgrades` | the [`UpgradeNotice`](crate::owner::UpgradeNotice)s published so far (bounded buffer) |
@@ -99,7 +99,11 @@
 //! the object whose guards it revokes exclusively around
 //! [`Owner::revoke`](crate::owner::Owner::revoke). So when `Revoke` returns, every invocation
 //! that was accepted before it has completed its effect, and every later one is refused; and a
-//! revocation waits only for the invocations in flight on its own object.
+//! revocation waits only for the invocations in flight on its own object. The gate is only
+//! for revocations that will happen: the token is checked
+//! ([`Owner::check_revoke`](crate::owner::Owner::check_revoke), its tag first) before the
+//! gate is taken, so a token the owner did not issue (which could name any object) is
+//! refused at once and holds up no invocation.
 //!
 //! # Messages
 //!
@@ -113,8 +117,42 @@
 //! A maintenance task runs every [`NodeConfig::maintenance_interval`](super::NodeConfig::maintenance_interval): it publishes the
 //! upgrade notices of range upgrades ([`Owner::drain_upgrades`](crate::owner::Owner::drain_upgrades)) for `PollUpgrades`, frees
 //! expired guards ([`Owner::sweep_expired`](crate::owner::Owner::sweep_expired)), and applies the store's revocation list: the
-//! guards exported from a capability revoked there ([`Owner::revoke_source`](crate::owner::Owner::revoke_source)), and every
-//! guard of an object whose `kuid` key was revoked there ([`Owner::revoke_object`](crate::owner::Owner::revoke_object)).
+//! guards exported from a capability revoked there, and the guards whose capability a `kuid`
+//! key revoked there verified. It records the list in the owner first
+//! ([`Owner::note_store_revocations`](crate::owner::Owner::note_store_revocations)), under
+//! the lock exports create guards under, so an `Export` that read the list before the
+//! revocation is refused from then on; then it revokes the guards already made, each under
+//! its object's gate
+//! ([`Owner::revoke_store_revoked`](crate::owner::Owner::revoke_store_revoked)). Once a tick
+//! has seen a revocation, no guard from that record or key exists or can be created.
+//!
+//! # The renew window
+//!
+//! When the guard table opens a version range it *upgrades* the live guards of the range
+//! after it (see [`crate::table`]): their tokens are then refused as `upgraded` (the one
+//! refusal a holder sees in full), and `Renew` exchanges such a token for one at the new
+//! version. That exchange works until the range of the old version is opened again, which is
+//! the **next** range opening: after `range_size = max_version / ranges` more epoch
+//! increments. After it the old token is dead for good (`Renew` answers `not renewable`).
+//!
+//! - **In operations.** Each epoch increment is one flush of the batch of freed entries:
+//!   normally `batch_size` guard releases (revocations with their descendants, expired guards
+//!   swept by the maintenance task, guards revoked from the store's list). But an `Export`
+//!   or `DeriveGuard` that finds every entry live while some are pending flushes the partial
+//!   batch at once, however small, and so can end another holder's window early. The window
+//!   is therefore between `range_size` releases (a table that is always full) and
+//!   `range_size × batch_size` releases.
+//! - **In time**: that many releases at the node's rate of releases. With the defaults
+//!   (`max_version` the full 64-bit space, 16 ranges, batches of 64) `range_size` is about
+//!   1.15 × 10¹⁸ epochs: the window never closes in practice. With `max_version = 1000000`
+//!   and 16 ranges it is 62,500 epochs: 4 million releases with full batches, but only
+//!   62,500 if every export finds the table full; at 1,000 releases a second, between about
+//!   a minute and about an hour.
+//! - **To lengthen it**, an operator configures in `[guard_table]`: a larger `max_version`
+//!   (or none, for the full space), fewer `ranges` (at least 2; each is `max_version / ranges`
+//!   versions), a larger `batch_size`, and a `capacity` large enough that the table is not
+//!   full (so exports never force partial batches). Holders renew sooner when they act on
+//!   `upgraded` at once, or follow `PollUpgrades` (published every `maintenance_interval`).
 //!
 //! # Security
 //!
@@ -148,7 +186,8 @@
 //! # Modules
 //!
 //! `config` (what a node is told), `lifecycle` (starting, serving, stopping), `shared` (the
-//! state every request and the maintenance task share, and that task), `counters` (RPC
+//! state every request and the maintenance task share, and that task), `store_revocations`
+//! (the task's application of the store's revocation list), `counters` (RPC
 //! counters, refusals and upgrade notices), `metrics` (Prometheus), `caller` (who sent a
 //! request), `gates` (per-object revocation gates), `serve` (the HTTP/2 server: accepting,
 //! TLS, and each connection's life: idle, age and shutdown limits, each ended by a GOAWAY),
@@ -171,6 +210,7 @@ mod serve;
 mod service;
 mod shared;
 mod storage;
+mod store_revocations;
 
 pub use config::{MAX_DURATION, MAX_IO_LIMIT, MAX_MESSAGE_LIMIT, NodeConfig, Peer};
 pub use lifecycle::{Node, RunningNode, ServeError, ShutdownHandle, StartError};

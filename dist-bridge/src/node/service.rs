@@ -23,6 +23,7 @@ use crate::wire::{self, ErrorKind};
 
 use super::caller::Caller;
 use super::counters::{LogLine, REFUSAL_LINES_PER_SECOND, Rpc};
+use super::gates;
 use super::shared::{Shared, now_ns};
 use super::storage::{read_bytes, write_bytes};
 
@@ -282,13 +283,11 @@ impl NodeRpc for Service {
         sh.received(Rpc::Revoke);
         let token = decode_token(&request.into_inner().token)
             .map_err(|s| self.refuse(&caller, "revoke", s))?;
-        let report = {
-            // Waits only for invocations on this object (every guard it revokes is of it).
-            let gate = sh.gates.of(token.object());
-            let _held = gate.write().await;
-            sh.owner.revoke(&token, now_ns())
-        }
-        .map_err(|e| self.refuse(&caller, "revoke", wire::invoke_status(&e)))?;
+        // Waits only for invocations on this object (every guard it revokes is of it), and
+        // only once the token is known to revoke something.
+        let report = gates::revoke(&sh.owner, &sh.gates, &token, now_ns())
+            .await
+            .map_err(|e| self.refuse(&caller, "revoke", wire::invoke_status(&e)))?;
         sh.metrics.revoked(report.guards_revoked);
         info!(%caller, guard = %token.guard(), guards = report.guards_revoked, "revoked");
         Ok(Response::new(pb::RevokeReply {
