@@ -80,6 +80,16 @@ COMMANDS:
         fails. Needs the nightly toolchain (not installed by xtask). Not part of CI.
         Targets are the files in fuzz/fuzz_targets/.
 
+    model [--deep]
+        The explicit-state model of dist-bridge's guard, version and revocation
+        protocol (dist-bridge/model, stateright): every property, the paths that show
+        it is not vacuous, the mutations that must give counterexamples, and the
+        model's table against the real GuardTable:
+          cargo test -p dist-bridge-model                  (small bounds; also in `test`)
+          cargo test -p dist-bridge-model -- --ignored --nocapture        (--deep)
+        --deep checks the larger bounds: minutes and about 1 GB; state counts and
+        times are in dist-bridge/model/README.md. Installs nothing.
+
     help, --help, -h
         This text.
 

@@ -7,7 +7,7 @@
 //! Plain `std` on purpose: the tool must build in seconds on a fresh checkout. Child commands
 //! run from the workspace root with inherited stdio, so their output streams as usual.
 //!
-//! One module per command ([`test`], [`demo`], [`bench`], [`fuzz`], [`help`]); the steps of
+//! One module per command ([`test`], [`demo`], [`bench`], [`fuzz`], [`model`], [`help`]); the steps of
 //! `test` are in [`steps`], the QEMU kernel's in [`kernel`], installing what is missing in
 //! [`install`], and running child commands in [`run`].
 
@@ -17,6 +17,7 @@ mod fuzz;
 mod help;
 mod install;
 mod kernel;
+mod model;
 mod run;
 mod steps;
 mod test;
@@ -101,6 +102,7 @@ fn main() -> ExitCode {
         }
         "bench" => bench::cmd_bench(&ws, rest),
         "fuzz" => fuzz::cmd_fuzz(&ws, rest),
+        "model" => model::cmd_model(&ws, rest),
         other => usage_error(&format!("unknown command `{other}`")),
     }
 }
