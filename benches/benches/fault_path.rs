@@ -165,10 +165,9 @@ fn bench_invalidation_stream(c: &mut Criterion) {
     g.finish();
 }
 
-/// A miss (after `flush`, so every signature is verified) with 1, 4, 5, 16 and 64 valid
-/// records for the faulting object, each with its own gate: the entry holds four grants, so
-/// 5 and more make it incomplete. The cost should grow by one verification per record, with
-/// no step past four (the per-record time is printed).
+/// A miss (after `flush`, so nothing is remembered) with 1, 4, 5, 16 and 64 valid records for
+/// the faulting object, each with its own gate, all covering the faulting page: the first
+/// grants, so the miss verifies one signature whatever the number of records.
 fn bench_miss_records(c: &mut Criterion) {
     let mut g = c.benchmark_group("decide_miss_records");
     g.measurement_time(Duration::from_secs(5));
@@ -178,7 +177,7 @@ fn bench_miss_records(c: &mut Criterion) {
         let e = benches::host::records_engine(k, &key);
         let t = SecCtxMgr::new(CTX);
         check(e.decide(&t, &read(1)));
-        assert_eq!(e.stats().verifies, k, "a miss verifies every record once");
+        assert_eq!(e.stats().verifies, 1, "a miss verifies the one record it needs");
         g.bench_function(BenchmarkId::from_parameter(k), |b| cold_miss(b, &e, &t));
     }
     g.finish();
