@@ -11,6 +11,7 @@ use super::{
     CTX_MAGIC, CTX_VERSION, CTX_VERSION_OVERFLOW, CtxFlags, ENTRY_LEN, HEADER_LEN, MASK_LEN,
     WRITING,
 };
+use crate::cap::CAP_LEN;
 use crate::codec::Reader;
 use crate::del::MAX_DEL_LEN;
 use crate::error::DecodeError;
@@ -167,7 +168,18 @@ impl<M: ?Sized + CtxMem> Entry<'_, M> {
 
     /// Copies the record's bytes out and decodes them.
     pub fn record(&self) -> Result<Record, DecodeError> {
+        if self.kind == RecordKind::Cap && self.len <= CAP_LEN {
+            // The common case, in a buffer its size: a scan decodes one record after
+            // another, and clearing a buffer for the largest record (a delegation chain of the
+            // greatest depth) for each capability is wasted work.
+            let mut buf = [0u8; CAP_LEN];
+            return self.decode_in(&mut buf);
+        }
         let mut buf = [0u8; MAX_RECORD_LEN];
+        self.decode_in(&mut buf)
+    }
+
+    fn decode_in(&self, buf: &mut [u8]) -> Result<Record, DecodeError> {
         let dst = buf.get_mut(..self.len).ok_or(DecodeError::BadLength {
             what: "record",
             len: self.len,
@@ -536,8 +548,9 @@ impl<'a, M: ?Sized + CtxMem> SecCtx<'a, M> {
         })
     }
 
-    fn entry_target(&self, index: usize) -> Option<u128> {
-        let (table, row) = self.table_of(index);
+    /// The target of row `row` of `table` (the entry table or the overflow table).
+    #[inline]
+    fn row_target(&self, table: Region, row: usize) -> Option<u128> {
         let at = table.row(row, ENTRY_LEN)?;
         if let Some(all) = self.mem.direct() {
             return Some(u128::from_le_bytes(all.get(at..at + 16)?.try_into().ok()?));
@@ -692,12 +705,14 @@ impl<'a, M: ?Sized + CtxMem> SecCtx<'a, M> {
         })
     }
 
-    /// Index of the first entry of indices `lo..hi` (one sorted table) whose target is not less
-    /// than `target` (binary search).
-    fn lower_bound(&self, target: u128, mut lo: usize, mut hi: usize) -> usize {
+    /// Index of the first row of `table` (one sorted table of `rows` rows) whose target is not
+    /// less than `target` (binary search).
+    #[inline]
+    fn lower_bound(&self, table: Region, rows: usize, target: u128) -> usize {
+        let (mut lo, mut hi) = (0, rows);
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
-            match self.entry_target(mid) {
+            match self.row_target(table, mid) {
                 Some(t) if t < target => lo = mid + 1,
                 _ => hi = mid,
             }
@@ -705,15 +720,18 @@ impl<'a, M: ?Sized + CtxMem> SecCtx<'a, M> {
         lo
     }
 
-    /// The entries filed under `target`, by binary search of the entry table, then of the
-    /// overflow table.
+    /// The entries filed under `target`, by binary search of the entry table, then, in
+    /// version 2 and only if it has rows, of the overflow table: a context without one pays
+    /// nothing for it.
     pub fn entries_for(&self, target: ObjID) -> EntryIter<'a, M> {
-        let (main, all) = (self.main_count(), self.entry_count());
+        let main = self.main_count();
+        let overflow = self.overflow_count();
         EntryIter {
             ctx: *self,
-            next: self.lower_bound(target.raw(), 0, main),
+            next: self.lower_bound(self.entries, main, target.raw()),
             end: main,
-            then: Some(self.lower_bound(target.raw(), main, all)),
+            then: (overflow != 0)
+                .then(|| main + self.lower_bound(self.overflow, overflow, target.raw())),
             only: Some(target),
         }
     }
