@@ -177,7 +177,11 @@ fn bench_miss_records(c: &mut Criterion) {
         let e = benches::host::records_engine(k, &key);
         let t = SecCtxMgr::new(CTX);
         check(e.decide(&t, &read(1)));
-        assert_eq!(e.stats().verifies, 1, "a miss verifies the one record it needs");
+        assert_eq!(
+            e.stats().verifies,
+            1,
+            "a miss verifies the one record it needs"
+        );
         g.bench_function(BenchmarkId::from_parameter(k), |b| cold_miss(b, &e, &t));
     }
     g.finish();
@@ -297,6 +301,22 @@ fn bench_denials(c: &mut Criterion) {
         );
         g.bench_function(name, |b| b.iter(|| e.decide(&t, black_box(&read(1)))));
     }
+    // A valid capability whose record the host has revoked.
+    let mut e = engine(1, SigningScheme::Ed25519, false, 1);
+    let ctx = e.host().versions[0].clone();
+    let parsed = twizzler_capsec::SecCtx::parse(&ctx).expect("the benchmark context parses");
+    let id = parsed
+        .entries_for(obj(0))
+        .next()
+        .and_then(|en| en.record().ok())
+        .map(|r| r.id())
+        .expect("object 0 has a record");
+    e.host_mut().revoked_records.insert(id);
+    let d = e.decide(&t, &read(1));
+    assert!(matches!(d, Decision::Violation(_)), "revoked: {d:?}");
+    g.bench_function("revoked_record/1", |b| {
+        b.iter(|| e.decide(&t, black_box(&read(1))))
+    });
     g.finish();
 }
 

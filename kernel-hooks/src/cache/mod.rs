@@ -39,8 +39,9 @@ pub use words::{Explained, Granted, HOT_WORDS, Served};
 pub const SETS: usize = 64;
 /// Entries per set.
 pub const WAYS: usize = 4;
-/// Grants one entry holds; an object with more valid records in one context is cached
-/// incomplete (see [`CachedPerms::complete`]).
+/// Grant slots of one entry (grants with one gate, or with page ranges that continue each
+/// other, share a slot); past them the oldest grant leaves the slots and the entry is
+/// incomplete (see [`CachedPerms::add_grant`]).
 pub const MAX_GRANTS: usize = 4;
 
 /// A bounded, set-associative cache of verified decisions.

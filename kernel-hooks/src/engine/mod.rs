@@ -619,17 +619,47 @@ impl<H: Host> Engine<H> {
         need: Option<(&Access, Protections)>,
     ) -> bool {
         let target = entry.snap.target;
-        let grants =
-            |e: &CachedPerms| need.is_some_and(|(a, n)| e.snap.evaluate(a).perms.grants(n));
-        let mut granted = grants(entry);
+        // What the entry provides for the access, and whether that grants it.
+        let provides = |e: &CachedPerms| {
+            need.map(|(a, n)| {
+                let p = e.snap.evaluate(a).perms;
+                (p.provide, p.grants(n))
+            })
+        };
+        let mut provided = provides(entry);
         let mut judged_all = true;
         let mut dropped = false;
+        // Whether a grant would add a right the access needs (always, without an access).
+        let useful = |grant: &Grant, entry: &CachedPerms, provided: Option<(Protections, bool)>| {
+            let (Some((access, needed)), Some((provided, _))) = (need, provided) else {
+                return true;
+            };
+            grant.contribution(access).is_ok_and(|c| {
+                !(c & entry.snap.allowed & needed)
+                    .difference(provided)
+                    .is_empty()
+            })
+        };
         for e in ctx.entries_for(target) {
             entry.seen = true;
-            if granted {
+            if provided.is_some_and(|(_, granted)| granted) {
                 // More records than the access needed: the entry is not complete.
                 judged_all = false;
                 break;
+            }
+            // A capability's body says whether it could matter, without decoding or hashing
+            // anything else: most records of an object do not matter to one access.
+            if let Some((t, holder, grant)) = e.peek_cap()
+                && t == target
+                && holder == ctx_id
+            {
+                if entry.subsumes(&grant) {
+                    continue;
+                }
+                if !useful(&grant, entry, provided) {
+                    judged_all = false;
+                    continue;
+                }
             }
             let record = match e.record() {
                 Ok(r) => r,
@@ -651,29 +681,21 @@ impl<H: Host> Engine<H> {
                 // Adds nothing to any access: judged without a signature check.
                 continue;
             }
-            if let Some((access, needed)) = need {
-                let provided = entry.snap.evaluate(access).perms.provide;
-                let useful = grant
-                    .contribution(access)
-                    .map_or(Protections::empty(), |c| {
-                        (c & entry.snap.allowed & needed).difference(provided)
-                    });
-                if useful.is_empty() {
-                    // Not needed now: verified when an access needs it.
-                    judged_all = false;
-                    continue;
-                }
+            if !useful(&grant, entry, provided) {
+                // Not needed now: verified when an access needs it.
+                judged_all = false;
+                continue;
             }
             match record.verify(auth, now) {
                 Ok(()) => {
                     dropped |= entry.add_grant(grant, record.expires());
-                    granted = grants(entry);
+                    provided = provides(entry);
                 }
                 Err(err) => entry.add_failure(Verdict::Invalid(err)),
             }
         }
         entry.snap.complete = judged_all && !dropped;
-        granted
+        provided.is_some_and(|(_, granted)| granted)
     }
 }
 

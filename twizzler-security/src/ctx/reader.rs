@@ -11,11 +11,13 @@ use super::{
     CTX_MAGIC, CTX_VERSION, CTX_VERSION_OVERFLOW, CtxFlags, ENTRY_LEN, HEADER_LEN, MASK_LEN,
     WRITING,
 };
-use crate::cap::CAP_LEN;
+use crate::cap::{CAP_BODY_LEN, CAP_LEN, CAP_MAGIC};
 use crate::codec::Reader;
 use crate::del::MAX_DEL_LEN;
 use crate::error::DecodeError;
+use crate::gate::Gate;
 use crate::ids::{ObjID, Protections};
+use crate::perms::Grant;
 use crate::record::{Record, RecordKind};
 
 /// Why context bytes were rejected.
@@ -177,6 +179,30 @@ impl<M: ?Sized + CtxMem> Entry<'_, M> {
         }
         let mut buf = [0u8; MAX_RECORD_LEN];
         self.decode_in(&mut buf)
+    }
+
+    /// What a capability's entry grants, to whom, read from its body alone (the signature is
+    /// not decoded): its target, its holder (the accessor) and its [`Grant`]. `None` for a
+    /// delegation, or bytes that do not read as a capability's body: [`Entry::record`] then
+    /// says why. For a scan that decides whether a record is worth decoding and verifying;
+    /// what it returns is unverified.
+    pub fn peek_cap(&self) -> Option<(ObjID, ObjID, Grant)> {
+        if self.kind != RecordKind::Cap || self.len != CAP_LEN {
+            return None;
+        }
+        let mut body = [0u8; CAP_BODY_LEN];
+        if !self.mem.read(self.at, &mut body) {
+            return None;
+        }
+        let mut r = Reader::new(&body);
+        r.magic(CAP_MAGIC).ok()?;
+        r.u16().ok()?;
+        r.u16().ok()?;
+        let target = ObjID::new(r.u128().ok()?);
+        let holder = ObjID::new(r.u128().ok()?);
+        let prots = Protections::from_raw(r.u16().ok()?)?;
+        let gate = Gate::decode_from(&mut r).ok()?;
+        Some((target, holder, Grant { prots, gate }))
     }
 
     fn decode_in(&self, buf: &mut [u8]) -> Result<Record, DecodeError> {
