@@ -614,3 +614,32 @@ fn a_miss_verifies_what_the_access_needs_and_the_rest_when_an_access_needs_it() 
     assert!(!grants(&w.decide(&t, FILE, 9 * PAGE, Read), Read));
     assert_eq!(mapped(&w.decide(&t, FILE, 2 * PAGE, Read)), Some(R));
 }
+
+#[test]
+fn an_expired_entry_replaced_before_the_timer_unmaps_what_it_granted() {
+    // Page 1 is granted by a capability that expires at T+10; page 2 by one that never does.
+    // The fault on page 2 comes after the expiry but before the timer's `expire`: the entry it
+    // builds replaces the expired one, and the page-1 mapping must go then (the timer will
+    // find only the new, unexpired entry).
+    let w = World::new();
+    let mut a = CapGrant::new(FILE, CTX_A, R);
+    a.gate = twizzler_capsec::Gate::new(PAGE, PAGE, 1).unwrap();
+    a.expires = Expiry::from_raw(T0 + 10);
+    let mut b = CapGrant::new(FILE, CTX_A, R);
+    b.gate = twizzler_capsec::Gate::new(2 * PAGE, PAGE, 1).unwrap();
+    let (a, b) = (w.cap_with(a), w.cap_with(b));
+    w.write_ctx(CTX_A, &ctx_with(&[&a, &b]));
+    let t = SecCtxMgr::new(CTX_A);
+    assert_eq!(mapped(&w.decide(&t, FILE, PAGE, Read)), Some(R));
+    w.host().take_unmapped();
+    w.host().advance(10);
+    assert_eq!(mapped(&w.decide(&t, FILE, 2 * PAGE, Read)), Some(R));
+    assert!(
+        w.host().take_unmapped().contains(&Unmap::Object {
+            ctx: CTX_A,
+            target: FILE
+        }),
+        "the page granted by the expired capability stayed mapped"
+    );
+    assert!(!grants(&w.decide(&t, FILE, PAGE, Read), Read));
+}
