@@ -547,24 +547,14 @@ impl<'a, M: ?Sized + CtxMem> SecCtx<'a, M> {
         self.mem.read(at, &mut row).then_some(row)
     }
 
-    /// The table holding entry `index` (the entry table's, then the overflow table's) and the
-    /// row in it.
-    fn table_of(&self, index: usize) -> (Region, usize) {
-        let main = self.main_count();
-        if index < main {
-            (self.entries, index)
-        } else {
-            (self.overflow, index - main)
-        }
-    }
-
     /// Rows of the entry table (without the overflow table's).
     fn main_count(&self) -> usize {
         self.entries.len / ENTRY_LEN
     }
 
-    fn raw_entry(&self, index: usize) -> Option<RawEntry> {
-        let (table, row) = self.table_of(index);
+    /// Row `row` of `table` (the entry table or the overflow table).
+    #[inline]
+    fn raw_entry(&self, table: Region, row: usize) -> Option<RawEntry> {
         let row: [u8; ENTRY_LEN] = self.row(table, row)?;
         Some(RawEntry {
             target: le_u128(&row, 0),
@@ -718,11 +708,23 @@ impl<'a, M: ?Sized + CtxMem> SecCtx<'a, M> {
         self.masks.len / MASK_LEN
     }
 
-    fn entry(&self, index: usize) -> Option<Entry<'a, M>> {
-        let e = self.raw_entry(index)?;
+    /// Row `row` of `table`, whose first row is entry `first`, as an [`Entry`], if its target
+    /// is `only` (any target when `None`) and the row checks out.
+    #[inline]
+    fn entry(
+        &self,
+        table: Region,
+        first: usize,
+        row: usize,
+        only: Option<ObjID>,
+    ) -> Option<Entry<'a, M>> {
+        let e = self.raw_entry(table, row)?;
+        if only.is_some_and(|t| t.raw() != e.target) {
+            return None;
+        }
         let item = self.heap.sub(e.offset, e.len)?;
         Some(Entry {
-            index,
+            index: first + row,
             target: ObjID::new(e.target),
             kind: RecordKind::from_raw(e.kind).ok()?,
             mem: self.mem,
@@ -754,10 +756,10 @@ impl<'a, M: ?Sized + CtxMem> SecCtx<'a, M> {
         let overflow = self.overflow_count();
         EntryIter {
             ctx: *self,
-            next: self.lower_bound(self.entries, main, target.raw()),
-            end: main,
-            then: (overflow != 0)
-                .then(|| main + self.lower_bound(self.overflow, overflow, target.raw())),
+            table: self.entries,
+            first: 0,
+            row: self.lower_bound(self.entries, main, target.raw()),
+            then: (overflow != 0).then(|| self.lower_bound(self.overflow, overflow, target.raw())),
             only: Some(target),
         }
     }
@@ -766,9 +768,10 @@ impl<'a, M: ?Sized + CtxMem> SecCtx<'a, M> {
     pub fn entries(&self) -> EntryIter<'a, M> {
         EntryIter {
             ctx: *self,
-            next: 0,
-            end: self.entry_count(),
-            then: None,
+            table: self.entries,
+            first: 0,
+            row: 0,
+            then: (self.overflow_count() != 0).then_some(0),
             only: None,
         }
     }
@@ -824,11 +827,12 @@ impl<M: ?Sized + CtxMem> fmt::Debug for SecCtx<'_, M> {
 /// Iterator over context entries (all of them, or those of one target).
 pub struct EntryIter<'a, M: ?Sized + CtxMem = [u8]> {
     ctx: SecCtx<'a, M>,
-    /// The next entry index, and the end of the run it is in.
-    next: usize,
-    end: usize,
-    /// Where the second run starts (the overflow table's entries for `only`), once the first
-    /// is done.
+    /// The table of the run in progress, the entry index of its first row, and the next row.
+    table: Region,
+    first: usize,
+    row: usize,
+    /// Where the second run (in the overflow table) starts, once the first is done; `None`
+    /// when there is none (no overflow table, or it is under way).
     then: Option<usize>,
     only: Option<ObjID>,
 }
@@ -837,8 +841,9 @@ impl<M: ?Sized + CtxMem> Clone for EntryIter<'_, M> {
     fn clone(&self) -> Self {
         Self {
             ctx: self.ctx,
-            next: self.next,
-            end: self.end,
+            table: self.table,
+            first: self.first,
+            row: self.row,
             then: self.then,
             only: self.only,
         }
@@ -850,17 +855,15 @@ impl<'a, M: ?Sized + CtxMem> Iterator for EntryIter<'a, M> {
 
     fn next(&mut self) -> Option<Entry<'a, M>> {
         loop {
-            let e = (self.next < self.end)
-                .then(|| self.ctx.entry(self.next))
-                .flatten()
-                .filter(|e| self.only.is_none_or(|t| t == e.target));
-            if let Some(e) = e {
-                self.next += 1;
+            // A row that is past the table, for another target or that does not check out
+            // ends the run.
+            if let Some(e) = self.ctx.entry(self.table, self.first, self.row, self.only) {
+                self.row += 1;
                 return Some(e);
             }
-            // This run is over: the next one, if any.
-            self.next = self.then.take()?;
-            self.end = self.ctx.entry_count();
+            self.row = self.then.take()?;
+            self.table = self.ctx.overflow;
+            self.first = self.ctx.main_count();
         }
     }
 }
