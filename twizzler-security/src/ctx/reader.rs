@@ -190,19 +190,29 @@ impl<M: ?Sized + CtxMem> Entry<'_, M> {
         if self.kind != RecordKind::Cap || self.len != CAP_LEN {
             return None;
         }
-        let mut body = [0u8; CAP_BODY_LEN];
-        if !self.mem.read(self.at, &mut body) {
+        // Read in place when the memory allows it (no one else writes it), else copied out.
+        let mut copy = [0u8; CAP_BODY_LEN];
+        let body: &[u8] = match self.mem.direct() {
+            Some(all) => all.get(self.at..self.at.checked_add(CAP_BODY_LEN)?)?,
+            None => {
+                if !self.mem.read(self.at, &mut copy) {
+                    return None;
+                }
+                &copy
+            }
+        };
+        // The body's fixed offsets (the layout table in `cap.rs`): magic 0, target 8,
+        // accessor 24, protections 40, gate 42 (offset, length, align).
+        if le_u32(body, 0) != CAP_MAGIC {
             return None;
         }
-        let mut r = Reader::new(&body);
-        r.magic(CAP_MAGIC).ok()?;
-        r.u16().ok()?;
-        r.u16().ok()?;
-        let target = ObjID::new(r.u128().ok()?);
-        let holder = ObjID::new(r.u128().ok()?);
-        let prots = Protections::from_raw(r.u16().ok()?)?;
-        let gate = Gate::decode_from(&mut r).ok()?;
-        Some((target, holder, Grant { prots, gate }))
+        let prots = Protections::from_raw(le_u16(body, 40))?;
+        let gate = Gate::new(le_u64(body, 42), le_u64(body, 50), le_u64(body, 58)).ok()?;
+        Some((
+            ObjID::new(le_u128(body, 8)),
+            ObjID::new(le_u128(body, 24)),
+            Grant { prots, gate },
+        ))
     }
 
     fn decode_in(&self, buf: &mut [u8]) -> Result<Record, DecodeError> {
@@ -415,6 +425,11 @@ fn le<const N: usize>(b: &[u8], at: usize) -> [u8; N] {
 #[inline]
 fn le_u32(b: &[u8], at: usize) -> u32 {
     u32::from_le_bytes(le(b, at))
+}
+
+#[inline]
+fn le_u64(b: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(le(b, at))
 }
 
 #[inline]
