@@ -246,7 +246,53 @@ fn main() {
         assert!(matches!(d, kernel_hooks::Decision::Map { .. }));
     };
 
+    // Issue 20: the lazy miss with 1,000 records for the object, plain (whole-object read
+    // capabilities) and page-gated (one per page: faulting on page 1, whose record is first,
+    // and on page 1,000, whose record is last, so the other 999 are read and skipped).
+    let issue20 = |k: u64, gated: bool| {
+        let mut ed = SecCtxEditor::new();
+        for i in 0..k {
+            let mut g = CapGrant::new(obj(0), CTX, Protections::READ);
+            if gated {
+                g.gate = twizzler_capsec::Gate::new((1 + i) * 4096, 4096, 1).unwrap();
+            } else {
+                g.expires = twizzler_capsec::Expiry::from_raw(NOW + 1_000_000_000_000 + i);
+            }
+            ed.add_cap(&Cap::mint(g, &ed_sk).unwrap());
+        }
+        benches::host::one_object_engine(&ed, &ed_sk)
+    };
+    let (plain_1000, gated_1000) = (issue20(1_000, false), issue20(1_000, true));
+    let miss_on = |e: &kernel_hooks::Engine<benches::host::BenchHost>, page: u64| {
+        e.flush();
+        let f =
+            kernel_hooks::Fault::new(obj(0), benches::host::INFO, page * 4096, AccessKind::Read);
+        let d = e.decide(&thread, black_box(&f));
+        assert!(matches!(d, kernel_hooks::Decision::Map { .. }));
+    };
+
     let mut pairs: Vec<Pair<'_>> = vec![
+        Pair {
+            name: "issue20/decide_miss/plain/1000 vs raw_verify/ed25519_verify_strict/32B",
+            a_name: "flush + decide miss, 1,000 whole-object records",
+            b_name: "ed25519 verify_strict 32B",
+            a: Box::new(|| miss_on(&plain_1000, 1)),
+            b: Box::new(ed_raw),
+        },
+        Pair {
+            name: "issue20/decide_miss/gated/1000 vs raw_verify/ed25519_verify_strict/32B",
+            a_name: "flush + decide miss, 1,000 page records, page 1",
+            b_name: "ed25519 verify_strict 32B",
+            a: Box::new(|| miss_on(&gated_1000, 1)),
+            b: Box::new(ed_raw),
+        },
+        Pair {
+            name: "issue20/decide_miss/gated_last/1000 vs raw_verify/ed25519_verify_strict/32B",
+            a_name: "flush + decide miss, 1,000 page records, page 1,000",
+            b_name: "ed25519 verify_strict 32B",
+            a: Box::new(|| miss_on(&gated_1000, 1_000)),
+            b: Box::new(ed_raw),
+        },
         Pair {
             name: "decide_miss/ed25519/1 vs raw_verify/ed25519_verify_strict/32B",
             a_name: "flush + decide miss, ed25519, 1 record",

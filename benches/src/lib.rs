@@ -88,12 +88,18 @@ pub mod host {
     }
 
     /// An engine over one object, `obj(0)` (key `key`), and one context, `ed`'s.
-    fn one_object_engine(ed: &SecCtxEditor, key: &SigningKey) -> Box<Engine<BenchHost>> {
+    pub fn one_object_engine(ed: &SecCtxEditor, key: &SigningKey) -> Box<Engine<BenchHost>> {
+        bytes_engine(ed.encode().expect("benchmark contexts encode"), key)
+    }
+
+    /// An engine over one object, `obj(0)` (key `key`), and one context whose bytes are
+    /// `bytes`.
+    pub fn bytes_engine(bytes: Vec<u8>, key: &SigningKey) -> Box<Engine<BenchHost>> {
         Box::new(Engine::new(BenchHost {
             objects: [(obj(0), INFO)].into(),
             keys: [(KUID, key.verifying_key())].into(),
             ctx: CTX,
-            versions: vec![ed.encode().expect("benchmark contexts encode")],
+            versions: vec![bytes],
             current: AtomicUsize::new(0),
             now: NOW,
             revoked_keys: HashSet::new(),

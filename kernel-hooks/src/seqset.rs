@@ -47,6 +47,19 @@ pub trait Mirrored<const H: usize>: Copy {
     fn stamp_word(&self) -> u64;
 }
 
+/// What [`SeqSet::upsert`] does when the set already holds an entry with the new one's key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Upsert<T> {
+    /// The way holds this value (the old entry, changed, or the new one): nothing leaves the
+    /// set, so nothing mapped from the old entry loses it.
+    Put(T),
+    /// The new entry takes the way and the old one leaves the set: its removal is counted and
+    /// it is returned, so its mappings can go.
+    Displace,
+    /// The old entry stays; the new one is dropped.
+    Keep,
+}
+
 /// What a sweep ([`SeqSet::retain`]) does with an entry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Retain {
@@ -242,26 +255,38 @@ impl<T: Mirrored<H>, const W: usize, const H: usize> SeqSet<T, W, H> {
     /// way, else evicting one. Returns the entry evicted (whose mappings must go: its removal
     /// is already counted) and the removal counter after the insert.
     pub fn insert(&self, entry: T) -> (Option<T>, u64) {
+        self.upsert(entry, |_, new| Upsert::Put(*new))
+    }
+
+    /// Inserts `entry`; when the set already holds an entry with its key, `decide(old, new)`
+    /// says, under the writers' lock, what the way holds afterwards (see [`Upsert`]). Returns
+    /// the entry that left the set (evicted, or displaced: its mappings must go, its removal
+    /// is already counted) and the removal counter after the write.
+    pub fn upsert(&self, entry: T, decide: impl FnOnce(&T, &T) -> Upsert<T>) -> (Option<T>, u64) {
         let key = entry.key();
-        let new = entry.hot();
         let mut ways = self.writer.lock();
-        let slot = ways
-            .find::<H>(&key)
-            .or_else(|| ways.live.iter().position(|l| !l));
-        let (slot, evicted) = match slot {
-            Some(i) => (i, None),
-            None => {
-                let i = usize::from(ways.victim) % W;
-                ways.victim = ways.victim.wrapping_add(1);
-                (i, Some(ways.ways[i]))
-            }
+        let (slot, value, gone) = match ways.find::<H>(&key) {
+            Some(i) => match decide(&ways.ways[i], &entry) {
+                Upsert::Put(v) => (i, v, None),
+                Upsert::Displace => (i, entry, Some(ways.ways[i])),
+                Upsert::Keep => return (None, self.removals.load(Ordering::Relaxed)),
+            },
+            None => match ways.live.iter().position(|l| !l) {
+                Some(i) => (i, entry, None),
+                None => {
+                    let i = usize::from(ways.victim) % W;
+                    ways.victim = ways.victim.wrapping_add(1);
+                    (i, entry, Some(ways.ways[i]))
+                }
+            },
         };
+        let new = value.hot();
         let was_live = ways.live[slot];
         let old = was_live.then(|| ways.ways[slot].hot());
-        ways.ways[slot] = entry;
+        ways.ways[slot] = value;
         ways.live[slot] = true;
         self.seq.write(|| {
-            if evicted.is_some() {
+            if gone.is_some() {
                 self.removals.fetch_add(1, Ordering::Relaxed);
             }
             self.publish_way(slot, old.as_ref(), &new);
@@ -269,7 +294,7 @@ impl<T: Mirrored<H>, const W: usize, const H: usize> SeqSet<T, W, H> {
                 self.publish_live(&ways);
             }
         });
-        (evicted, self.removals.load(Ordering::Relaxed))
+        (gone, self.removals.load(Ordering::Relaxed))
     }
 
     /// Visits every entry under the writers' lock: `sweep` says what to do with each (and

@@ -29,9 +29,11 @@
 //! against; the QEMU-style race in `tests/window.rs` found this (one stale install in about 50
 //! runs before the check).
 //!
-//! A decision not served from a cache entry (the rule in full, for objects with more valid
-//! records than an entry holds, or after revocations kept racing with the lookup) carries the
-//! engine's epoch instead, which every revocation and invalidation moves.
+//! A decision made after revocations kept racing with its lookup carries the engine's epoch
+//! instead, which every revocation and invalidation moves; what it granted is cached all the
+//! same, so an expiry finds it. Every other decision is served from the cache entry that holds
+//! the grant it maps (an access the entry did not grant is decided by adding the records it
+//! needs to the entry, merged under the set's lock, and the ticket is taken from that insert).
 
 /// What a `Map` decision was made from, to check under the page-table lock that it still
 /// holds (see the module documentation).

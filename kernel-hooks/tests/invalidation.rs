@@ -477,3 +477,169 @@ fn the_513th_revocation_still_takes_effect() {
         "a revoked record still grants"
     );
 }
+
+/// Issue 20, defect 1: 130 never-expiring read capabilities (each for its own page, 2..=131),
+/// listed before a read-write capability for page 1 that expires at T+1000. The read
+/// capabilities spend the fault's signature budget, so the read-write one was granted from
+/// past the budget, by a record the cached entry never counted: the timer, the expiry sweep
+/// and revocation did not know the mapping. Returns the world, the thread and the read-write
+/// capability, after a second write fault that must grant `rw` until T+1000.
+fn grant_past_the_budget() -> (World, SecCtxMgr, twizzler_capsec::Cap) {
+    let w = World::new();
+    let mut caps = Vec::new();
+    for i in 0..130u64 {
+        let mut g = CapGrant::new(FILE, CTX_A, R);
+        g.gate = twizzler_capsec::Gate::new((2 + i) * PAGE, PAGE, 1).unwrap();
+        caps.push(w.cap_with(g));
+    }
+    let mut g = CapGrant::new(FILE, CTX_A, RW);
+    g.gate = twizzler_capsec::Gate::new(PAGE, PAGE, 1).unwrap();
+    g.expires = Expiry::from_raw(T0 + 1_000);
+    let rw = w.cap_with(g);
+    caps.push(rw);
+    let refs: Vec<&twizzler_capsec::Cap> = caps.iter().collect();
+    w.write_ctx(CTX_A, &ctx_with(&refs));
+    let t = SecCtxMgr::new(CTX_A);
+    // The first write fault may or may not grant (the budget is the engine's business); the
+    // second must, as the rule does.
+    let _ = w.decide(&t, FILE, PAGE, Write);
+    match w.decide(&t, FILE, PAGE, Write) {
+        Decision::Map {
+            prots, valid_until, ..
+        } => {
+            assert_eq!(prots, RW);
+            assert_eq!(valid_until, g.expires);
+        }
+        other => panic!("the rule grants rw: {other:?}"),
+    }
+    w.host().take_unmapped();
+    (w, t, rw)
+}
+
+#[test]
+fn a_grant_from_past_the_signature_budget_is_unmapped_at_its_expiry() {
+    let (w, t, _) = grant_past_the_budget();
+    assert_eq!(
+        w.engine.next_deadline(),
+        Some(T0 + 1_000),
+        "the timer must be armed for the record that granted rw"
+    );
+    w.host().advance(1_000);
+    let inv = w.engine.expire();
+    assert!(
+        inv.unmapped().contains(&Unmap::Object {
+            ctx: CTX_A,
+            target: FILE
+        }),
+        "the rw page outlived its capability: {inv:?}"
+    );
+    assert!(!grants(&w.decide(&t, FILE, PAGE, Write), Write));
+}
+
+#[test]
+fn a_grant_from_past_the_signature_budget_is_unmapped_when_its_record_is_revoked() {
+    let (w, t, rw) = grant_past_the_budget();
+    let inv = w.revoke_record(rw.id());
+    assert!(
+        inv.unmapped().contains(&Unmap::Object {
+            ctx: CTX_A,
+            target: FILE
+        }),
+        "the rw page outlived its revoked capability: {inv:?}"
+    );
+    assert!(!grants(&w.decide(&t, FILE, PAGE, Write), Write));
+    // The read capabilities still grant their pages.
+    assert_eq!(mapped(&w.decide(&t, FILE, 2 * PAGE, Read)), Some(R));
+}
+
+#[test]
+fn a_grant_from_past_the_signature_budget_is_unmapped_when_the_context_is_invalidated() {
+    let (w, t, _) = grant_past_the_budget();
+    let inv = w.engine.invalidate_ctx(CTX_A);
+    assert!(
+        inv.unmapped().contains(&Unmap::Object {
+            ctx: CTX_A,
+            target: FILE
+        }) && inv.unmapped().contains(&Unmap::Context(CTX_A)),
+        "{inv:?}"
+    );
+    // Decided again afterwards, from the same records.
+    assert_eq!(mapped(&w.decide(&t, FILE, PAGE, Write)), Some(RW));
+}
+
+#[test]
+fn a_miss_verifies_what_the_access_needs_and_the_rest_when_an_access_needs_it() {
+    // Sixteen read capabilities for FILE, one per page 1..=16; the one for page 9 expires.
+    let w = World::new();
+    let mut caps = Vec::new();
+    for i in 0..16u64 {
+        let mut g = CapGrant::new(FILE, CTX_A, R);
+        g.gate = twizzler_capsec::Gate::new((1 + i) * PAGE, PAGE, 1).unwrap();
+        if i == 8 {
+            g.expires = Expiry::from_raw(T0 + 700);
+        }
+        caps.push(w.cap_with(g));
+    }
+    let refs: Vec<&twizzler_capsec::Cap> = caps.iter().collect();
+    w.write_ctx(CTX_A, &ctx_with(&refs));
+    let t = SecCtxMgr::new(CTX_A);
+    assert_eq!(mapped(&w.decide(&t, FILE, PAGE, Read)), Some(R));
+    assert_eq!(w.engine.stats().verifies, 1, "one record grants page 1");
+    assert_eq!(w.engine.next_deadline(), None);
+    assert_eq!(mapped(&w.decide(&t, FILE, 9 * PAGE, Read)), Some(R));
+    assert_eq!(w.engine.stats().verifies, 2, "page 9 needed one more");
+    assert_eq!(w.engine.next_deadline(), Some(T0 + 700));
+    // Both pages are hits now, served from one entry.
+    let before = w.engine.stats();
+    for page in [1, 9, 1, 9] {
+        assert_eq!(mapped(&w.decide(&t, FILE, page * PAGE, Read)), Some(R));
+    }
+    let after = w.engine.stats();
+    assert_eq!((after.hits - before.hits, after.verifies), (4, 2));
+    // A write is granted by no record: every record is judged, once, and the denial is then
+    // served from the cache.
+    assert!(!grants(&w.decide(&t, FILE, PAGE, Write), Write));
+    assert_eq!(w.engine.stats().verifies, 16);
+    let before = w.engine.stats();
+    assert!(!grants(&w.decide(&t, FILE, PAGE, Write), Write));
+    let after = w.engine.stats();
+    assert_eq!((after.hits - before.hits, after.verifies), (1, 16));
+    // The page-9 grant still expires with its record, whichever fault verified it.
+    w.host().take_unmapped();
+    w.host().advance(700);
+    assert!(w.engine.expire().unmapped().contains(&Unmap::Object {
+        ctx: CTX_A,
+        target: FILE
+    }));
+    assert!(!grants(&w.decide(&t, FILE, 9 * PAGE, Read), Read));
+    assert_eq!(mapped(&w.decide(&t, FILE, 2 * PAGE, Read)), Some(R));
+}
+
+#[test]
+fn an_expired_entry_replaced_before_the_timer_unmaps_what_it_granted() {
+    // Page 1 is granted by a capability that expires at T+10; page 2 by one that never does.
+    // The fault on page 2 comes after the expiry but before the timer's `expire`: the entry it
+    // builds replaces the expired one, and the page-1 mapping must go then (the timer will
+    // find only the new, unexpired entry).
+    let w = World::new();
+    let mut a = CapGrant::new(FILE, CTX_A, R);
+    a.gate = twizzler_capsec::Gate::new(PAGE, PAGE, 1).unwrap();
+    a.expires = Expiry::from_raw(T0 + 10);
+    let mut b = CapGrant::new(FILE, CTX_A, R);
+    b.gate = twizzler_capsec::Gate::new(2 * PAGE, PAGE, 1).unwrap();
+    let (a, b) = (w.cap_with(a), w.cap_with(b));
+    w.write_ctx(CTX_A, &ctx_with(&[&a, &b]));
+    let t = SecCtxMgr::new(CTX_A);
+    assert_eq!(mapped(&w.decide(&t, FILE, PAGE, Read)), Some(R));
+    w.host().take_unmapped();
+    w.host().advance(10);
+    assert_eq!(mapped(&w.decide(&t, FILE, 2 * PAGE, Read)), Some(R));
+    assert!(
+        w.host().take_unmapped().contains(&Unmap::Object {
+            ctx: CTX_A,
+            target: FILE
+        }),
+        "the page granted by the expired capability stayed mapped"
+    );
+    assert!(!grants(&w.decide(&t, FILE, PAGE, Read), Read));
+}

@@ -14,7 +14,7 @@
 //! (in its own target directory); built without `--cfg loom` it is empty.
 #![cfg(loom)]
 
-use kernel_hooks::seqset::{KEY_WORDS, Mirrored, Retain, SeqSet};
+use kernel_hooks::seqset::{KEY_WORDS, Mirrored, Retain, SeqSet, Upsert};
 use loom::sync::atomic::{AtomicU64, Ordering};
 use loom::sync::{Arc, Mutex};
 use loom::thread;
@@ -242,5 +242,46 @@ fn lookups_never_tear() {
             }
         }
         writer.join().unwrap();
+    });
+}
+
+/// Two faults that each verified another record for the same (context, object) merge what
+/// they verified into the cached entry (`SeqSet::upsert` under the set's lock), while a third
+/// fault maps from the entry. In every interleaving neither merge's grant is lost (the entry
+/// holds all three bits: the base's and both merges'), no lookup is torn, and the revocation
+/// that follows finds the entry and unmaps what the fault mapped.
+#[test]
+fn merges_lose_no_grant() {
+    model(|| {
+        let w = world(&[entry(1, 0, 1)]);
+        let merge = |w: &World, bit: u64| {
+            let (gone, _) = w.set.upsert(entry(1, 0, bit), |old, new| {
+                Upsert::Put(Entry {
+                    version: old.version | new.version,
+                    ..*old
+                })
+            });
+            if let Some(g) = gone {
+                w.pt.unmap(g.key);
+            }
+        };
+        let (w2, w3) = (w.clone(), w.clone());
+        let a = thread::spawn(move || merge(&w2, 2));
+        let b = thread::spawn(move || {
+            fault(&w3.set, &w3.epoch, &w3.pt, 1);
+        });
+        merge(&w, 4);
+        a.join().unwrap();
+        b.join().unwrap();
+        let merged = w
+            .set
+            .lookup(&key(1), |wy| Some(wy.word(KEY_WORDS) & 0xffff));
+        assert_eq!(merged.map(|(v, _)| v), Some(7), "a merge lost a grant");
+        revoke(&w.set, &w.epoch, &w.pt, 1);
+        assert_eq!(
+            *w.pt.mapped.lock().unwrap(),
+            None,
+            "a mapping outlived its entry"
+        );
     });
 }

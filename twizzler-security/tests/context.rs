@@ -1207,3 +1207,52 @@ fn arbitrary_bytes_never_panic() {
         })
         .unwrap();
 }
+
+#[test]
+fn peek_cap_reads_what_the_record_says_and_nothing_from_bytes_that_are_not_a_capability() {
+    let k = key(SigningScheme::Ed25519, 41);
+    let t = ObjID::new(0x77);
+    let mut g = twizzler_capsec::CapGrant::new(t, C, Protections::READ | Protections::WRITE);
+    g.gate = gate(0x3000, 0x2000, 8);
+    let c = mint(g, &k);
+    let d = Del::from_cap(
+        &cap(t, P, Protections::READ, &k),
+        DelGrant::new(C, Protections::READ),
+        &key(SigningScheme::Ed25519, 42),
+    )
+    .unwrap();
+    let mut ed = SecCtxEditor::new();
+    ed.add_cap(&c);
+    ed.add_del(&d);
+    let mut bytes = encode(&ed);
+    let ctx = SecCtx::parse(&bytes).unwrap();
+    let entries: Vec<_> = ctx.entries_for(t).collect();
+    assert_eq!(entries.len(), 2);
+    let (cap_entry, del_entry) = if entries[0].kind == RecordKind::Cap {
+        (entries[0], entries[1])
+    } else {
+        (entries[1], entries[0])
+    };
+    let (target, holder, peeked) = cap_entry.peek_cap().expect("a capability's body peeks");
+    assert_eq!((target, holder), (t, C));
+    assert_eq!(
+        peeked,
+        twizzler_capsec::Grant::of(&cap_entry.record().unwrap())
+    );
+    assert_eq!(
+        del_entry.peek_cap(),
+        None,
+        "a delegation does not peek as a capability"
+    );
+    // A capability whose magic is damaged does not peek (its record says why).
+    let at = cap_entry.bytes().as_ptr() as usize - bytes.as_ptr() as usize;
+    assert_eq!(&bytes[at..at + 4], b"TCAP");
+    bytes[at] ^= 0xff;
+    let ctx = SecCtx::parse(&bytes).unwrap();
+    let e = ctx
+        .entries_for(t)
+        .find(|e| e.kind == RecordKind::Cap)
+        .unwrap();
+    assert_eq!(e.peek_cap(), None);
+    assert!(e.record().is_err());
+}

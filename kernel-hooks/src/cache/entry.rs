@@ -2,7 +2,9 @@
 //! ([`Deps`]), why records did not count ([`Failure`]), and the entry itself
 //! ([`CachedPerms`]).
 
-use twizzler_capsec::{Access, CtxFlags, Expiry, Grant, ObjID, Protections, RecordId, Verdict};
+use twizzler_capsec::{
+    Access, CtxFlags, Expiry, Gate, Grant, ObjID, PAGE_SIZE, Protections, RecordId, Verdict,
+};
 
 use super::MAX_GRANTS;
 use super::snapshot::Snapshot;
@@ -81,7 +83,10 @@ impl Deps {
 
     /// Notes that the entry derives from the record `id`.
     pub fn add_record(&mut self, id: &RecordId) {
-        let fp = Self::fingerprint(id);
+        self.add_fingerprint(Self::fingerprint(id));
+    }
+
+    fn add_fingerprint(&mut self, fp: u64) {
         let n = usize::from(self.n_records);
         if self.records[..n].contains(&fp) {
             return;
@@ -93,6 +98,17 @@ impl Deps {
             }
             None => self.overflow = true,
         }
+    }
+
+    /// Adds `other`'s dependencies.
+    pub fn merge(&mut self, other: &Deps) {
+        for k in &other.kuids[..usize::from(other.n_kuids)] {
+            self.add_kuid(*k);
+        }
+        for fp in &other.records[..usize::from(other.n_records)] {
+            self.add_fingerprint(*fp);
+        }
+        self.overflow |= other.overflow;
     }
 
     /// Whether revoking (or changing) key object `kuid` may take something away from the
@@ -161,6 +177,37 @@ fn rank(v: &Verdict) -> u8 {
     }
 }
 
+/// Whether grant `g` gives everything `h` would, on every access: at least its rights, on a
+/// gate containing its gate (range and entry points).
+fn subsumes(g: &Grant, h: &Grant) -> bool {
+    g.prots.contains(h.prots) && g.gate.contains(&h.gate)
+}
+
+/// Whether `b`'s range starts where `a`'s ends, or `a`'s where `b`'s ends, at a page boundary,
+/// with the same alignment: then their union is one gate covering exactly the pages, and
+/// allowing exactly the entry points, that one of them does.
+fn extends(a: &Gate, b: &Gate) -> bool {
+    join(a, b).is_some()
+}
+
+/// The union of two gates that [`extends`] joins.
+fn join(a: &Gate, b: &Gate) -> Option<Gate> {
+    if a.align() != b.align() {
+        return None;
+    }
+    let (lo, hi) = if a.end() == b.offset() {
+        (a, b)
+    } else if b.end() == a.offset() {
+        (b, a)
+    } else {
+        return None;
+    };
+    if !lo.end().is_multiple_of(PAGE_SIZE) {
+        return None;
+    }
+    Gate::new(lo.offset(), hi.end() - lo.offset(), lo.align()).ok()
+}
+
 impl CachedPerms {
     /// The value of an unused way: all zero bytes.
     const UNUSED: CachedPerms = CachedPerms {
@@ -203,25 +250,70 @@ impl CachedPerms {
 
     /// Adds the grant of a record that counted and expires at `expires`.
     ///
-    /// A grant that does not fit makes the entry incomplete (faults it cannot grant are then
-    /// decided by the rule in full), but the entry still expires with it and depends on it:
-    /// the entry is what every later expiry, revocation and eviction finds, and unmaps, for
-    /// every page mapped under (context, object), whichever record granted it.
-    pub fn add_grant(&mut self, grant: Grant, expires: Expiry) {
+    /// The entry expires with every grant it ever took (its `valid_until` only moves earlier)
+    /// and depends on every record its builders consulted: the entry is what every later
+    /// expiry, revocation and eviction finds, and unmaps, for every page mapped under
+    /// (context, object), whichever record granted it. A grant that another already holds
+    /// (rights and gate) adds only its expiry; one with the same gate widens that grant's
+    /// rights; one whose data range continues another's at a page boundary, with the same
+    /// rights and alignment, extends it (exactly the same pages and entry points). When none
+    /// of that applies and every slot is taken, the oldest grant is dropped from the slots (its
+    /// expiry and dependencies stay) and the entry is incomplete: a fault the remaining grants
+    /// do not serve is decided by reading the records again. Returns whether a grant was
+    /// dropped.
+    pub fn add_grant(&mut self, grant: Grant, expires: Expiry) -> bool {
         let snap = &mut self.snap;
         snap.valid_until = snap.valid_until.min(expires);
-        let same = snap
-            .grants
-            .iter_mut()
-            .flatten()
-            .find(|g| g.gate == grant.gate);
-        if let Some(same) = same {
-            same.prots |= grant.prots;
-        } else if let Some(slot) = snap.grants.iter_mut().find(|g| g.is_none()) {
-            *slot = Some(grant);
-        } else {
-            snap.complete = false;
+        if snap.grants().any(|g| subsumes(g, &grant)) {
+            return false;
         }
+        let same = snap.grants.iter_mut().flatten().find(|g| {
+            g.gate == grant.gate || (g.prots == grant.prots && extends(&g.gate, &grant.gate))
+        });
+        if let Some(same) = same {
+            if same.gate == grant.gate {
+                same.prots |= grant.prots;
+            } else if let Some(joined) = join(&same.gate, &grant.gate) {
+                same.gate = joined;
+            }
+            return false;
+        }
+        if let Some(slot) = snap.grants.iter_mut().find(|g| g.is_none()) {
+            *slot = Some(grant);
+            return false;
+        }
+        // Every slot is taken: the oldest grant leaves the slots (not the entry's expiry or
+        // dependencies), the new one takes the last slot.
+        snap.grants.rotate_left(1);
+        if let Some(last) = snap.grants.last_mut() {
+            *last = Some(grant);
+        }
+        snap.complete = false;
+        true
+    }
+
+    /// Whether the entry's grants already give everything `grant` would, on every access.
+    pub fn subsumes(&self, grant: &Grant) -> bool {
+        self.snap.grants().any(|g| subsumes(g, grant))
+    }
+
+    /// Adds what `other`, an entry for the same (context, object) with the same stamp, knows:
+    /// its grants, expiry, dependencies and failures. The result is complete if either was and
+    /// no grant was dropped on the way (a complete entry holds every record that counts, so
+    /// the union does too).
+    pub fn merge(&mut self, other: &CachedPerms) {
+        let complete = self.snap.complete || other.snap.complete;
+        let mut dropped = false;
+        self.snap.valid_until = self.snap.valid_until.min(other.snap.valid_until);
+        for g in other.snap.grants() {
+            dropped |= self.add_grant(*g, other.snap.valid_until);
+        }
+        self.snap.complete = complete && !dropped;
+        self.seen |= other.seen;
+        if let Some(v) = other.failure.get() {
+            self.add_failure(v);
+        }
+        self.deps.merge(&other.deps);
     }
 
     /// Notes a record that did not count, keeping the most telling reason.

@@ -26,7 +26,7 @@ mod verdict_words;
 mod words;
 
 pub use crate::seqset::Retain;
-use crate::seqset::SeqSet;
+use crate::seqset::{SeqSet, Upsert};
 use crate::ticket::{MapTicket, Ticket};
 use twizzler_capsec::{Access, ObjID, Protections};
 
@@ -39,8 +39,9 @@ pub use words::{Explained, Granted, HOT_WORDS, Served};
 pub const SETS: usize = 64;
 /// Entries per set.
 pub const WAYS: usize = 4;
-/// Grants one entry holds; an object with more valid records in one context is cached
-/// incomplete (see [`CachedPerms::complete`]).
+/// Grant slots of one entry (grants with one gate, or with page ranges that continue each
+/// other, share a slot); past them the oldest grant leaves the slots and the entry is
+/// incomplete (see [`CachedPerms::add_grant`]).
 pub const MAX_GRANTS: usize = 4;
 
 /// A bounded, set-associative cache of verified decisions.
@@ -168,16 +169,28 @@ impl VerifyCache {
         self.sets.iter().map(SeqSet::hits).sum()
     }
 
-    /// Inserts `entry`, replacing the entry for the same key if there is one. Returns the
-    /// key of another entry it evicted, whose mappings must go, and the ticket of decisions
-    /// served from the inserted entry.
-    pub fn insert(&self, entry: CachedPerms) -> (Option<Removed>, MapTicket) {
+    /// Inserts `entry`, built at `now`. An entry already held for the same key with the same
+    /// stamp, and not expired, takes in what `entry` adds ([`CachedPerms::merge`]): pages may
+    /// be mapped from either, so neither's grants, expiry or dependencies may be lost. An
+    /// entry stamped with a later epoch than `entry` stays (`entry` was built before a
+    /// revocation or invalidation and is never served). Any other entry (expired, stamped with
+    /// other object metadata or an earlier epoch) is displaced and counts as removed. Returns
+    /// the key of the entry that left the set (evicted or displaced), whose mappings must go,
+    /// and the ticket of decisions served from what the set holds now.
+    pub fn insert(&self, entry: CachedPerms, now: u64) -> (Option<Removed>, MapTicket) {
         let (si, set) = self.set(entry.snap.ctx, entry.snap.target);
-        let (evicted, removals) = set.insert(entry);
-        (
-            evicted.as_ref().map(Removed::of),
-            Self::ticket(si, removals),
-        )
+        let (gone, removals) = set.upsert(entry, |old, new| {
+            if old.snap.stamp == new.snap.stamp && !old.snap.valid_until.is_expired(now) {
+                let mut merged = *old;
+                merged.merge(new);
+                Upsert::Put(merged)
+            } else if old.snap.stamp.epoch > new.snap.stamp.epoch {
+                Upsert::Keep
+            } else {
+                Upsert::Displace
+            }
+        });
+        (gone.as_ref().map(Removed::of), Self::ticket(si, removals))
     }
 
     /// Visits every entry, one set at a time: `sweep` says whether to keep, re-stamp or remove

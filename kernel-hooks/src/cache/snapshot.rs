@@ -28,7 +28,10 @@ pub struct Snapshot {
     /// The context's flags.
     pub flags: CtxFlags,
     pub(super) grants: [Option<Grant>; MAX_GRANTS],
-    /// Whether every record that counted is among the grants.
+    /// Whether every record filed under the object was judged and every one that counts is
+    /// among the grants (or subsumed by one): then a denial from the entry is the rule's. An
+    /// entry built for one access verifies only what that access needed, and is incomplete
+    /// when other records were left for later.
     pub complete: bool,
 }
 

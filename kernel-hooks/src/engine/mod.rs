@@ -23,7 +23,7 @@ use core::sync::atomic::{AtomicU64, Ordering};
 use spin::Mutex;
 use twizzler_capsec::{
     Access, CtxFlags, Expiry, Grant, MAX_OBJECT_SIZE, ObjID, PAGE_SIZE, PermsInfo, Protections,
-    SecCtx, Verdict, evaluate,
+    SecCtx, Verdict,
 };
 
 pub use invalidate::{INVALIDATION_LIST, Invalidation};
@@ -41,18 +41,16 @@ use crate::stats::{Counters, Stats};
 use crate::ticket::{MapTicket, Ticket};
 use read::ValidatedCtxs;
 
-/// The most signatures one fault verifies (in all the contexts it consults). Records past the
-/// budget are not verified and do not count for that decision, which is cached like any other:
-/// a hostile context costs at most this many verifications per fault, and a repeated fault on
-/// it costs a cache hit. Signature checks the engine remembers (successes and failures) cost a
-/// hash and are not counted, so a thread whose first fault needs more verifications than this
-/// (hundreds of inactive contexts, each with its own capability) is denied at first and served
-/// after a few faults, each verifying the next budget's worth, as long as the bounded caches
-/// hold what the earlier faults verified.
+/// The most signatures one fault verifies (in all the contexts it consults). A fault verifies
+/// only the records that would add a right it needs, until it is granted, so a granted fault
+/// usually verifies one; a denied one judges every record of the object, to cache a complete
+/// denial. Records past the budget are not verified and do not count for that decision, which
+/// is cached like any other: a hostile context costs at most this many verifications per
+/// fault, and a repeated fault on it costs a cache hit. Signature checks the engine remembers
+/// (successes and failures) cost a hash and are not counted.
 ///
-/// The value fits legitimate contexts (dozens of records for one object, one per page, verify
-/// on the first fault) while bounding a hostile one: 128 Ed25519 verifications are about 6 ms
-/// on the project's machine, 128 P-256 ones about 45 ms, once; every later fault is a hit.
+/// 128 Ed25519 verifications are about 6 ms on the project's machine, 128 P-256 ones about
+/// 45 ms, once; every later fault is a hit.
 pub const MAX_VERIFICATIONS_PER_FAULT: usize = 128;
 
 /// How often a lookup is redone when a revocation or invalidation races with it.
@@ -370,8 +368,10 @@ impl<H: Host> Engine<H> {
         }
         let now = self.now();
         let budget = fault_budget();
-        self.with_entry(ctx, target, object, now, &budget, |e| e.snap.object_perms())
-            .map(|(p, _)| p)
+        self.with_entry(ctx, target, object, now, &budget, Want::All, |e| {
+            e.snap.object_perms()
+        })
+        .map(|(p, _)| p)
     }
 
     /// The full decision: the active context, then (unless it is `UNDETACHABLE`) the
@@ -451,9 +451,14 @@ impl<H: Host> Engine<H> {
         }
     }
 
-    /// Runs `f` on a fresh cache entry for (`ctx_id`, `target`): the cached one on a hit,
-    /// else one built by reading and verifying the context, which is cached. Returns `f`'s
-    /// result and the ticket of a decision made from it.
+    /// Runs `f` on a fresh cache entry for (`ctx_id`, `target`) that serves `want`: the cached
+    /// one on a hit, else one built by reading the context, which is cached (merged into the
+    /// cached entry, see [`VerifyCache::insert`]). An entry that does not serve `want` (it was
+    /// built lazily for other accesses) is the base of the new one: its grants are kept and
+    /// only the records `want` needs are verified. Returns `f`'s result and the ticket of a
+    /// decision made from it. Whatever `f` sees is in the cache when this returns, so every
+    /// page mapped from it is found by every later expiry, revocation and invalidation.
+    #[allow(clippy::too_many_arguments)]
     fn with_entry<R>(
         &self,
         ctx_id: ObjID,
@@ -461,29 +466,34 @@ impl<H: Host> Engine<H> {
         object: &ObjectInfo,
         now: u64,
         budget: &Cell<u32>,
+        want: Want,
         f: impl Fn(&CachedPerms) -> R,
     ) -> Result<(R, MapTicket), Violation> {
-        let build = |stamp| {
+        let build = |stamp, base| {
             self.read_ctx(ctx_id, |ctx| {
-                self.build_entry(ctx_id, ctx, target, object, stamp, now, budget)
+                self.build_entry(ctx_id, ctx, target, object, stamp, now, budget, base, want)
             })
         };
         for _ in 0..RACE_RETRIES {
             let stamp = self.stamp(object);
-            if let Some(hit) = self.cache.with_fresh(ctx_id, target, &stamp, now, &f) {
-                // The entry matched a stamp read before the lookup. If the epoch moved since, the
-                // entry may be one built from what a revocation took away, inserted (with the
-                // old stamp) after that revocation's sweep passed its set: its ticket would look
-                // current. Only a hit under an unchanged epoch counts.
-                if self.epoch.load(Ordering::Acquire) == stamp.epoch {
-                    self.cache.count_hit(&hit.1);
-                    return Ok(hit);
+            let base = match self.cache.with_fresh(ctx_id, target, &stamp, now, |e| *e) {
+                Some((e, ticket)) if want.served_by(&e) => {
+                    // The entry matched a stamp read before the lookup. If the epoch moved
+                    // since, the entry may be one built from what a revocation took away,
+                    // inserted (with the old stamp) after that revocation's sweep passed its
+                    // set: its ticket would look current. Only a hit under an unchanged epoch
+                    // counts.
+                    if self.epoch.load(Ordering::Acquire) == stamp.epoch {
+                        self.cache.count_hit(&ticket);
+                        return Ok((f(&e), ticket));
+                    }
+                    continue;
                 }
-                continue;
-            }
+                other => other.map(|(e, _)| e),
+            };
             Counters::bump(&self.counters.misses);
-            let entry = build(stamp)?;
-            let ticket = self.insert(entry);
+            let entry = build(stamp, base)?;
+            let ticket = self.insert(entry, now);
             if self.epoch.load(Ordering::Acquire) == stamp.epoch {
                 return Ok((f(&entry), ticket));
             }
@@ -491,9 +501,12 @@ impl<H: Host> Engine<H> {
             // verified may be gone already. The entry inserted carries the old epoch, so it
             // will never be served; verify again.
         }
-        // Invalidations kept racing with this lookup: decide once without caching.
+        // Invalidations kept racing with this lookup: decide from a fresh build. It is still
+        // cached (an expiry or a revocation must find what it grants), and the decision
+        // carries the epoch, which every revocation and invalidation moves.
         let stamp = self.stamp(object);
-        let entry = build(stamp)?;
+        let entry = build(stamp, None)?;
+        let _ = self.insert(entry, now);
         Ok((f(&entry), MapTicket(Ticket::Epoch(stamp.epoch))))
     }
 
@@ -507,44 +520,51 @@ impl<H: Host> Engine<H> {
         budget: &Cell<u32>,
     ) -> Result<Looked, Violation> {
         let needed = access.kind.required();
-        let ((eval, flags, complete, cause), ticket) =
-            self.with_entry(ctx_id, fault.target, &fault.object, now, budget, |e| {
+        let want = Want::Access(access, needed);
+        let ((eval, flags, cause), ticket) = self.with_entry(
+            ctx_id,
+            fault.target,
+            &fault.object,
+            now,
+            budget,
+            want,
+            |e| {
                 let eval = e.snap.evaluate(&access);
                 let cause = (!eval.perms.grants(needed)).then(|| e.deny_cause(&access, needed));
-                (eval, e.snap.flags, e.snap.complete, cause)
-            })?;
-        if complete || eval.perms.grants(needed) {
-            return Ok(Looked {
-                eval,
-                flags,
-                ticket,
-                cause,
-            });
-        }
-        // The entry holds fewer grants than the context has valid records: the rule in full.
-        // The entry stays the decision's handle (it expires and depends on every record that
-        // counted), so the decision carries its ticket.
-        self.read_ctx(ctx_id, |ctx| {
-            self.evaluate_uncached(ctx_id, ctx, fault, access, now, ticket, budget)
+                (eval, e.snap.flags, cause)
+            },
+        )?;
+        Ok(Looked {
+            eval,
+            flags,
+            ticket,
+            cause,
         })
-        .map(|looked| Looked { cause, ..looked })
     }
 
-    /// Caches `entry` (noting its expiry for the timer first), unmaps what it evicted, and
-    /// returns the ticket of decisions made from it.
-    fn insert(&self, entry: CachedPerms) -> MapTicket {
+    /// Caches `entry` (built at `now`), notes its expiry for the timer, unmaps what it evicted
+    /// or displaced, and returns the ticket of decisions made from it.
+    fn insert(&self, entry: CachedPerms, now: u64) -> MapTicket {
+        let (gone, ticket) = self.cache.insert(entry, now);
+        // After the insert: an `expire` that cleared the deadline before this either saw the
+        // entry in its sweep or runs its sweep before the entry is there, and then this note
+        // comes after its clearing.
         self.note_expiry(entry.snap.valid_until);
-        let (evicted, ticket) = self.cache.insert(entry);
-        if let Some(r) = evicted {
+        if let Some(r) = gone {
             Counters::bump(&self.counters.evictions);
             self.unmap_removed(r, &mut Invalidation::default());
         }
         ticket
     }
 
-    /// Verifies every record of `ctx` bound to `target` and to the context (within the
-    /// fault's budget of verifications), and keeps the grants of those that count and the
-    /// most telling reason one did not.
+    /// Builds the entry for (`ctx_id`, `target`) from `ctx`'s records, starting from `base`
+    /// (a fresh cached entry that does not serve `want`) or from nothing.
+    ///
+    /// For an access, lazily: the records are read in order and only those that would add a
+    /// right the access needs are verified, until the access is granted; one fault verifies
+    /// what it needs, not every record. If the records cannot grant it, every record is
+    /// judged (within the fault's budget of verifications), so that the entry is complete and
+    /// a repeated denial is served from the cache. For [`Want::All`], every record is judged.
     #[allow(clippy::too_many_arguments)]
     fn build_entry(
         &self,
@@ -555,17 +575,92 @@ impl<H: Host> Engine<H> {
         stamp: Stamp,
         now: u64,
         budget: &Cell<u32>,
+        base: Option<CachedPerms>,
+        want: Want,
     ) -> CachedPerms {
-        let mut entry = CachedPerms::new(
-            ctx_id,
-            target,
-            stamp,
-            twizzler_capsec::allowed_by_masks(ctx, target),
-            ctx.flags(),
-        );
+        let mut entry = base.unwrap_or_else(|| {
+            CachedPerms::new(
+                ctx_id,
+                target,
+                stamp,
+                twizzler_capsec::allowed_by_masks(ctx, target),
+                ctx.flags(),
+            )
+        });
         let auth = self.authority(target, object, budget);
+        *auth.deps.borrow_mut() = entry.deps;
+        let granted = match want {
+            Want::Access(access, needed) => {
+                self.scan(ctx_id, ctx, &auth, now, &mut entry, Some((&access, needed)))
+            }
+            Want::All => false,
+        };
+        if !granted {
+            self.scan(ctx_id, ctx, &auth, now, &mut entry, None);
+        }
+        entry.deps = auth.deps.into_inner();
+        entry
+    }
+
+    /// One pass over the records of `ctx` filed under the entry's object. With `need` (an
+    /// access and the rights it needs), verifies only records that would add a needed right
+    /// not yet provided, and stops once the access is granted; returns whether it is. Without,
+    /// verifies every record the entry's grants do not already subsume. Records that do not
+    /// decode or are bound elsewhere, and verifications that fail, are noted as failures;
+    /// grants that count are added. The entry is complete if every record was judged and no
+    /// grant had to leave the entry's slots.
+    fn scan(
+        &self,
+        ctx_id: ObjID,
+        ctx: &SecCtx<'_, CtxBytes<'_>>,
+        auth: &EngineAuthority<'_, H>,
+        now: u64,
+        entry: &mut CachedPerms,
+        need: Option<(&Access, Protections)>,
+    ) -> bool {
+        let target = entry.snap.target;
+        // What the entry provides for the access, and whether that grants it.
+        let provides = |e: &CachedPerms| {
+            need.map(|(a, n)| {
+                let p = e.snap.evaluate(a).perms;
+                (p.provide, p.grants(n))
+            })
+        };
+        let mut provided = provides(entry);
+        let mut judged_all = true;
+        let mut dropped = false;
+        // Whether a grant would add a right the access needs (always, without an access).
+        let useful = |grant: &Grant, entry: &CachedPerms, provided: Option<(Protections, bool)>| {
+            let (Some((access, needed)), Some((provided, _))) = (need, provided) else {
+                return true;
+            };
+            grant.contribution(access).is_ok_and(|c| {
+                !(c & entry.snap.allowed & needed)
+                    .difference(provided)
+                    .is_empty()
+            })
+        };
         for e in ctx.entries_for(target) {
             entry.seen = true;
+            if provided.is_some_and(|(_, granted)| granted) {
+                // More records than the access needed: the entry is not complete.
+                judged_all = false;
+                break;
+            }
+            // A capability's body says whether it could matter, without decoding or hashing
+            // anything else: most records of an object do not matter to one access.
+            if let Some((t, holder, grant)) = e.peek_cap()
+                && t == target
+                && holder == ctx_id
+            {
+                if entry.subsumes(&grant) {
+                    continue;
+                }
+                if !useful(&grant, entry, provided) {
+                    judged_all = false;
+                    continue;
+                }
+            }
             let record = match e.record() {
                 Ok(r) => r,
                 Err(err) => {
@@ -581,47 +676,46 @@ impl<H: Host> Engine<H> {
                 entry.add_failure(Verdict::WrongHolder(record.holder()));
                 continue;
             }
-            match record.verify(&auth, now) {
-                Ok(()) => entry.add_grant(Grant::of(&record), record.expires()),
+            let grant = Grant::of(&record);
+            if entry.subsumes(&grant) {
+                // Adds nothing to any access: judged without a signature check.
+                continue;
+            }
+            if !useful(&grant, entry, provided) {
+                // Not needed now: verified when an access needs it.
+                judged_all = false;
+                continue;
+            }
+            match record.verify(auth, now) {
+                Ok(()) => {
+                    dropped |= entry.add_grant(grant, record.expires());
+                    provided = provides(entry);
+                }
                 Err(err) => entry.add_failure(Verdict::Invalid(err)),
             }
         }
-        entry.deps = auth.deps.into_inner();
-        entry
+        entry.snap.complete = judged_all && !dropped;
+        provided.is_some_and(|(_, granted)| granted)
     }
+}
 
-    /// The rule without the cache, for objects with more valid records than an entry holds;
-    /// `ticket` is that entry's.
-    #[allow(clippy::too_many_arguments)]
-    fn evaluate_uncached(
-        &self,
-        ctx_id: ObjID,
-        ctx: &SecCtx<'_, CtxBytes<'_>>,
-        fault: &Fault,
-        access: Access,
-        now: u64,
-        ticket: MapTicket,
-        budget: &Cell<u32>,
-    ) -> Looked {
-        let auth = self.authority(fault.target, &fault.object, budget);
-        let perms = evaluate(
-            ctx_id,
-            ctx,
-            fault.target,
-            fault.object.default_prots,
-            &auth,
-            access,
-            now,
-        );
-        let page = access.page();
-        Looked {
-            eval: Evaluated {
-                perms,
-                pages: page..page + 1,
-            },
-            flags: ctx.flags(),
-            ticket,
-            cause: None,
+/// What a lookup needs an entry to answer.
+#[derive(Clone, Copy)]
+enum Want {
+    /// One access, needing these rights: an entry serves it if it grants it, or if it is
+    /// complete (then its denial is the rule's).
+    Access(Access, Protections),
+    /// The object as a whole: only a complete entry serves it.
+    All,
+}
+
+impl Want {
+    fn served_by(&self, e: &CachedPerms) -> bool {
+        match self {
+            Want::Access(access, needed) => {
+                e.snap.complete || e.snap.evaluate(access).perms.grants(*needed)
+            }
+            Want::All => e.snap.complete,
         }
     }
 }

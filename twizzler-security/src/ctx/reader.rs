@@ -11,10 +11,13 @@ use super::{
     CTX_MAGIC, CTX_VERSION, CTX_VERSION_OVERFLOW, CtxFlags, ENTRY_LEN, HEADER_LEN, MASK_LEN,
     WRITING,
 };
+use crate::cap::{CAP_BODY_LEN, CAP_LEN, CAP_MAGIC};
 use crate::codec::Reader;
 use crate::del::MAX_DEL_LEN;
 use crate::error::DecodeError;
+use crate::gate::Gate;
 use crate::ids::{ObjID, Protections};
+use crate::perms::Grant;
 use crate::record::{Record, RecordKind};
 
 /// Why context bytes were rejected.
@@ -167,7 +170,52 @@ impl<M: ?Sized + CtxMem> Entry<'_, M> {
 
     /// Copies the record's bytes out and decodes them.
     pub fn record(&self) -> Result<Record, DecodeError> {
+        if self.kind == RecordKind::Cap && self.len <= CAP_LEN {
+            // The common case, in a buffer its size: a scan decodes one record after
+            // another, and clearing a buffer for the largest record (a delegation chain of the
+            // greatest depth) for each capability is wasted work.
+            let mut buf = [0u8; CAP_LEN];
+            return self.decode_in(&mut buf);
+        }
         let mut buf = [0u8; MAX_RECORD_LEN];
+        self.decode_in(&mut buf)
+    }
+
+    /// What a capability's entry grants, to whom, read from its body alone (the signature is
+    /// not decoded): its target, its holder (the accessor) and its [`Grant`]. `None` for a
+    /// delegation, or bytes that do not read as a capability's body: [`Entry::record`] then
+    /// says why. For a scan that decides whether a record is worth decoding and verifying;
+    /// what it returns is unverified.
+    pub fn peek_cap(&self) -> Option<(ObjID, ObjID, Grant)> {
+        if self.kind != RecordKind::Cap || self.len != CAP_LEN {
+            return None;
+        }
+        // Read in place when the memory allows it (no one else writes it), else copied out.
+        let mut copy = [0u8; CAP_BODY_LEN];
+        let body: &[u8] = match self.mem.direct() {
+            Some(all) => all.get(self.at..self.at.checked_add(CAP_BODY_LEN)?)?,
+            None => {
+                if !self.mem.read(self.at, &mut copy) {
+                    return None;
+                }
+                &copy
+            }
+        };
+        // The body's fixed offsets (the layout table in `cap.rs`): magic 0, target 8,
+        // accessor 24, protections 40, gate 42 (offset, length, align).
+        if le_u32(body, 0) != CAP_MAGIC {
+            return None;
+        }
+        let prots = Protections::from_raw(le_u16(body, 40))?;
+        let gate = Gate::new(le_u64(body, 42), le_u64(body, 50), le_u64(body, 58)).ok()?;
+        Some((
+            ObjID::new(le_u128(body, 8)),
+            ObjID::new(le_u128(body, 24)),
+            Grant { prots, gate },
+        ))
+    }
+
+    fn decode_in(&self, buf: &mut [u8]) -> Result<Record, DecodeError> {
         let dst = buf.get_mut(..self.len).ok_or(DecodeError::BadLength {
             what: "record",
             len: self.len,
@@ -380,6 +428,11 @@ fn le_u32(b: &[u8], at: usize) -> u32 {
 }
 
 #[inline]
+fn le_u64(b: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(le(b, at))
+}
+
+#[inline]
 fn le_u16(b: &[u8], at: usize) -> u16 {
     u16::from_le_bytes(le(b, at))
 }
@@ -509,24 +562,14 @@ impl<'a, M: ?Sized + CtxMem> SecCtx<'a, M> {
         self.mem.read(at, &mut row).then_some(row)
     }
 
-    /// The table holding entry `index` (the entry table's, then the overflow table's) and the
-    /// row in it.
-    fn table_of(&self, index: usize) -> (Region, usize) {
-        let main = self.main_count();
-        if index < main {
-            (self.entries, index)
-        } else {
-            (self.overflow, index - main)
-        }
-    }
-
     /// Rows of the entry table (without the overflow table's).
     fn main_count(&self) -> usize {
         self.entries.len / ENTRY_LEN
     }
 
-    fn raw_entry(&self, index: usize) -> Option<RawEntry> {
-        let (table, row) = self.table_of(index);
+    /// Row `row` of `table` (the entry table or the overflow table).
+    #[inline]
+    fn raw_entry(&self, table: Region, row: usize) -> Option<RawEntry> {
         let row: [u8; ENTRY_LEN] = self.row(table, row)?;
         Some(RawEntry {
             target: le_u128(&row, 0),
@@ -536,8 +579,9 @@ impl<'a, M: ?Sized + CtxMem> SecCtx<'a, M> {
         })
     }
 
-    fn entry_target(&self, index: usize) -> Option<u128> {
-        let (table, row) = self.table_of(index);
+    /// The target of row `row` of `table` (the entry table or the overflow table).
+    #[inline]
+    fn row_target(&self, table: Region, row: usize) -> Option<u128> {
         let at = table.row(row, ENTRY_LEN)?;
         if let Some(all) = self.mem.direct() {
             return Some(u128::from_le_bytes(all.get(at..at + 16)?.try_into().ok()?));
@@ -679,11 +723,23 @@ impl<'a, M: ?Sized + CtxMem> SecCtx<'a, M> {
         self.masks.len / MASK_LEN
     }
 
-    fn entry(&self, index: usize) -> Option<Entry<'a, M>> {
-        let e = self.raw_entry(index)?;
+    /// Row `row` of `table`, whose first row is entry `first`, as an [`Entry`], if its target
+    /// is `only` (any target when `None`) and the row checks out.
+    #[inline]
+    fn entry(
+        &self,
+        table: Region,
+        first: usize,
+        row: usize,
+        only: Option<ObjID>,
+    ) -> Option<Entry<'a, M>> {
+        let e = self.raw_entry(table, row)?;
+        if only.is_some_and(|t| t.raw() != e.target) {
+            return None;
+        }
         let item = self.heap.sub(e.offset, e.len)?;
         Some(Entry {
-            index,
+            index: first + row,
             target: ObjID::new(e.target),
             kind: RecordKind::from_raw(e.kind).ok()?,
             mem: self.mem,
@@ -692,12 +748,14 @@ impl<'a, M: ?Sized + CtxMem> SecCtx<'a, M> {
         })
     }
 
-    /// Index of the first entry of indices `lo..hi` (one sorted table) whose target is not less
-    /// than `target` (binary search).
-    fn lower_bound(&self, target: u128, mut lo: usize, mut hi: usize) -> usize {
+    /// Index of the first row of `table` (one sorted table of `rows` rows) whose target is not
+    /// less than `target` (binary search).
+    #[inline]
+    fn lower_bound(&self, table: Region, rows: usize, target: u128) -> usize {
+        let (mut lo, mut hi) = (0, rows);
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
-            match self.entry_target(mid) {
+            match self.row_target(table, mid) {
                 Some(t) if t < target => lo = mid + 1,
                 _ => hi = mid,
             }
@@ -705,15 +763,18 @@ impl<'a, M: ?Sized + CtxMem> SecCtx<'a, M> {
         lo
     }
 
-    /// The entries filed under `target`, by binary search of the entry table, then of the
-    /// overflow table.
+    /// The entries filed under `target`, by binary search of the entry table, then, in
+    /// version 2 and only if it has rows, of the overflow table: a context without one pays
+    /// nothing for it.
     pub fn entries_for(&self, target: ObjID) -> EntryIter<'a, M> {
-        let (main, all) = (self.main_count(), self.entry_count());
+        let main = self.main_count();
+        let overflow = self.overflow_count();
         EntryIter {
             ctx: *self,
-            next: self.lower_bound(target.raw(), 0, main),
-            end: main,
-            then: Some(self.lower_bound(target.raw(), main, all)),
+            table: self.entries,
+            first: 0,
+            row: self.lower_bound(self.entries, main, target.raw()),
+            then: (overflow != 0).then(|| self.lower_bound(self.overflow, overflow, target.raw())),
             only: Some(target),
         }
     }
@@ -722,9 +783,10 @@ impl<'a, M: ?Sized + CtxMem> SecCtx<'a, M> {
     pub fn entries(&self) -> EntryIter<'a, M> {
         EntryIter {
             ctx: *self,
-            next: 0,
-            end: self.entry_count(),
-            then: None,
+            table: self.entries,
+            first: 0,
+            row: 0,
+            then: (self.overflow_count() != 0).then_some(0),
             only: None,
         }
     }
@@ -780,11 +842,12 @@ impl<M: ?Sized + CtxMem> fmt::Debug for SecCtx<'_, M> {
 /// Iterator over context entries (all of them, or those of one target).
 pub struct EntryIter<'a, M: ?Sized + CtxMem = [u8]> {
     ctx: SecCtx<'a, M>,
-    /// The next entry index, and the end of the run it is in.
-    next: usize,
-    end: usize,
-    /// Where the second run starts (the overflow table's entries for `only`), once the first
-    /// is done.
+    /// The table of the run in progress, the entry index of its first row, and the next row.
+    table: Region,
+    first: usize,
+    row: usize,
+    /// Where the second run (in the overflow table) starts, once the first is done; `None`
+    /// when there is none (no overflow table, or it is under way).
     then: Option<usize>,
     only: Option<ObjID>,
 }
@@ -793,8 +856,9 @@ impl<M: ?Sized + CtxMem> Clone for EntryIter<'_, M> {
     fn clone(&self) -> Self {
         Self {
             ctx: self.ctx,
-            next: self.next,
-            end: self.end,
+            table: self.table,
+            first: self.first,
+            row: self.row,
             then: self.then,
             only: self.only,
         }
@@ -806,17 +870,15 @@ impl<'a, M: ?Sized + CtxMem> Iterator for EntryIter<'a, M> {
 
     fn next(&mut self) -> Option<Entry<'a, M>> {
         loop {
-            let e = (self.next < self.end)
-                .then(|| self.ctx.entry(self.next))
-                .flatten()
-                .filter(|e| self.only.is_none_or(|t| t == e.target));
-            if let Some(e) = e {
-                self.next += 1;
+            // A row that is past the table, for another target or that does not check out
+            // ends the run.
+            if let Some(e) = self.ctx.entry(self.table, self.first, self.row, self.only) {
+                self.row += 1;
                 return Some(e);
             }
-            // This run is over: the next one, if any.
-            self.next = self.then.take()?;
-            self.end = self.ctx.entry_count();
+            self.row = self.then.take()?;
+            self.table = self.ctx.overflow;
+            self.first = self.ctx.main_count();
         }
     }
 }
