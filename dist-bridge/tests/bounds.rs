@@ -104,6 +104,7 @@ fn zero_limits_are_refused_at_start() {
         |c| c.max_connection_idle = Duration::ZERO,
         |c| c.max_message_bytes = c.max_io_bytes as usize,
         |c| c.max_message_bytes = dist_bridge::node::MAX_MESSAGE_LIMIT + 1,
+        |c| c.max_pending_request_bytes = c.max_message_bytes + 4,
     ] {
         let mut c = site.config();
         tweak(&mut c);
@@ -601,6 +602,137 @@ async fn a_shutdown_finishes_the_requests_in_flight() {
             .await
             .expect("the shutdown went on after the last request was answered")
             .expect("shutdown task");
+    })
+    .await;
+}
+
+/// The gRPC status code and message a response ends with (in its headers, or its trailers).
+async fn grpc_status(response: http::Response<h2::RecvStream>) -> (String, String) {
+    let text =
+        |v: Option<&http::HeaderValue>| v.map_or("none", |s| s.to_str().unwrap_or("?")).to_owned();
+    if response.headers().contains_key("grpc-status") {
+        let h = response.headers();
+        return (text(h.get("grpc-status")), text(h.get("grpc-message")));
+    }
+    let mut body = response.into_body();
+    while body.data().await.is_some() {}
+    let trailers = body.trailers().await.expect("trailers").unwrap_or_default();
+    (
+        text(trailers.get("grpc-status")),
+        text(trailers.get("grpc-message")),
+    )
+}
+
+/// Opens an `Invoke` on `c` whose message declares `declared` bytes, and sends `sent` bytes
+/// of the body (the 5-byte gRPC message header included), never ending it.
+fn stalled_stream(
+    c: &mut h2::client::SendRequest<bytes::Bytes>,
+    addr: std::net::SocketAddr,
+    declared: u32,
+    sent: usize,
+) -> (h2::client::ResponseFuture, h2::SendStream<bytes::Bytes>) {
+    let (response, mut body) = c.send_request(invoke_request(addr), false).expect("send");
+    let mut bytes = vec![0u8; sent];
+    bytes[1..5].copy_from_slice(&declared.to_be_bytes());
+    body.send_data(bytes::Bytes::from(bytes), false)
+        .expect("data");
+    (response, body)
+}
+
+/// Requests whose messages are still arriving hold the node's memory only up to
+/// `max_pending_request_bytes`, across every connection: past it, the next request that
+/// needs more is refused with `RESOURCE_EXHAUSTED` naming the limit; a request whose message
+/// arrives whole is served meanwhile; and the bytes are given back when the streams holding
+/// them are reset or their connection closes (the node's gauge of them says 0 again, and a
+/// large write is served).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stalled_request_bytes_are_bounded_across_the_node() {
+    const PART: usize = 64 << 10;
+    const HELD: &str = "dist_bridge_pending_request_bytes";
+    const REFUSED: &str = "dist_bridge_pending_request_refusals_total";
+    bounded(async {
+        let net = Net::start("bounds-pending", 1, |c| {
+            c.max_io_bytes = 96 << 10;
+            c.max_message_bytes = 160 << 10;
+            c.max_pending_request_bytes = 4 * PART;
+            c.metrics_listen = Some(std::net::SocketAddr::from(([127, 0, 0, 1], 0)));
+            // Neither the request timer nor idleness may end the stalled requests.
+            c.request_timeout = Duration::from_secs(3600);
+        })
+        .await;
+        let addr = net.nodes[0].addr();
+        let metrics = net.nodes[0].metrics_addr().expect("metrics");
+        let token = net.export(0, Rights::all(), ByteRange::WHOLE).await;
+        assert_eq!(metric(metrics, HELD).await, 0.0);
+
+        // Four requests on two connections, each 64 KiB into a 100 KiB message: the budget,
+        // exactly.
+        let mut held = Vec::new();
+        let mut conns = Vec::new();
+        for _ in 0..2 {
+            let (client, conn) = raw_h2(addr).await;
+            let mut c = client.ready().await.expect("ready");
+            for _ in 0..2 {
+                c = c.ready().await.expect("ready");
+                held.push(stalled_stream(&mut c, addr, 100 << 10, PART));
+            }
+            conns.push((c, conn));
+        }
+        until_metric(metrics, HELD, (4 * PART) as f64).await;
+
+        // Past it, on a third connection: each request is refused, and says why.
+        let (client, _third) = raw_h2(addr).await;
+        let mut c = client.ready().await.expect("ready");
+        for i in 0..3 {
+            c = c.ready().await.expect("ready");
+            let (response, _body) = stalled_stream(&mut c, addr, 100 << 10, PART);
+            let response = response.await.expect("an answer");
+            let (code, message) = grpc_status(response).await;
+            assert_eq!(
+                code, "8",
+                "request {i}: RESOURCE_EXHAUSTED, not {code} {message}"
+            );
+            assert!(
+                message.contains("max_pending_request_bytes") && message.contains("262144"),
+                "{message}"
+            );
+        }
+        assert_eq!(metric(metrics, REFUSED).await, 3.0);
+        assert_eq!(metric(metrics, HELD).await, (4 * PART) as f64);
+
+        // A request whose message arrives whole holds nothing unfinished: it is served.
+        net.cluster
+            .read(&token, 0, 4)
+            .await
+            .expect("a read is served");
+        net.cluster
+            .write(&token, 0, b"fine")
+            .await
+            .expect("a small write is served");
+        // A large one, whose message arrives in many frames, needs the budget: refused.
+        let e = net
+            .cluster
+            .write(&token, 0, &vec![7u8; 90 << 10])
+            .await
+            .expect_err("a 90 KiB write with the budget spent");
+        assert_eq!(e.code(), Some(tonic::Code::ResourceExhausted), "{e}");
+
+        // Two of the stalled requests are reset by their client, the other two go with
+        // their connection: every byte is given back.
+        for (_, mut body) in held.drain(..2) {
+            body.send_reset(h2::Reason::CANCEL);
+        }
+        until_metric(metrics, HELD, (2 * PART) as f64).await;
+        let (_client, conn) = conns.remove(1);
+        conn.abort();
+        until_metric(metrics, HELD, 0.0).await;
+        drop(held);
+        net.cluster
+            .write(&token, 0, &vec![7u8; 90 << 10])
+            .await
+            .expect("the budget is whole again");
+        assert_eq!(&net.sites[0].stored()[..4], &[7u8; 4]);
+        net.shutdown().await;
     })
     .await;
 }

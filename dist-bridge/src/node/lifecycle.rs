@@ -13,6 +13,7 @@ use tonic::service::Routes;
 use super::cert_check::CertRevocations;
 use super::conn_service::RequestRules;
 use super::gates::Gates;
+use super::pending::Budget;
 use super::serve::{ConnLimits, Server};
 use tracing::{info, warn};
 
@@ -331,6 +332,11 @@ impl Node {
             revocations: cert_revocations,
             timeout: config.request_timeout,
             refused: shared.metrics.revoked_cert_requests.clone(),
+            pending: Budget::new(
+                u64::try_from(config.max_pending_request_bytes).unwrap_or(u64::MAX),
+                shared.metrics.pending_bytes.clone(),
+                shared.metrics.pending_refused.clone(),
+            ),
         };
         let limits = ConnLimits {
             max_connections: config.max_connections,

@@ -153,8 +153,9 @@
 //! request), `gates` (per-object revocation gates), `serve` (the HTTP/2 server: accepting,
 //! TLS, and each connection's life: idle, age and shutdown limits, each ended by a GOAWAY),
 //! `conn_service` (what each request passes: its connection recorded, revoked certificates
-//! refused with `cert_check`, the request time limit), `busy` (which connections have
-//! requests in flight), `storage` (an invocation's ranged read or write) and `service` (the
+//! refused with `cert_check`, the request time limit, request bytes charged to `pending`),
+//! `pending` (the node-wide bound on bytes held for request messages still arriving),
+//! `busy` (which connections have requests in flight), `storage` (an invocation's ranged read or write) and `service` (the
 //! RPCs).
 
 mod busy;
@@ -166,6 +167,7 @@ mod counters;
 mod gates;
 mod lifecycle;
 mod metrics;
+mod pending;
 mod reads;
 mod serve;
 mod service;
