@@ -25,6 +25,7 @@ use crate::export_proof::ReplayWindow;
 use crate::identity::PeerIdentity;
 use crate::owner::Owner;
 use crate::pb::node_server::NodeServer;
+use crate::revoked_certs::ListError;
 use crate::table::ConfigError;
 use crate::tls::Transport;
 
@@ -140,6 +141,7 @@ pub struct RunningNode {
     shutdown: ShutdownHandle,
     serve: Option<JoinHandle<()>>,
     maintenance: Option<JoinHandle<()>>,
+    cert_revocations: Option<Arc<CertRevocations>>,
 }
 
 impl RunningNode {
@@ -156,6 +158,19 @@ impl RunningNode {
     /// The controller this life serves as.
     pub fn controller(&self) -> ControllerId {
         self.controller
+    }
+
+    /// Reads the node's revocation file ([`NodeConfig::revoked_certs`](super::NodeConfig::revoked_certs))
+    /// now, as the maintenance task does at its first tick after the file changes, and ends
+    /// every connection whose certificate the new list names: each connection the node
+    /// serves is cut by its own task as soon as it is woken, and each connection to a peer
+    /// fails before it carries another byte. A file that cannot be read or parsed is an
+    /// error, and the list in force stays. Without a revocation file there is nothing to do.
+    pub fn reload_revoked_certs(&self) -> Result<(), ListError> {
+        match &self.cert_revocations {
+            Some(list) => list.reload_now(),
+            None => Ok(()),
+        }
     }
 
     /// A handle that stops the node from elsewhere (a signal handler).
@@ -231,11 +246,16 @@ impl Node {
             )),
             None => None,
         };
-        // The node's own connections to its peers refuse the peers it has revoked.
+        // The node's own connections to its peers refuse the peers it has revoked, and
+        // end when a list read later names them.
         let peer_tls = match (&tls, &cert_revocations) {
             (Some(m), Some(list)) => {
-                let list = list.clone();
-                Some(m.clone().refusing_servers(move |cert| list.lists(cert)))
+                let refuses = list.clone();
+                Some(
+                    m.clone()
+                        .refusing_servers(move |cert| refuses.lists(cert))
+                        .ending_on(list.changes()),
+                )
             }
             (m, _) => m.clone(),
         };
@@ -253,8 +273,9 @@ impl Node {
             peers.insert(p.id, client);
         }
         let metrics = Metrics::new();
-        // A revoked certificate's handshake fails; the list is checked per request too, for
-        // connections opened before their certificate was listed.
+        // A revoked certificate's handshake fails; connections opened before their
+        // certificate was listed are cut when a list naming it is read (`serve`), and
+        // requests that beat the cut are refused (`conn_service`).
         let refused_clients = cert_revocations
             .as_ref()
             .map(|list| list.handshake_check(metrics.revoked_cert_handshakes.clone()));
@@ -329,7 +350,7 @@ impl Node {
         health.set_serving::<NodeServer<Service>>().await;
         let services = Routes::new(health_service).add_service(service).prepare();
         let rules = RequestRules {
-            revocations: cert_revocations,
+            revocations: cert_revocations.clone(),
             timeout: config.request_timeout,
             refused: shared.metrics.revoked_cert_requests.clone(),
             pending: Budget::new(
@@ -356,6 +377,7 @@ impl Node {
             rules,
             limits,
             shared.metrics.idle_closed.clone(),
+            shared.metrics.revoked_cert_closed.clone(),
         );
         let (stop, mut stopping) = (rx.clone(), rx.clone());
         let serve = tokio::spawn(async move {
@@ -389,6 +411,7 @@ impl Node {
             shutdown,
             serve: Some(serve),
             maintenance: Some(maintenance),
+            cert_revocations,
         })
     }
 }

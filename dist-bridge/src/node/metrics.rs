@@ -12,6 +12,7 @@
 //! | `dist_bridge_idle_connections_closed_total` | counter | |
 //! | `dist_bridge_revoked_certificate_requests_total` | counter | |
 //! | `dist_bridge_revoked_certificate_handshakes_total` | counter | |
+//! | `dist_bridge_revoked_certificate_connections_closed_total` | counter | |
 //! | `dist_bridge_pending_request_bytes` | gauge | |
 //! | `dist_bridge_pending_request_refusals_total` | counter | |
 //! | `dist_bridge_guard_table_capacity`, `_live`, `_pending`, `_free` | gauge | |
@@ -127,6 +128,8 @@ pub(super) struct Metrics {
     pub(super) revoked_cert_requests: Counter,
     /// TLS handshakes refused because the client's certificate is revoked.
     pub(super) revoked_cert_handshakes: Counter,
+    /// Open connections cut because the client's certificate was revoked.
+    pub(super) revoked_cert_closed: Counter,
     table: [Gauge; 4],
     /// Bytes held for request messages still arriving ([`super::pending`]).
     pub(super) pending_bytes: Gauge<u64, AtomicU64>,
@@ -212,6 +215,10 @@ impl Metrics {
             "revoked_certificate_handshakes",
             "TLS handshakes refused because the client certificate is revoked",
         );
+        let revoked_cert_closed = counter(
+            "revoked_certificate_connections_closed",
+            "Open connections cut because a revocation list read since named their client certificate",
+        );
         let table: [Gauge; 4] = Default::default();
         for (name, help, g) in [
             ("guard_table_capacity", "Guard table entries", &table[0]),
@@ -250,6 +257,7 @@ impl Metrics {
             idle_closed,
             revoked_cert_requests,
             revoked_cert_handshakes,
+            revoked_cert_closed,
             table,
         }
     }

@@ -125,8 +125,10 @@
 //!   [`Transport::Insecure`](crate::tls::Transport::Insecure), for tests, where every caller
 //!   is anonymous.
 //! - **Revoked certificates** ([`crate::revoked_certs`],
-//!   [`NodeConfig::revoked_certs`](super::NodeConfig::revoked_certs)): every request made
-//!   with a listed certificate is refused, on open connections too.
+//!   [`NodeConfig::revoked_certs`](super::NodeConfig::revoked_certs)): a listed certificate's
+//!   handshakes fail, and every open connection using it, served or to a peer, ends when
+//!   the node reads the list that names it (the maintenance tick after the file changes, or
+//!   [`RunningNode::reload_revoked_certs`](super::RunningNode::reload_revoked_certs)).
 //! - **Export** needs a proof that the caller speaks for the capability's context: a
 //!   signature by the context object's `kuid` key over the request, the node id, a time and
 //!   a nonce ([`crate::export_proof`]). No address is trusted.
