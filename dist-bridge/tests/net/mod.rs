@@ -22,8 +22,9 @@ use secctx::keypair;
 use secctx::{DbStore, ObjMeta, Object, ObjectStore};
 use twizzler_capsec::{Cap, CapGrant, ObjID, Protections, SigningKey, SigningScheme};
 
-/// Every test body runs under this limit.
-pub const TEST_LIMIT: Duration = Duration::from_secs(60);
+/// Every test body runs under this limit: a guard against a hang, not a measure of speed
+/// (a test waits for what it needs, however long the machine takes, up to this).
+pub const TEST_LIMIT: Duration = Duration::from_secs(300);
 
 /// Runs `f` and fails the test if it takes longer than [`TEST_LIMIT`].
 pub async fn bounded<T>(f: impl Future<Output = T>) -> T {
