@@ -22,6 +22,7 @@
 //! keepalive_interval_ms = 30000          # ping idle connections; drop dead ones
 //! keepalive_timeout_ms = 10000
 //! max_message_bytes = 4194304            # larger requests are refused unread
+//! max_pending_request_bytes = 134217728  # held for messages still arriving, all connections
 //! max_connections = 256                  # further connections are closed at once
 //! max_connection_age_ms = 3600000        # then GOAWAY (clients reconnect)
 //! max_connection_idle_ms = 300000        # no request in flight this long: GOAWAY
@@ -161,6 +162,8 @@ pub struct FileConfig {
     pub keepalive_timeout_ms: Option<u64>,
     /// The largest message, bytes.
     pub max_message_bytes: Option<usize>,
+    /// Bytes held for request messages still arriving, across the node.
+    pub max_pending_request_bytes: Option<usize>,
     /// Connections served at once.
     pub max_connections: Option<usize>,
     /// The longest a connection lives, ms.
@@ -278,6 +281,9 @@ impl FileConfig {
             keepalive_interval_ms: over.keepalive_interval_ms.or(self.keepalive_interval_ms),
             keepalive_timeout_ms: over.keepalive_timeout_ms.or(self.keepalive_timeout_ms),
             max_message_bytes: over.max_message_bytes.or(self.max_message_bytes),
+            max_pending_request_bytes: over
+                .max_pending_request_bytes
+                .or(self.max_pending_request_bytes),
             max_connections: over.max_connections.or(self.max_connections),
             max_connection_age_ms: over.max_connection_age_ms.or(self.max_connection_age_ms),
             max_connection_idle_ms: over.max_connection_idle_ms.or(self.max_connection_idle_ms),
@@ -392,6 +398,9 @@ impl FileConfig {
         if let Some(n) = self.max_message_bytes {
             config.max_message_bytes = n;
         }
+        if let Some(n) = self.max_pending_request_bytes {
+            config.max_pending_request_bytes = n;
+        }
         if let Some(n) = self.max_connections {
             config.max_connections = n;
         }
@@ -442,6 +451,7 @@ mod tests {
                     version_file = \"v\"\nlog_format = \"json\"\nshutdown_deadline_ms = 2500\n\
                     metrics_listen = \"127.0.0.1:9401\"\n\
                     max_connection_idle_ms = 1500\n\
+                    max_pending_request_bytes = 8388608\n\
                     [tls]\nca = \"c/ca.crt\"\ncert = \"c/node-1.crt\"\nkey = \"c/node-1.key\"\n\
                     [guard_table]\ncapacity = 16\n\
                     [[peers]]\nid = 2\naddr = \"127.0.0.1:7402\"\n";
@@ -453,6 +463,7 @@ mod tests {
             std::time::Duration::from_millis(1500)
         );
         assert_eq!(c.listen.port(), 7401);
+        assert_eq!(c.max_pending_request_bytes, 8 << 20);
         assert_eq!(c.guard_table.capacity, 16);
         assert_eq!(c.guard_table.batch_size, 64);
         assert_eq!(c.peers.len(), 1);

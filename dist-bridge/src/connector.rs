@@ -11,6 +11,11 @@
 //! A connection is handed to tonic only once the node has sent its first bytes
 //! ([`Replayed`]): a node that refuses the client's certificate is then a connection error
 //! naming the TLS alert, under TLS 1.3 too.
+//!
+//! A connection whose server certificate is refused later (a node's peer revoked while the
+//! node holds a connection to it) ends then ([`Revocable`]): it fails as soon as it is
+//! woken by the change, and before it carries another byte; the channel's next connection
+//! is refused at its handshake.
 
 use std::future::Future;
 use std::io;
@@ -26,6 +31,7 @@ use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{CertificateError, DigitallySignedStruct, SignatureScheme};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
+use tokio::sync::watch;
 use tokio_rustls::TlsConnector;
 use tokio_rustls::client::TlsStream;
 use tower_service::Service;
@@ -39,18 +45,23 @@ use crate::tls::{RefusedCerts, chain_and_key, roots};
 pub(crate) struct NodeConnector {
     tls: TlsConnector,
     name: ServerName<'static>,
+    /// Servers refused after a change announced here end their connections.
+    refusals: Option<(RefusedCerts, watch::Receiver<u64>)>,
 }
 
 impl NodeConnector {
     /// A connector to node `node`, trusting the CA `ca_pem` and presenting `cert_pem` with
-    /// `key_pem`; servers `refused` refuses are refused too.
+    /// `key_pem`; servers `refused` refuses are refused too, and when `changes` announces a
+    /// change, open connections to servers it then refuses end.
     pub(crate) fn new(
         node: u64,
         ca_pem: &[u8],
         cert_pem: &[u8],
         key_pem: &[u8],
         refused: Option<RefusedCerts>,
+        changes: Option<watch::Receiver<u64>>,
     ) -> Result<NodeConnector, String> {
+        let refusals = refused.clone().zip(changes);
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let webpki =
             WebPkiServerVerifier::builder_with_provider(Arc::new(roots(ca_pem)?), provider.clone())
@@ -74,12 +85,13 @@ impl NodeConnector {
         Ok(NodeConnector {
             tls: TlsConnector::from(Arc::new(config)),
             name,
+            refusals,
         })
     }
 }
 
 impl Service<Uri> for NodeConnector {
-    type Response = TokioIo<Replayed<TlsStream<TcpStream>>>;
+    type Response = TokioIo<Replayed<Revocable<TlsStream<TcpStream>>>>;
     type Error = io::Error;
     type Future = Pin<Box<dyn Future<Output = io::Result<Self::Response>> + Send>>;
 
@@ -89,6 +101,7 @@ impl Service<Uri> for NodeConnector {
 
     fn call(&mut self, uri: Uri) -> Self::Future {
         let (tls, name) = (self.tls.clone(), self.name.clone());
+        let refusals = self.refusals.clone();
         Box::pin(async move {
             let host = uri
                 .host()
@@ -100,6 +113,18 @@ impl Service<Uri> for NodeConnector {
             let tcp = TcpStream::connect((host, port)).await?;
             tcp.set_nodelay(true)?;
             let stream = tls.connect(name, tcp).await?;
+            let leaf = stream
+                .get_ref()
+                .1
+                .peer_certificates()
+                .and_then(|c| c.first())
+                .map(|c| c.clone().into_owned());
+            let stream = match (refusals, leaf) {
+                (Some((refused, changes)), Some(leaf)) => {
+                    Revocable::watching(stream, leaf, refused, changes)
+                }
+                _ => Revocable::plain(stream),
+            };
             Ok(TokioIo::new(Replayed::after_first_read(stream).await?))
         })
     }
@@ -185,6 +210,126 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Replayed<S> {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+}
+
+/// A connection that ends when its server's certificate is refused after a change (see the
+/// module's documentation): every read, write and flush fails from then on.
+pub(crate) struct Revocable<S> {
+    inner: S,
+    watch: Option<Watch>,
+}
+
+/// What a [`Revocable`] connection watches.
+struct Watch {
+    /// The server's certificate.
+    leaf: CertificateDer<'static>,
+    refused: RefusedCerts,
+    /// Resolves at the next change, with the receiver to wait for the one after (`None`:
+    /// no change will ever come).
+    next: Pin<Box<dyn Future<Output = Option<watch::Receiver<u64>>> + Send>>,
+    ended: bool,
+}
+
+async fn next_change(mut changes: watch::Receiver<u64>) -> Option<watch::Receiver<u64>> {
+    changes.changed().await.ok()?;
+    Some(changes)
+}
+
+impl<S> Revocable<S> {
+    /// A connection that never ends this way.
+    fn plain(inner: S) -> Self {
+        Revocable { inner, watch: None }
+    }
+
+    /// A connection to the server whose certificate is `leaf`, ended when `changes`
+    /// announces a change and `refused` then refuses `leaf`. The first check is at once:
+    /// `changes` may have announced a change since the handshake checked the certificate.
+    fn watching(
+        inner: S,
+        leaf: CertificateDer<'static>,
+        refused: RefusedCerts,
+        mut changes: watch::Receiver<u64>,
+    ) -> Self {
+        changes.mark_changed();
+        Revocable {
+            inner,
+            watch: Some(Watch {
+                leaf,
+                refused,
+                next: Box::pin(next_change(changes)),
+                ended: false,
+            }),
+        }
+    }
+
+    /// Fails once the server's certificate is refused; registers `cx` for the next change.
+    fn check(&mut self, cx: &mut Context<'_>) -> io::Result<()> {
+        let Some(w) = &mut self.watch else {
+            return Ok(());
+        };
+        while !w.ended {
+            match w.next.as_mut().poll(cx) {
+                Poll::Pending => return Ok(()),
+                Poll::Ready(Some(changes)) => {
+                    w.ended = w.refused.refuses(&w.leaf);
+                    w.next = Box::pin(next_change(changes));
+                }
+                Poll::Ready(None) => {
+                    w.next = Box::pin(std::future::pending());
+                    return Ok(());
+                }
+            }
+        }
+        tracing::warn!("the server's certificate is revoked: ending the connection to it");
+        Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            "the server's certificate has been revoked",
+        ))
+    }
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for Revocable<S> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        self.check(cx)?;
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for Revocable<S> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        self.check(cx)?;
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.check(cx)?;
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        self.check(cx)?;
         Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
     }
 
@@ -292,6 +437,51 @@ mod tests {
         let mut sent = [0; 7];
         node.read_exact(&mut sent).await.unwrap();
         assert_eq!(&sent, b"preface");
+    }
+
+    #[tokio::test]
+    async fn a_connection_ends_when_a_change_makes_its_server_refused() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let (mut node, client) = tokio::io::duplex(64);
+        let refused = Arc::new(AtomicBool::new(false));
+        let r = refused.clone();
+        let (changes, rx) = watch::channel(0u64);
+        let mut conn = Revocable::watching(
+            client,
+            CertificateDer::from(vec![1, 2, 3]),
+            RefusedCerts::new(move |_| r.load(Ordering::SeqCst)),
+            rx,
+        );
+        conn.write_all(b"a").await.expect("not refused");
+        // A change that does not refuse it; a refusal not yet announced.
+        changes.send_replace(1);
+        conn.write_all(b"b").await.expect("not refused");
+        refused.store(true, Ordering::SeqCst);
+        conn.write_all(b"c").await.expect("no change announced yet");
+        let mut got = [0; 3];
+        node.read_exact(&mut got).await.unwrap();
+        assert_eq!(&got, b"abc");
+        // A read waiting for bytes is woken by the change, and fails; so does all the rest.
+        let waiting = tokio::spawn(async move {
+            let mut buf = [0; 1];
+            let e = conn.read(&mut buf).await.expect_err("ended");
+            (e, conn)
+        });
+        tokio::task::yield_now().await;
+        changes.send_replace(2);
+        let (e, mut conn) = waiting.await.unwrap();
+        assert_eq!(e.kind(), io::ErrorKind::PermissionDenied);
+        assert!(conn.write_all(b"d").await.is_err());
+        node.write_all(b"late").await.unwrap();
+        assert!(
+            conn.read(&mut [0; 4]).await.is_err(),
+            "nothing read after the end"
+        );
+        // A plain connection never ends this way.
+        let (mut node, client) = tokio::io::duplex(64);
+        let mut plain = Revocable::plain(client);
+        plain.write_all(b"x").await.unwrap();
+        node.read_exact(&mut [0; 1]).await.unwrap();
     }
 
     #[tokio::test]

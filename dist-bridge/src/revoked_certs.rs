@@ -3,9 +3,9 @@
 //! A certificate from the cluster CA is good until it expires (a year for development
 //! certificates). When one leaks (a client's, an operator's, a node's), the operator lists it
 //! in the node's revocation file (`[tls] revoked`), and every node reading that file refuses
-//! it from then on: its TLS handshakes, its requests on connections already open, and, for a
-//! node's certificate, the peer connections to it. `dist-bridge certs revoke` adds a
-//! certificate to the file.
+//! it from then on: its TLS handshakes, its connections already open (ended when the node
+//! reads the file), and, for a node's certificate, the peer connections to it, open or new.
+//! `dist-bridge certs revoke` adds a certificate to the file.
 //!
 //! # The file
 //!

@@ -23,6 +23,7 @@ use rustls::{
 };
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+use tokio::sync::watch;
 use tonic::transport::{Certificate, Identity, ServerTlsConfig};
 use zeroize::Zeroizing;
 
@@ -89,6 +90,7 @@ impl TlsFiles {
         Ok(TlsMaterial {
             id: identity,
             refused_servers: None,
+            refusals_change: None,
             pem: Arc::new(Pems {
                 ca,
                 cert,
@@ -135,6 +137,9 @@ pub struct TlsMaterial {
     pem: Arc<Pems>,
     /// Server certificates the client side refuses besides the CA's checks.
     refused_servers: Option<RefusedCerts>,
+    /// Announces each change of what `refused_servers` refuses: then the client side's open
+    /// connections to servers it now refuses end ([`TlsMaterial::ending_on`]).
+    refusals_change: Option<watch::Receiver<u64>>,
 }
 
 /// Certificates refused besides the CA's checks (a revocation list): true when refused. The
@@ -292,6 +297,15 @@ impl TlsMaterial {
         self
     }
 
+    /// The same material, whose client side's open connections also end when `changes`
+    /// announces a change and the refusal set with [`TlsMaterial::refusing_servers`] then
+    /// refuses the server's certificate (a node's connections to a peer it has just
+    /// revoked): each is checked when it is woken, and before it carries another byte.
+    pub(crate) fn ending_on(mut self, changes: watch::Receiver<u64>) -> TlsMaterial {
+        self.refusals_change = Some(changes);
+        self
+    }
+
     /// The same material, whose client side also refuses servers whose certificates `list`
     /// names ([`crate::revoked_certs`]).
     pub fn refusing_listed(self, list: crate::revoked_certs::RevokedList) -> TlsMaterial {
@@ -310,6 +324,7 @@ impl TlsMaterial {
             &self.pem.cert,
             &self.pem.key,
             self.refused_servers.clone(),
+            self.refusals_change.clone(),
         )
     }
 }

@@ -104,6 +104,7 @@ fn zero_limits_are_refused_at_start() {
         |c| c.max_connection_idle = Duration::ZERO,
         |c| c.max_message_bytes = c.max_io_bytes as usize,
         |c| c.max_message_bytes = dist_bridge::node::MAX_MESSAGE_LIMIT + 1,
+        |c| c.max_pending_request_bytes = c.max_message_bytes + 4,
     ] {
         let mut c = site.config();
         tweak(&mut c);
@@ -226,17 +227,17 @@ async fn connections_past_the_limit_are_closed_and_the_others_served() {
             .await
             .expect("the first is served");
         drop(second);
-        let mut served = false;
-        for _ in 0..100 {
+        // The slot is free once the node has seen the connection close, however long that
+        // takes (the test's own limit bounds the wait).
+        loop {
             if let Ok(c) = NodeClient::connect(addr, 1, Reach::Tls(&tls(&holder()))).await
                 && c.read(&token, 0, 1).await.is_ok()
             {
-                served = true;
                 break;
             }
+            // A pause between tries, not a guess at how long the node takes.
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        assert!(served, "a freed slot was never taken again");
         net.shutdown().await;
     })
     .await;
@@ -253,8 +254,9 @@ async fn a_stalled_handshake_is_cut() {
         })
         .await;
         let addr = net.nodes[0].addr();
-        let mut silent = tokio::net::TcpStream::connect(addr).await.unwrap();
+        // Before the connection exists: the node's handshake timer starts after this.
         let started = Instant::now();
+        let mut silent = tokio::net::TcpStream::connect(addr).await.unwrap();
         net.client(0).status().await.expect("others are served");
         let mut buf = [0u8; 16];
         let n = tokio::time::timeout(Duration::from_secs(20), silent.read(&mut buf))
@@ -262,21 +264,22 @@ async fn a_stalled_handshake_is_cut() {
             .expect("the silent connection was never cut")
             .unwrap_or(0);
         assert_eq!(n, 0, "the node sent bytes to a silent client");
-        assert!(started.elapsed() >= Duration::from_millis(250));
+        assert!(started.elapsed() >= Duration::from_millis(300));
         net.shutdown().await;
     })
     .await;
 }
 
 /// Past `max_streams_per_connection` requests in flight on one connection, the next waits
-/// for a stream (the HTTP/2 SETTINGS bound; a stalled request frees its stream at the
-/// request timeout); other connections are served meanwhile.
+/// for a stream (the HTTP/2 SETTINGS bound; a stalled request frees its stream when it ends);
+/// other connections are served meanwhile.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn streams_past_the_per_connection_limit_wait() {
     bounded(async {
         let net = Net::start("bounds-streams", 1, |c| {
             c.max_streams_per_connection = 2;
-            c.request_timeout = Duration::from_millis(800);
+            // The stalled requests end when the test resets them, not at a timer.
+            c.request_timeout = Duration::from_secs(3600);
         })
         .await;
         let addr = net.nodes[0].addr();
@@ -301,8 +304,8 @@ async fn streams_past_the_per_connection_limit_wait() {
                 .expect("data");
             response
         };
-        let started = Instant::now();
         let third = complete(&mut c);
+        // However long it is given, it is not served while they hold the streams.
         let early = tokio::time::timeout(Duration::from_millis(300), third).await;
         match early {
             Err(_) => {}     // still waiting for a stream
@@ -311,15 +314,15 @@ async fn streams_past_the_per_connection_limit_wait() {
         }
         // Other connections are served meanwhile.
         net.cluster.read(&token, 0, 1).await.expect("served");
-        // Once the request timeout ends the stalled ones, the connection serves again.
+        // Once the stalled ones end (their client resets them), the connection serves again.
+        for (_, mut body) in held {
+            body.send_reset(h2::Reason::CANCEL);
+        }
         let mut c = c.ready().await.expect("ready");
-        let later = tokio::time::timeout(Duration::from_secs(20), complete(&mut c))
+        let later = complete(&mut c)
             .await
-            .expect("never served after the stalled requests ended")
-            .expect("a response");
+            .expect("a response once the stalled requests ended");
         assert!(later.status().is_success());
-        assert!(started.elapsed() >= Duration::from_millis(300));
-        drop(held);
         net.shutdown().await;
     })
     .await;
@@ -336,17 +339,24 @@ async fn a_peer_that_never_answers_pings_is_dropped() {
             c.keepalive_timeout = Duration::from_millis(200);
         })
         .await;
+        // Before the connection exists: the node's keepalive timer starts after this.
+        let started = Instant::now();
         let mut tls = tls_stream(&holder(), net.nodes[0].addr(), 1).await;
         // The HTTP/2 preface and an empty SETTINGS frame; then only reading, never a PING
         // acknowledgement (nor a SETTINGS one).
         tls.write_all(PREFACE).await.unwrap();
-        let started = Instant::now();
         until_closed(&mut tls, "a peer that never answers pings").await;
-        assert!(started.elapsed() >= Duration::from_millis(300));
+        assert!(started.elapsed() >= Duration::from_millis(400));
         net.client(0).status().await.expect("others are served");
         net.shutdown().await;
     })
     .await;
+}
+
+/// Waits until the task driving a raw HTTP/2 connection ends: the node closed it (the
+/// test's own limit bounds the wait).
+async fn until_ended(conn: tokio::task::JoinHandle<Result<(), h2::Error>>, what: &str) {
+    assert!(conn.await.is_ok(), "{what}: the connection's task failed");
 }
 
 /// Reads from `io` until the node closes it (EOF or an error); panics if that takes 20 s.
@@ -390,7 +400,8 @@ async fn idle_connections_are_closed_and_busy_ones_kept() {
         let net = Net::start("bounds-idle", 1, |c| {
             c.max_connection_idle = Duration::from_millis(400);
             c.keepalive_interval = Duration::from_millis(100);
-            c.request_timeout = Duration::from_millis(2500);
+            // The stalled request ends when the test resets it, not at a timer.
+            c.request_timeout = Duration::from_secs(3600);
         })
         .await;
         let addr = net.nodes[0].addr();
@@ -398,20 +409,18 @@ async fn idle_connections_are_closed_and_busy_ones_kept() {
         // One request, answered; then nothing but ping answers (h2 answers them itself).
         let (client, idle) = raw_h2(addr).await;
         let mut c = client.ready().await.expect("ready");
+        // Before the request: the node's idle time starts after this, when it ends.
+        let sent = Instant::now();
         let (response, _body) = empty_invoke(&mut c, addr, true);
         response.await.expect("answered");
-        let answered = Instant::now();
-        tokio::time::timeout(Duration::from_secs(20), idle)
-            .await
-            .expect("an idle connection was kept open")
-            .ok();
-        assert!(answered.elapsed() >= Duration::from_millis(350));
+        until_ended(idle, "an idle connection").await;
+        assert!(sent.elapsed() >= Duration::from_millis(400));
 
-        // A request whose body never ends keeps its connection busy past the idle limit.
+        // A request whose body never ends keeps its connection busy past the idle limit
+        // (three times over, or however long the machine takes to get there).
         let (client, busy) = raw_h2(addr).await;
         let mut c = client.ready().await.expect("ready");
-        let started = Instant::now();
-        let (stalled, _stalled_body) = empty_invoke(&mut c, addr, false);
+        let (stalled, mut stalled_body) = empty_invoke(&mut c, addr, false);
         tokio::time::sleep(Duration::from_millis(1200)).await;
         assert!(
             !busy.is_finished(),
@@ -421,14 +430,11 @@ async fn idle_connections_are_closed_and_busy_ones_kept() {
         let (response, _body) = empty_invoke(&mut c, addr, true);
         let response = response.await.expect("served on the busy connection");
         assert!(response.status().is_success());
-        // Once the request timeout ends the stalled request, the connection goes idle and is
-        // closed.
+        // Once the stalled request ends (its client resets it), the connection goes idle and
+        // is closed.
+        stalled_body.send_reset(h2::Reason::CANCEL);
         let _ = stalled.await;
-        tokio::time::timeout(Duration::from_secs(20), busy)
-            .await
-            .expect("the connection was kept once idle")
-            .ok();
-        assert!(started.elapsed() >= Duration::from_millis(2500));
+        until_ended(busy, "a connection idle once its request ended").await;
         net.client(0).status().await.expect("others are served");
         net.shutdown().await;
     })
@@ -450,6 +456,8 @@ async fn a_header_block_that_never_ends_is_cut() {
             c.max_connection_age = Duration::from_secs(3600);
         })
         .await;
+        // Before the connection exists: the node's idle time starts after this.
+        let started = Instant::now();
         let mut tls = tls_stream(&holder(), net.nodes[0].addr(), 1).await;
         // The preface, an empty SETTINGS frame, then a HEADERS frame on stream 1 without
         // END_HEADERS holding one header (`:method: POST`, HPACK static index 3): the node
@@ -459,44 +467,209 @@ async fn a_header_block_that_never_ends_is_cut() {
             .await
             .unwrap();
         tls.flush().await.unwrap();
-        let started = Instant::now();
         until_closed(&mut tls, "a connection with an unfinished header block").await;
-        assert!(started.elapsed() >= Duration::from_millis(650));
+        // Idle for 400 ms, then 300 ms to answer the GOAWAY's PING.
+        assert!(started.elapsed() >= Duration::from_millis(700));
         net.client(0).status().await.expect("others are served");
         net.shutdown().await;
     })
     .await;
 }
 
-/// An honest client that calls again just as its connection reaches `max_connection_idle`
-/// loses no request: the node ends an idle connection with a GOAWAY, which still admits
-/// every request the client sent before it saw it, and the client then reconnects. (A node
-/// that cut the connection instead lost the request that crossed the cut.)
+/// A stream whose incoming bytes the test holds back: the client sends, but sees nothing
+/// the node sends until the gate opens. Meanwhile the bytes are read and kept, and the
+/// HTTP/2 frames among them watched for a GOAWAY; the client's frames are watched for the
+/// end of its first request.
+struct Gated<S> {
+    inner: S,
+    gate: std::sync::Arc<Gate>,
+    /// Bytes read while the gate was shut, and how many of them have been handed on.
+    held: Vec<u8>,
+    handed: usize,
+    /// Where the next frame header starts in `held`.
+    next_frame: usize,
+    /// Bytes written, and where the next frame header starts in them (after the preface).
+    written: Vec<u8>,
+    next_written: usize,
+}
+
+/// The frames in `bytes` from `*at` on, as (type, flags); `*at` moves past them.
+fn frames(bytes: &[u8], at: &mut usize) -> Vec<(u8, u8)> {
+    let mut out = Vec::new();
+    while let Some(h) = bytes.get(*at..*at + 9) {
+        out.push((h[3], h[4]));
+        *at += 9 + u32::from_be_bytes([0, h[0], h[1], h[2]]) as usize;
+    }
+    out
+}
+
+/// Whether a [`Gated`] stream's reads may go on (and who waits for it), and whether the
+/// node's GOAWAY has come.
+struct Gate {
+    state: std::sync::Mutex<(bool, Option<std::task::Waker>)>,
+    goaway: tokio::sync::watch::Sender<bool>,
+    sent: tokio::sync::watch::Sender<bool>,
+}
+
+impl Gate {
+    fn new() -> std::sync::Arc<Gate> {
+        std::sync::Arc::new(Gate {
+            state: std::sync::Mutex::new((false, None)),
+            goaway: tokio::sync::watch::Sender::new(false),
+            sent: tokio::sync::watch::Sender::new(false),
+        })
+    }
+
+    /// Waits until the client has written a DATA frame that ends its stream.
+    async fn sent(&self) {
+        let mut seen = self.sent.subscribe();
+        seen.wait_for(|s| *s).await.expect("the gate is alive");
+    }
+
+    fn open(&self) {
+        let mut state = self.state.lock().unwrap();
+        state.0 = true;
+        if let Some(waiting) = state.1.take() {
+            waiting.wake();
+        }
+    }
+
+    /// Waits until a GOAWAY frame has arrived (unread by the client).
+    async fn goaway(&self) {
+        let mut seen = self.goaway.subscribe();
+        seen.wait_for(|s| *s).await.expect("the gate is alive");
+    }
+}
+
+impl<S: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for Gated<S> {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        use std::task::Poll;
+        let this = &mut *self;
+        let open = {
+            let mut state = this.gate.state.lock().unwrap();
+            if !state.0 {
+                state.1 = Some(cx.waker().clone());
+            }
+            state.0
+        };
+        if !open {
+            // Keep reading what the node sends, watching it for a GOAWAY (frame type 7).
+            let mut chunk = [0u8; 4096];
+            loop {
+                let mut read = tokio::io::ReadBuf::new(&mut chunk);
+                match std::pin::Pin::new(&mut this.inner).poll_read(cx, &mut read) {
+                    Poll::Ready(Ok(())) if !read.filled().is_empty() => {
+                        this.held.extend_from_slice(read.filled());
+                        let frames = frames(&this.held, &mut this.next_frame);
+                        if frames.iter().any(|&(kind, _)| kind == 7) {
+                            this.gate.goaway.send_replace(true);
+                        }
+                    }
+                    // An end or an error waits for the gate too.
+                    Poll::Ready(_) | Poll::Pending => return Poll::Pending,
+                }
+            }
+        }
+        if this.handed < this.held.len() {
+            let n = (this.held.len() - this.handed).min(buf.remaining());
+            buf.put_slice(&this.held[this.handed..this.handed + n]);
+            this.handed += n;
+            return Poll::Ready(Ok(()));
+        }
+        std::pin::Pin::new(&mut this.inner).poll_read(cx, buf)
+    }
+}
+
+impl<S: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for Gated<S> {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        let this = &mut *self;
+        let written = std::pin::Pin::new(&mut this.inner).poll_write(cx, buf);
+        if let std::task::Poll::Ready(Ok(n)) = written {
+            this.written.extend_from_slice(&buf[..n]);
+            // The client's preface (24 bytes) comes before its first frame.
+            this.next_written = this.next_written.max(24);
+            let frames = frames(&this.written, &mut this.next_written);
+            // DATA with END_STREAM.
+            if frames
+                .iter()
+                .any(|&(kind, flags)| kind == 0 && flags & 1 == 1)
+            {
+                this.gate.sent.send_replace(true);
+            }
+        }
+        written
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+/// A request the client sends after the node has found its connection idle, but before the
+/// client has seen the node's GOAWAY, is served: the node ends an idle connection with h2's
+/// two-step GOAWAY, which admits every request sent before the client saw it. (A node that
+/// cut the connection instead lost the request that crossed the cut.) The crossing is made,
+/// not raced for: the client reads nothing from the node until the GOAWAY has come.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_that_meets_the_idle_close_is_served() {
     bounded(async {
-        let idle = Duration::from_millis(60);
         let net = Net::start("bounds-idle-race", 1, |c| {
-            c.max_connection_idle = idle;
+            c.max_connection_idle = Duration::from_millis(100);
+            // The GOAWAY's PING goes unanswered while the client reads nothing: the node
+            // must not cut the connection meanwhile.
+            c.request_timeout = Duration::from_secs(3600);
         })
         .await;
-        let client = net.holder(0).await;
-        let token = net.export(0, Rights::READ, ByteRange::WHOLE).await;
-        // Gaps around the idle limit, each tried several times, so that some requests are
-        // sent in the very tick the node finds the connection idle.
-        let mut lost = Vec::new();
-        for round in 0..60u32 {
-            let gap = idle + Duration::from_micros(u64::from(round % 12) * 250)
-                - Duration::from_millis(1);
-            tokio::time::sleep(gap).await;
-            if let Err(e) = client.read(&token, 0, 1).await {
-                lost.push(format!("after {gap:?}: {e:?}"));
-            }
-        }
-        assert!(
-            lost.is_empty(),
-            "requests lost at the idle close: {lost:#?}"
-        );
+        let addr = net.nodes[0].addr();
+        let gate = Gate::new();
+        let gated = Gated {
+            inner: tls_stream(&holder(), addr, 1).await,
+            gate: gate.clone(),
+            held: Vec::new(),
+            handed: 0,
+            next_frame: 0,
+            written: Vec::new(),
+            next_written: 0,
+        };
+        let (client, conn) = h2::client::handshake(gated).await.expect("handshake");
+        let conn = tokio::spawn(conn);
+        // Idle from the start: the node tells it to go away.
+        gate.goaway().await;
+        let mut c = client
+            .ready()
+            .await
+            .expect("the client has seen nothing yet");
+        let (response, _body) = empty_invoke(&mut c, addr, true);
+        // Written before the client reads the GOAWAY (else the client itself would hold it
+        // back as unsent, for its caller to send again).
+        gate.sent().await;
+        gate.open();
+        let response = response
+            .await
+            .expect("the request that crossed the GOAWAY is served");
+        assert!(response.status().is_success());
+        // Then the connection ends.
+        drop((c, response));
+        until_ended(conn, "a connection told to go away, its request done").await;
+        net.client(0).status().await.expect("others are served");
         net.shutdown().await;
     })
     .await;
@@ -511,27 +684,27 @@ async fn connections_have_a_maximum_age() {
     bounded(async {
         let net = Net::start("bounds-age-goaway", 1, |c| {
             c.max_connection_age = Duration::from_millis(300);
-            c.request_timeout = Duration::from_secs(20);
+            // The grace period after the GOAWAY: the connection must end long before.
+            c.request_timeout = Duration::from_secs(3600);
         })
         .await;
         let addr = net.nodes[0].addr();
-        let (client, conn) = raw_h2(addr).await;
+        // Before the connection exists: its age starts after this.
         let started = Instant::now();
+        let (client, conn) = raw_h2(addr).await;
         let mut c = client.clone().ready().await.expect("ready");
         // A request whose body is still to come when the connection reaches its age.
         let (response, mut body) = empty_invoke(&mut c, addr, false);
         until_goaway(&client).await;
-        assert!(started.elapsed() >= Duration::from_millis(250));
+        assert!(started.elapsed() >= Duration::from_millis(300));
         // The request in flight is finished and answered.
         body.send_data(bytes::Bytes::from(vec![0; 4096]), true)
             .expect("the rest of the body");
         let response = response.await.expect("served after the GOAWAY");
         assert!(response.status().is_success());
         drop((client, c, body, response));
-        tokio::time::timeout(Duration::from_secs(5), conn)
-            .await
-            .expect("the connection outlived its last request")
-            .ok();
+        // It closes with its last request, not when the grace period (an hour) would cut it.
+        until_ended(conn, "a connection past its age, its last request done").await;
         net.client(0).status().await.expect("reconnected");
         net.client(0).status().await.expect("reconnected");
         net.shutdown().await;
@@ -539,18 +712,14 @@ async fn connections_have_a_maximum_age() {
     .await;
 }
 
-/// Waits (5 s at most) until the node's GOAWAY reaches `client`: from then on it opens no
-/// new request on its connection.
+/// Waits until the node's GOAWAY reaches `client` (the test's own limit bounds the wait):
+/// from then on it opens no new request on its connection.
 async fn until_goaway(client: &h2::client::SendRequest<bytes::Bytes>) {
-    let started = Instant::now();
     let refused = loop {
+        // A pause between checks, not a guess at how long the node takes.
         tokio::time::sleep(Duration::from_millis(20)).await;
-        match client.clone().ready().await {
-            Err(e) => break e,
-            Ok(_) => assert!(
-                started.elapsed() < Duration::from_secs(5),
-                "no GOAWAY within 5 s"
-            ),
+        if let Err(e) = client.clone().ready().await {
+            break e;
         }
     };
     assert!(
@@ -567,16 +736,20 @@ async fn until_goaway(client: &h2::client::SendRequest<bytes::Bytes>) {
 async fn a_shutdown_finishes_the_requests_in_flight() {
     bounded(async {
         let net = Net::start("bounds-drain", 1, |c| {
-            c.shutdown_deadline = Duration::from_secs(15);
-            c.request_timeout = Duration::from_secs(20);
+            // Neither may end the request: the test does.
+            c.shutdown_deadline = Duration::from_secs(3600);
+            c.request_timeout = Duration::from_secs(3600);
+            c.metrics_listen = Some(std::net::SocketAddr::from(([127, 0, 0, 1], 0)));
         })
         .await;
         let addr = net.nodes[0].addr();
+        let metrics = net.nodes[0].metrics_addr().expect("metrics");
         let (client, _conn) = raw_h2(addr).await;
         let mut c = client.clone().ready().await.expect("ready");
         let (response, mut body) = empty_invoke(&mut c, addr, false);
-        // Dispatched, and in flight, before the shutdown begins.
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        // Dispatched, and in flight, before the shutdown begins: the node holds the 5 bytes
+        // of its message's header.
+        until_metric(metrics, "dist_bridge_pending_request_bytes", 5.0).await;
         let Net { nodes, .. } = net;
         let stopping = tokio::spawn(async move {
             for node in nodes {
@@ -584,10 +757,10 @@ async fn a_shutdown_finishes_the_requests_in_flight() {
             }
         });
         until_goaway(&client).await;
-        assert!(
-            tokio::net::TcpStream::connect(addr).await.is_err(),
-            "the listener is still open"
-        );
+        // The listener closes as the shutdown begins (the test's own limit bounds the wait).
+        while tokio::net::TcpStream::connect(addr).await.is_ok() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
         tokio::time::sleep(Duration::from_millis(300)).await;
         assert!(
             !stopping.is_finished(),
@@ -597,10 +770,139 @@ async fn a_shutdown_finishes_the_requests_in_flight() {
             .expect("the rest of the body");
         let response = response.await.expect("answered during the shutdown");
         assert!(response.status().is_success());
-        tokio::time::timeout(Duration::from_secs(10), stopping)
+        // It ends with the last request, not at its deadline (an hour).
+        stopping.await.expect("shutdown task");
+    })
+    .await;
+}
+
+/// The gRPC status code and message a response ends with (in its headers, or its trailers).
+async fn grpc_status(response: http::Response<h2::RecvStream>) -> (String, String) {
+    let text =
+        |v: Option<&http::HeaderValue>| v.map_or("none", |s| s.to_str().unwrap_or("?")).to_owned();
+    if response.headers().contains_key("grpc-status") {
+        let h = response.headers();
+        return (text(h.get("grpc-status")), text(h.get("grpc-message")));
+    }
+    let mut body = response.into_body();
+    while body.data().await.is_some() {}
+    let trailers = body.trailers().await.expect("trailers").unwrap_or_default();
+    (
+        text(trailers.get("grpc-status")),
+        text(trailers.get("grpc-message")),
+    )
+}
+
+/// Opens an `Invoke` on `c` whose message declares `declared` bytes, and sends `sent` bytes
+/// of the body (the 5-byte gRPC message header included), never ending it.
+fn stalled_stream(
+    c: &mut h2::client::SendRequest<bytes::Bytes>,
+    addr: std::net::SocketAddr,
+    declared: u32,
+    sent: usize,
+) -> (h2::client::ResponseFuture, h2::SendStream<bytes::Bytes>) {
+    let (response, mut body) = c.send_request(invoke_request(addr), false).expect("send");
+    let mut bytes = vec![0u8; sent];
+    bytes[1..5].copy_from_slice(&declared.to_be_bytes());
+    body.send_data(bytes::Bytes::from(bytes), false)
+        .expect("data");
+    (response, body)
+}
+
+/// Requests whose messages are still arriving hold the node's memory only up to
+/// `max_pending_request_bytes`, across every connection: past it, the next request that
+/// needs more is refused with `RESOURCE_EXHAUSTED` naming the limit; a request whose message
+/// arrives whole is served meanwhile; and the bytes are given back when the streams holding
+/// them are reset or their connection closes (the node's gauge of them says 0 again, and a
+/// large write is served).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stalled_request_bytes_are_bounded_across_the_node() {
+    const PART: usize = 64 << 10;
+    const HELD: &str = "dist_bridge_pending_request_bytes";
+    const REFUSED: &str = "dist_bridge_pending_request_refusals_total";
+    bounded(async {
+        let net = Net::start("bounds-pending", 1, |c| {
+            c.max_io_bytes = 96 << 10;
+            c.max_message_bytes = 160 << 10;
+            c.max_pending_request_bytes = 4 * PART;
+            c.metrics_listen = Some(std::net::SocketAddr::from(([127, 0, 0, 1], 0)));
+            // Neither the request timer nor idleness may end the stalled requests.
+            c.request_timeout = Duration::from_secs(3600);
+        })
+        .await;
+        let addr = net.nodes[0].addr();
+        let metrics = net.nodes[0].metrics_addr().expect("metrics");
+        let token = net.export(0, Rights::all(), ByteRange::WHOLE).await;
+        assert_eq!(metric(metrics, HELD).await, 0.0);
+
+        // Four requests on two connections, each 64 KiB into a 100 KiB message: the budget,
+        // exactly.
+        let mut held = Vec::new();
+        let mut conns = Vec::new();
+        for _ in 0..2 {
+            let (client, conn) = raw_h2(addr).await;
+            let mut c = client.ready().await.expect("ready");
+            for _ in 0..2 {
+                c = c.ready().await.expect("ready");
+                held.push(stalled_stream(&mut c, addr, 100 << 10, PART));
+            }
+            conns.push((c, conn));
+        }
+        until_metric(metrics, HELD, (4 * PART) as f64).await;
+
+        // Past it, on a third connection: each request is refused, and says why.
+        let (client, _third) = raw_h2(addr).await;
+        let mut c = client.ready().await.expect("ready");
+        for i in 0..3 {
+            c = c.ready().await.expect("ready");
+            let (response, _body) = stalled_stream(&mut c, addr, 100 << 10, PART);
+            let response = response.await.expect("an answer");
+            let (code, message) = grpc_status(response).await;
+            assert_eq!(
+                code, "8",
+                "request {i}: RESOURCE_EXHAUSTED, not {code} {message}"
+            );
+            assert!(
+                message.contains("max_pending_request_bytes") && message.contains("262144"),
+                "{message}"
+            );
+        }
+        assert_eq!(metric(metrics, REFUSED).await, 3.0);
+        assert_eq!(metric(metrics, HELD).await, (4 * PART) as f64);
+
+        // A request whose message arrives whole holds nothing unfinished: it is served.
+        net.cluster
+            .read(&token, 0, 4)
             .await
-            .expect("the shutdown went on after the last request was answered")
-            .expect("shutdown task");
+            .expect("a read is served");
+        net.cluster
+            .write(&token, 0, b"fine")
+            .await
+            .expect("a small write is served");
+        // A large one, whose message arrives in many frames, needs the budget: refused.
+        let e = net
+            .cluster
+            .write(&token, 0, &vec![7u8; 90 << 10])
+            .await
+            .expect_err("a 90 KiB write with the budget spent");
+        assert_eq!(e.code(), Some(tonic::Code::ResourceExhausted), "{e}");
+
+        // Two of the stalled requests are reset by their client, the other two go with
+        // their connection: every byte is given back.
+        for (_, mut body) in held.drain(..2) {
+            body.send_reset(h2::Reason::CANCEL);
+        }
+        until_metric(metrics, HELD, (2 * PART) as f64).await;
+        let (_client, conn) = conns.remove(1);
+        conn.abort();
+        until_metric(metrics, HELD, 0.0).await;
+        drop(held);
+        net.cluster
+            .write(&token, 0, &vec![7u8; 90 << 10])
+            .await
+            .expect("the budget is whole again");
+        assert_eq!(&net.sites[0].stored()[..4], &[7u8; 4]);
+        net.shutdown().await;
     })
     .await;
 }

@@ -5,7 +5,6 @@
 mod net;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use dist_bridge::*;
@@ -329,22 +328,20 @@ async fn no_invocation_is_accepted_after_the_revocation_has_returned() {
             .unwrap();
         let survivor = net.export(owner, Rights::READ, ByteRange::WHOLE).await;
         let revoked_at: Arc<std::sync::Mutex<Option<Instant>>> = Arc::default();
-        let stop = Arc::new(AtomicBool::new(false));
 
         // Invokers: each invocation notes when it was sent; accepted ones must all have
-        // been sent before the revocation returned.
+        // been sent before the revocation returned. Each runs until it has been refused
+        // three times, which happens only after the revocation; each says when it has had
+        // one invocation accepted.
+        let (running, mut started) = tokio::sync::mpsc::channel::<()>(6);
         let mut tasks = tokio::task::JoinSet::new();
         for w in 0..6u8 {
-            let (cluster, token, stop) = (net.cluster.clone(), doomed.clone(), stop.clone());
+            let (cluster, token, running) = (net.cluster.clone(), doomed.clone(), running.clone());
             let revoked_at = revoked_at.clone();
             tasks.spawn(async move {
                 let mut accepted = 0u32;
                 let mut refused_after = 0u32;
-                let deadline = Instant::now() + Duration::from_secs(20);
-                for n in 0..5000u32 {
-                    if stop.load(Ordering::Relaxed) || Instant::now() > deadline {
-                        break;
-                    }
+                for n in 0u32.. {
                     let sent = Instant::now();
                     let r = if w % 2 == 0 {
                         cluster
@@ -357,6 +354,9 @@ async fn no_invocation_is_accepted_after_the_revocation_has_returned() {
                     match r {
                         Ok(()) => {
                             accepted += 1;
+                            if accepted == 1 {
+                                let _ = running.send(()).await;
+                            }
                             if let Some(t) = done {
                                 assert!(
                                     sent < t,
@@ -376,17 +376,21 @@ async fn no_invocation_is_accepted_after_the_revocation_has_returned() {
                 (accepted, refused_after)
             });
         }
-        // Let them run, then revoke.
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        // Once every invoker is under way, revoke.
+        drop(running);
+        for _ in 0..6 {
+            started
+                .recv()
+                .await
+                .expect("an invoker ended before the revocation");
+        }
         let report = net.cluster.revoke(&doomed).await.unwrap();
         *revoked_at.lock().unwrap() = Some(Instant::now());
         assert_eq!(report.guards_revoked, 1);
         // Every effect of an accepted write is in place now: the object no longer changes.
         let snapshot = net.sites[owner].stored();
-        tokio::time::sleep(Duration::from_millis(200)).await;
         let mut total = 0;
         let mut refused = 0;
-        stop.store(true, Ordering::Relaxed);
         while let Some(r) = tasks.join_next().await {
             let (a, f) = r.unwrap();
             total += a;
@@ -837,10 +841,12 @@ async fn a_second_node_on_the_same_version_file_is_refused_and_bad_configs_are_e
     .await;
 }
 
-/// Waits (bounded) until `t` is refused as revoked.
+/// Waits until `t` is refused as revoked (the node's maintenance task applies the store's
+/// revocations; however long it takes, the test's own limit bounds the wait).
 async fn revoked_soon(cluster: &Cluster, t: &GuardedToken) {
-    for _ in 0..200 {
+    loop {
         match cluster.read(t, 0, 1).await {
+            // A pause between checks, not a guess at how long the node takes.
             Ok(_) => tokio::time::sleep(Duration::from_millis(25)).await,
             Err(e) => {
                 assert_eq!(e.kind(), Some(ErrorKind::Revoked), "{e}");
@@ -848,7 +854,6 @@ async fn revoked_soon(cluster: &Cluster, t: &GuardedToken) {
             }
         }
     }
-    panic!("the guard was not revoked in time");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -918,7 +923,12 @@ async fn sixty_four_nodes_in_one_process() {
     bounded(async {
         let n = 64u64;
         let started = std::time::Instant::now();
-        let net = Net::start_broadcast("sixty-four", n).await;
+        // A loaded machine may take long to open 4,032 peer connections: no peer call may
+        // fail for its time limit (5 s by default), which this test does not measure.
+        let net = Net::start_broadcast_with("sixty-four", n, |_, c| {
+            c.peer_timeout = Duration::from_secs(120);
+        })
+        .await;
         let start_time = started.elapsed();
         // Every node revokes one capability of its own: N (N - 1) requests in all.
         let t = std::time::Instant::now();

@@ -121,19 +121,16 @@ async fn a_node_and_two_writer_processes_share_one_store() {
             .status()
             .expect("run the revoking process");
         assert!(status.success());
-        let mut revoked = false;
-        for _ in 0..200 {
+        // However long the node's maintenance task takes to apply it (the test's own limit
+        // bounds the wait).
+        loop {
             if let Err(e) = net.cluster.read(&token, 0, 1).await {
                 assert_eq!(e.kind(), Some(ErrorKind::Revoked), "{e}");
-                revoked = true;
                 break;
             }
+            // A pause between checks, not a guess at how long the node takes.
             tokio::time::sleep(Duration::from_millis(25)).await;
         }
-        assert!(
-            revoked,
-            "a revocation committed by another process never reached the node"
-        );
         net.shutdown().await;
     })
     .await;

@@ -12,8 +12,15 @@
 //! alert), after the CA's own checks. On a connection already open, the certificate is
 //! fingerprinted once, at its first request, and its verdict
 //! is kept with the generation it was reached under ([`Verdict`]); a request pays two
-//! atomic loads unless the list has changed since. So a certificate revoked while its
-//! connection is open is refused from its next request on.
+//! atomic loads unless the list has changed since.
+//!
+//! Each list loaded is also announced ([`CertRevocations::changes`]): every connection the
+//! node serves ([`super::serve`]) and every connection it holds to a peer
+//! ([`crate::connector`]) checks its certificate against the new list then, and the node
+//! ends those whose certificate it lists. So revoking a certificate ends every connection
+//! using it, both ways, at the node's next reading of the list: the maintenance tick after
+//! the file changes (every [`NodeConfig::maintenance_interval`](super::NodeConfig::maintenance_interval)),
+//! or [`RunningNode::reload_revoked_certs`](super::RunningNode::reload_revoked_certs).
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -22,6 +29,7 @@ use std::time::SystemTime;
 
 use prometheus_client::metrics::counter::Counter;
 use rustls_pki_types::CertificateDer;
+use tokio::sync::watch;
 use tracing::{info, warn};
 
 use crate::revoked_certs::{Fingerprint, ListError, RevokedList};
@@ -36,6 +44,8 @@ pub(super) struct CertRevocations {
     generation: AtomicU64,
     /// The file's modification time and length when it was last read.
     stamp: Mutex<Option<(SystemTime, u64)>>,
+    /// The generation, announced each time a list is loaded.
+    changes: watch::Sender<u64>,
 }
 
 impl CertRevocations {
@@ -49,33 +59,50 @@ impl CertRevocations {
             list: RwLock::new(Arc::new(list)),
             generation: AtomicU64::new(1),
             stamp: Mutex::new(stamp),
+            changes: watch::Sender::new(1),
         })
     }
 
-    /// Reads the file again if its modification time or length changed. The file is read
-    /// with no lock held; the new list replaces the old under the lock.
+    /// Reads the file again if its modification time or length changed (a file that has
+    /// become unreadable or malformed is reported, and the list in force kept).
     pub(super) fn reload_if_changed(&self) {
         let stamp = stamp_of(&self.path);
         let seen = self.stamp.lock().map(|s| *s).unwrap_or(None);
         if stamp == seen {
             return;
         }
-        match RevokedList::load(&self.path) {
-            Ok(list) => {
-                let revoked = list.len();
-                if let Ok(mut current) = self.list.write() {
-                    *current = Arc::new(list);
-                    self.generation.fetch_add(1, Ordering::AcqRel);
-                }
-                info!(path = %self.path.display(), revoked, "certificate revocation list reloaded");
-            }
-            Err(e) => {
-                warn!(error = %e, "revocation file not reloaded; the previous list stays in force")
-            }
+        if let Err(e) = self.reload(stamp) {
+            warn!(error = %e, "revocation file not reloaded; the previous list stays in force");
         }
+    }
+
+    /// Reads the file again now, whatever its stamp; on an error the list in force stays.
+    pub(super) fn reload_now(&self) -> Result<(), ListError> {
+        self.reload(stamp_of(&self.path))
+    }
+
+    /// Reads the file (with no lock held), replaces the list under the lock, and announces
+    /// it; `stamp` is the file's as read.
+    fn reload(&self, stamp: Option<(SystemTime, u64)>) -> Result<(), ListError> {
+        let loaded = RevokedList::load(&self.path);
         if let Ok(mut s) = self.stamp.lock() {
             *s = stamp;
         }
+        let list = loaded?;
+        let revoked = list.len();
+        if let Ok(mut current) = self.list.write() {
+            *current = Arc::new(list);
+            let generation = self.generation.fetch_add(1, Ordering::AcqRel) + 1;
+            // After the list is in force: whoever is woken checks against it.
+            self.changes.send_replace(generation);
+        }
+        info!(path = %self.path.display(), revoked, "certificate revocation list reloaded");
+        Ok(())
+    }
+
+    /// Announces each list loaded from now on (the receiver has seen the current one).
+    pub(super) fn changes(&self) -> watch::Receiver<u64> {
+        self.changes.subscribe()
     }
 
     /// Whether the list in force names `leaf` (a list that cannot be read names everyone).

@@ -19,6 +19,9 @@ pub const MAX_IO_LIMIT: u64 = 3 << 20;
 /// Room in a message for what is not an invocation's data (its token, offsets, framing).
 const MESSAGE_OVERHEAD: usize = 64 << 10;
 
+/// The gRPC header of each message (a compression flag and the length).
+const GRPC_HEADER: usize = 5;
+
 /// The longest any of a node's durations may be: a year.
 pub const MAX_DURATION: Duration = Duration::from_secs(365 * 24 * 3600);
 /// The largest [`NodeConfig::max_message_bytes`].
@@ -98,6 +101,13 @@ pub struct NodeConfig {
     /// are buffered. At least [`NodeConfig::max_io_bytes`] plus 64 KiB (an invocation's data
     /// and its token), at most 64 MiB.
     pub max_message_bytes: usize,
+    /// The most bytes the node holds, across all its connections, of request messages that
+    /// have not fully arrived (a client that declares a large message and stalls holds what
+    /// it sent until its stream ends). A request that would take the node past it is refused
+    /// with `RESOURCE_EXHAUSTED` naming this limit; a message that arrives whole in one
+    /// HTTP/2 frame never needs any of it. At least `max_message_bytes + 5` (one largest
+    /// message and its gRPC header).
+    pub max_pending_request_bytes: usize,
     /// Connections the node serves at once; further ones are closed as they come.
     pub max_connections: usize,
     /// The longest a connection lives: then the node asks the client to go (HTTP/2 GOAWAY;
@@ -121,8 +131,9 @@ impl NodeConfig {
     /// transport chosen yet (set [`NodeConfig::transport`]), TLS handshakes limited to 10 s,
     /// export proofs within 60 s of the clock, no metrics listener, the default guard table, no peers, 1 MiB per invocation, objects grown to at most 64 MiB,
     /// maintenance every second, open connections cut 10 s into a shutdown, requests limited
-    /// to 30 s and 32 at a time per connection, idle connections pinged every 30 s, 256
-    /// connections at once, each for an hour at most.
+    /// to 30 s and 32 at a time per connection, at most 128 MiB held for request messages
+    /// still arriving, idle connections pinged every 30 s, 256 connections at once, each for
+    /// an hour at most.
     pub fn new(
         node_id: u64,
         store_dir: impl Into<PathBuf>,
@@ -152,6 +163,7 @@ impl NodeConfig {
             keepalive_interval: Duration::from_secs(30),
             keepalive_timeout: Duration::from_secs(10),
             max_message_bytes: 4 << 20,
+            max_pending_request_bytes: 128 << 20,
             max_connections: 256,
             max_connection_age: Duration::from_secs(3600),
             max_connection_idle: Duration::from_secs(300),
@@ -222,6 +234,13 @@ impl NodeConfig {
             return Err(StartError::Config(format!(
                 "max_message_bytes must be between {least} (max_io_bytes plus 64 KiB) and {MAX_MESSAGE_LIMIT}, not {}",
                 self.max_message_bytes
+            )));
+        }
+        let least = self.max_message_bytes.saturating_add(GRPC_HEADER);
+        if self.max_pending_request_bytes < least {
+            return Err(StartError::Config(format!(
+                "max_pending_request_bytes must be at least {least} (max_message_bytes plus 5), not {}",
+                self.max_pending_request_bytes
             )));
         }
         if self.revoked_certs.is_some() && !matches!(self.transport, Some(Transport::Tls(_))) {

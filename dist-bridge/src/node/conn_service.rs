@@ -20,6 +20,7 @@ use tower_service::Service;
 
 use super::busy::{Activity, Tracked};
 use super::cert_check::{CertRevocations, Verdict};
+use super::pending::{Budget, Budgeted};
 
 /// The one message a caller with a revoked certificate gets.
 const REVOKED_MESSAGE: &str = "this client certificate has been revoked";
@@ -43,12 +44,14 @@ pub(super) struct ConnInfo {
 }
 
 /// What every connection's [`ConnService`] shares: the revocation list, the request time
-/// limit, and the counter of requests refused for a revoked certificate.
+/// limit, the counter of requests refused for a revoked certificate, and the budget of
+/// bytes for request messages still arriving.
 #[derive(Clone, Debug)]
 pub(super) struct RequestRules {
     pub(super) revocations: Option<Arc<CertRevocations>>,
     pub(super) timeout: Duration,
     pub(super) refused: Counter,
+    pub(super) pending: Arc<Budget>,
 }
 
 /// The node's services as one connection's requests see them.
@@ -70,8 +73,11 @@ type Answer<B> = Result<http::Response<Tracked<B>>, Infallible>;
 
 impl<S, ReqBody, ResBody> hyper::service::Service<http::Request<ReqBody>> for ConnService<S>
 where
-    S: Service<http::Request<ReqBody>, Response = http::Response<ResBody>, Error = Infallible>
-        + Clone
+    S: Service<
+            http::Request<Budgeted<ReqBody>>,
+            Response = http::Response<ResBody>,
+            Error = Infallible,
+        > + Clone
         + Send
         + 'static,
     S::Future: Send + 'static,
@@ -82,7 +88,7 @@ where
     type Error = Infallible;
     type Future = Pin<Box<dyn Future<Output = Answer<ResBody>> + Send>>;
 
-    fn call(&self, mut request: http::Request<ReqBody>) -> Self::Future {
+    fn call(&self, request: http::Request<ReqBody>) -> Self::Future {
         let rules = &self.rules;
         if let Some(list) = &rules.revocations
             && list.is_revoked(&self.conn.cert, || self.conn.certs.clone())
@@ -93,6 +99,8 @@ where
         }
         // In flight from here; if the request fails or is dropped, `busy` goes with it.
         let busy = self.conn.activity.begin();
+        // Its message, while it arrives, is charged to the node's budget.
+        let mut request = request.map(|body| Budgeted::new(body, rules.pending.clone()));
         request.extensions_mut().insert(self.conn.clone());
         let mut inner = self.inner.clone();
         let timeout = rules.timeout;
@@ -127,7 +135,7 @@ mod tests {
     #[derive(Clone)]
     struct Answers;
 
-    impl Service<http::Request<bool>> for Answers {
+    impl Service<http::Request<Budgeted<bool>>> for Answers {
         type Response = http::Response<http_body_util::Full<bytes::Bytes>>;
         type Error = Infallible;
         type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Infallible>> + Send>>;
@@ -136,8 +144,8 @@ mod tests {
             Poll::Ready(Ok(()))
         }
 
-        fn call(&mut self, request: http::Request<bool>) -> Self::Future {
-            let hang = *request.body();
+        fn call(&mut self, request: http::Request<Budgeted<bool>>) -> Self::Future {
+            let hang = *request.body().get_ref();
             let known = request.extensions().get::<ConnInfo>().is_some();
             Box::pin(async move {
                 if hang {
@@ -161,6 +169,7 @@ mod tests {
             revocations: None,
             timeout,
             refused: Counter::default(),
+            pending: Budget::new(1 << 20, Default::default(), Counter::default()),
         };
         (ConnService::new(Answers, conn, rules), activity)
     }

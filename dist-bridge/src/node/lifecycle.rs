@@ -13,6 +13,7 @@ use tonic::service::Routes;
 use super::cert_check::CertRevocations;
 use super::conn_service::RequestRules;
 use super::gates::Gates;
+use super::pending::Budget;
 use super::serve::{ConnLimits, Server};
 use tracing::{info, warn};
 
@@ -24,6 +25,7 @@ use crate::export_proof::ReplayWindow;
 use crate::identity::PeerIdentity;
 use crate::owner::Owner;
 use crate::pb::node_server::NodeServer;
+use crate::revoked_certs::ListError;
 use crate::table::ConfigError;
 use crate::tls::Transport;
 
@@ -139,6 +141,7 @@ pub struct RunningNode {
     shutdown: ShutdownHandle,
     serve: Option<JoinHandle<()>>,
     maintenance: Option<JoinHandle<()>>,
+    cert_revocations: Option<Arc<CertRevocations>>,
 }
 
 impl RunningNode {
@@ -155,6 +158,19 @@ impl RunningNode {
     /// The controller this life serves as.
     pub fn controller(&self) -> ControllerId {
         self.controller
+    }
+
+    /// Reads the node's revocation file ([`NodeConfig::revoked_certs`](super::NodeConfig::revoked_certs))
+    /// now, as the maintenance task does at its first tick after the file changes, and ends
+    /// every connection whose certificate the new list names: each connection the node
+    /// serves is cut by its own task as soon as it is woken, and each connection to a peer
+    /// fails before it carries another byte. A file that cannot be read or parsed is an
+    /// error, and the list in force stays. Without a revocation file there is nothing to do.
+    pub fn reload_revoked_certs(&self) -> Result<(), ListError> {
+        match &self.cert_revocations {
+            Some(list) => list.reload_now(),
+            None => Ok(()),
+        }
     }
 
     /// A handle that stops the node from elsewhere (a signal handler).
@@ -230,11 +246,16 @@ impl Node {
             )),
             None => None,
         };
-        // The node's own connections to its peers refuse the peers it has revoked.
+        // The node's own connections to its peers refuse the peers it has revoked, and
+        // end when a list read later names them.
         let peer_tls = match (&tls, &cert_revocations) {
             (Some(m), Some(list)) => {
-                let list = list.clone();
-                Some(m.clone().refusing_servers(move |cert| list.lists(cert)))
+                let refuses = list.clone();
+                Some(
+                    m.clone()
+                        .refusing_servers(move |cert| refuses.lists(cert))
+                        .ending_on(list.changes()),
+                )
             }
             (m, _) => m.clone(),
         };
@@ -252,8 +273,9 @@ impl Node {
             peers.insert(p.id, client);
         }
         let metrics = Metrics::new();
-        // A revoked certificate's handshake fails; the list is checked per request too, for
-        // connections opened before their certificate was listed.
+        // A revoked certificate's handshake fails; connections opened before their
+        // certificate was listed are cut when a list naming it is read (`serve`), and
+        // requests that beat the cut are refused (`conn_service`).
         let refused_clients = cert_revocations
             .as_ref()
             .map(|list| list.handshake_check(metrics.revoked_cert_handshakes.clone()));
@@ -327,9 +349,14 @@ impl Node {
         health.set_serving::<NodeServer<Service>>().await;
         let services = Routes::new(health_service).add_service(service).prepare();
         let rules = RequestRules {
-            revocations: cert_revocations,
+            revocations: cert_revocations.clone(),
             timeout: config.request_timeout,
             refused: shared.metrics.revoked_cert_requests.clone(),
+            pending: Budget::new(
+                u64::try_from(config.max_pending_request_bytes).unwrap_or(u64::MAX),
+                shared.metrics.pending_bytes.clone(),
+                shared.metrics.pending_refused.clone(),
+            ),
         };
         let limits = ConnLimits {
             max_connections: config.max_connections,
@@ -349,6 +376,7 @@ impl Node {
             rules,
             limits,
             shared.metrics.idle_closed.clone(),
+            shared.metrics.revoked_cert_closed.clone(),
         );
         let (stop, mut stopping) = (rx.clone(), rx.clone());
         let serve = tokio::spawn(async move {
@@ -382,6 +410,7 @@ impl Node {
             shutdown,
             serve: Some(serve),
             maintenance: Some(maintenance),
+            cert_revocations,
         })
     }
 }

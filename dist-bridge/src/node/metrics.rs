@@ -12,6 +12,9 @@
 //! | `dist_bridge_idle_connections_closed_total` | counter | |
 //! | `dist_bridge_revoked_certificate_requests_total` | counter | |
 //! | `dist_bridge_revoked_certificate_handshakes_total` | counter | |
+//! | `dist_bridge_revoked_certificate_connections_closed_total` | counter | |
+//! | `dist_bridge_pending_request_bytes` | gauge | |
+//! | `dist_bridge_pending_request_refusals_total` | counter | |
 //! | `dist_bridge_guard_table_capacity`, `_live`, `_pending`, `_free` | gauge | |
 //!
 //! The endpoint is plain HTTP without authentication, and it shows table occupancy and
@@ -128,7 +131,13 @@ pub(super) struct Metrics {
     pub(super) revoked_cert_requests: Counter,
     /// TLS handshakes refused because the client's certificate is revoked.
     pub(super) revoked_cert_handshakes: Counter,
+    /// Open connections cut because the client's certificate was revoked.
+    pub(super) revoked_cert_closed: Counter,
     table: [Gauge; 4],
+    /// Bytes held for request messages still arriving ([`super::pending`]).
+    pub(super) pending_bytes: Gauge<u64, AtomicU64>,
+    /// Requests refused for want of them.
+    pub(super) pending_refused: Counter,
 }
 
 impl Metrics {
@@ -209,6 +218,10 @@ impl Metrics {
             "revoked_certificate_handshakes",
             "TLS handshakes refused because the client certificate is revoked",
         );
+        let revoked_cert_closed = counter(
+            "revoked_certificate_connections_closed",
+            "Open connections cut because a revocation list read since named their client certificate",
+        );
         let table: [Gauge; 4] = Default::default();
         for (name, help, g) in [
             ("guard_table_capacity", "Guard table entries", &table[0]),
@@ -222,7 +235,21 @@ impl Metrics {
         ] {
             registry.register(name, help, g.clone());
         }
+        let pending_bytes = Gauge::<u64, AtomicU64>::default();
+        registry.register(
+            "pending_request_bytes",
+            "Bytes held for request messages that have not fully arrived, across all connections",
+            pending_bytes.clone(),
+        );
+        let pending_refused = Counter::default();
+        registry.register(
+            "pending_request_refusals",
+            "Requests refused (RESOURCE_EXHAUSTED) because max_pending_request_bytes was held",
+            pending_refused.clone(),
+        );
         Metrics {
+            pending_bytes,
+            pending_refused,
             registry,
             requests,
             invocations,
@@ -233,6 +260,7 @@ impl Metrics {
             idle_closed,
             revoked_cert_requests,
             revoked_cert_handshakes,
+            revoked_cert_closed,
             table,
         }
     }

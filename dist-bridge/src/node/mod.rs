@@ -163,8 +163,10 @@
 //!   [`Transport::Insecure`](crate::tls::Transport::Insecure), for tests, where every caller
 //!   is anonymous.
 //! - **Revoked certificates** ([`crate::revoked_certs`],
-//!   [`NodeConfig::revoked_certs`](super::NodeConfig::revoked_certs)): every request made
-//!   with a listed certificate is refused, on open connections too.
+//!   [`NodeConfig::revoked_certs`](super::NodeConfig::revoked_certs)): a listed certificate's
+//!   handshakes fail, and every open connection using it, served or to a peer, ends when
+//!   the node reads the list that names it (the maintenance tick after the file changes, or
+//!   [`RunningNode::reload_revoked_certs`](super::RunningNode::reload_revoked_certs)).
 //! - **Export** needs a proof that the caller speaks for the capability's context: a
 //!   signature by the context object's `kuid` key over the request, the node id, a time and
 //!   a nonce ([`crate::export_proof`]). No address is trusted.
@@ -192,8 +194,9 @@
 //! request), `gates` (per-object revocation gates), `serve` (the HTTP/2 server: accepting,
 //! TLS, and each connection's life: idle, age and shutdown limits, each ended by a GOAWAY),
 //! `conn_service` (what each request passes: its connection recorded, revoked certificates
-//! refused with `cert_check`, the request time limit), `busy` (which connections have
-//! requests in flight), `storage` (an invocation's ranged read or write) and `service` (the
+//! refused with `cert_check`, the request time limit, request bytes charged to `pending`),
+//! `pending` (the node-wide bound on bytes held for request messages still arriving),
+//! `busy` (which connections have requests in flight), `storage` (an invocation's ranged read or write) and `service` (the
 //! RPCs).
 
 mod busy;
@@ -205,6 +208,7 @@ mod counters;
 mod gates;
 mod lifecycle;
 mod metrics;
+mod pending;
 mod reads;
 mod serve;
 mod service;

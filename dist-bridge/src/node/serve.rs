@@ -15,7 +15,10 @@
 //!   GOAWAY, and closes the connection once its requests are done, or `request_timeout`
 //!   later at the latest;
 //! - the node stops: a GOAWAY too, and the connection is closed `shutdown_deadline` after
-//!   the stop at the latest, so that no client can hold the node or its version file's lock.
+//!   the stop at the latest, so that no client can hold the node or its version file's lock;
+//! - the node reads a revocation list that names the client's certificate
+//!   ([`super::cert_check`]): the connection is cut at once, its requests in flight with it
+//!   (they were made with a certificate the node no longer accepts).
 //!
 //! The GOAWAY is HTTP/2's graceful two-step (h2's): first one admitting every stream, with a
 //! PING; once the PING is answered, one naming the last stream the node will serve. A request
@@ -39,6 +42,7 @@ use tonic::service::Routes;
 use tracing::{debug, warn};
 
 use super::busy::Activity;
+use super::cert_check::{CertRevocations, Verdict};
 use super::conn_service::{ConnInfo, ConnService, RequestRules};
 
 /// How long the accept loop rests after the listener fails (out of file descriptors, say),
@@ -69,6 +73,7 @@ struct Shared {
     limits: ConnLimits,
     http2: http2::Builder<TokioExecutor>,
     idle_closed: Counter,
+    revoked_closed: Counter,
 }
 
 /// A server ready to accept on its listener.
@@ -80,7 +85,8 @@ pub(super) struct Server {
 impl Server {
     /// Serves `services` on `listener`, over TLS with `tls` (or plaintext without), each
     /// connection held to `limits` and each request to `rules`. Connections closed for
-    /// idleness are counted in `idle_closed`.
+    /// idleness are counted in `idle_closed`, those cut for a revoked certificate in
+    /// `revoked_closed`.
     pub(super) fn new(
         listener: TcpListener,
         tls: Option<TlsAcceptor>,
@@ -88,6 +94,7 @@ impl Server {
         rules: RequestRules,
         limits: ConnLimits,
         idle_closed: Counter,
+        revoked_closed: Counter,
     ) -> Self {
         let mut http2 = http2::Builder::new(TokioExecutor::new());
         http2
@@ -104,6 +111,7 @@ impl Server {
                 limits,
                 http2,
                 idle_closed,
+                revoked_closed,
             }),
         }
     }
@@ -194,11 +202,22 @@ async fn serve<IO>(
 {
     let limits = &shared.limits;
     let activity = Activity::new();
+    let verdict = Arc::<Verdict>::default();
+    // Every list loaded from here on; the first check is at once, for a list loaded since
+    // the handshake checked the one before.
+    let mut revocations = match (&shared.rules.revocations, &certs) {
+        (Some(list), Some(_)) => {
+            let mut changes = list.changes();
+            changes.mark_changed();
+            Some((list.clone(), changes))
+        }
+        _ => None,
+    };
     let info = ConnInfo {
         remote,
-        certs,
+        certs: certs.clone(),
         activity: activity.clone(),
-        cert: Arc::default(),
+        cert: verdict.clone(),
     };
     let service = ConnService::new(shared.services.clone(), info, shared.rules.clone());
     let conn = shared.http2.serve_connection(TokioIo::new(io), service);
@@ -252,6 +271,15 @@ async fn serve<IO>(
                     going = true;
                 }
             }
+            () = list_changed(&mut revocations) => {
+                if let Some((list, _)) = &revocations
+                    && list.is_revoked(&verdict, || certs.clone())
+                {
+                    warn!(%remote, "the client's certificate is revoked: cutting its connection");
+                    shared.revoked_closed.inc();
+                    return;
+                }
+            }
             () = &mut force, if going => {
                 if forced_by_shutdown {
                     warn!(%remote, deadline = ?limits.shutdown_deadline, "shutdown deadline passed: cutting a connection");
@@ -271,6 +299,17 @@ fn is_connection_error(e: &std::io::Error) -> bool {
         e.kind(),
         ConnectionAborted | ConnectionRefused | ConnectionReset
     )
+}
+
+/// Resolves when a new revocation list is in force; never without one (or once its
+/// announcer is gone).
+async fn list_changed(revocations: &mut Option<(Arc<CertRevocations>, watch::Receiver<u64>)>) {
+    if let Some((_, changes)) = revocations
+        && changes.changed().await.is_ok()
+    {
+        return;
+    }
+    std::future::pending().await
 }
 
 /// Resolves once `stop` is true, or its sender is gone.
