@@ -171,21 +171,18 @@ mod tests {
         tokio::time::timeout(Duration::from_secs(5), gates.of(b).write_owned())
             .await
             .expect("a revocation on B waited for an invocation on A");
-        // A revocation on A waits for it.
-        let gate_a = gates.of(a);
-        let waiting = tokio::spawn(async move {
-            let _g = gate_a.write_owned().await;
-        });
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        assert!(
-            !waiting.is_finished(),
-            "a revocation on A passed an invocation on A"
-        );
+        // A revocation on A waits for it: polled once, it is pending (no sleep: the poll
+        // itself would take the gate if nothing held it).
+        let mut waiting = Box::pin(gates.of(a).write_owned());
+        let pending = std::future::poll_fn(|cx| {
+            std::task::Poll::Ready(waiting.as_mut().poll(cx).is_pending())
+        })
+        .await;
+        assert!(pending, "a revocation on A passed an invocation on A");
         drop(invoking);
         tokio::time::timeout(Duration::from_secs(5), waiting)
             .await
-            .expect("the revocation on A never went through")
-            .expect("task");
+            .expect("the revocation on A never went through");
     }
 
     #[test]
