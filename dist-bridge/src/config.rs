@@ -52,7 +52,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::node::{NodeConfig, Peer};
 use crate::tls::{TlsFiles, Transport};
@@ -64,7 +64,7 @@ pub const DEFAULT_LISTEN: SocketAddr = SocketAddr::V4(std::net::SocketAddrV4::ne
 ));
 
 /// How logs are written (to stderr).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum LogFormat {
     /// Human-readable lines.
@@ -75,23 +75,28 @@ pub enum LogFormat {
 }
 
 /// The `[guard_table]` section.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct TableSection {
     /// Entries.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub capacity: Option<u32>,
     /// Freed entries per batch.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub batch_size: Option<u32>,
     /// Largest guard version (TOML integers stop at 2^63 - 1: omit for the full space).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub max_version: Option<u64>,
     /// Version ranges.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub ranges: Option<u32>,
     /// Guards derivable from one exported guard.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub max_derived: Option<u32>,
 }
 
 /// The `[tls]` section: the node's certificate, key, and the cluster CA (PEM files).
-#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct TlsSection {
     /// The CA certificate.
@@ -101,11 +106,12 @@ pub struct TlsSection {
     /// The node's private key.
     pub key: PathBuf,
     /// The revocation file: certificates whose handshakes and requests are refused.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub revoked: Option<PathBuf>,
 }
 
 /// A `[[peers]]` entry (or a `--peer ID=ADDR` flag).
-#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct PeerEntry {
     /// The peer's node id.
@@ -115,67 +121,95 @@ pub struct PeerEntry {
 }
 
 /// The configuration file; every field optional (flags may supply it).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct FileConfig {
     /// The node id.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub node_id: Option<u64>,
     /// The listen address.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub listen: Option<SocketAddr>,
     /// The object store directory.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub store_dir: Option<PathBuf>,
     /// The controller version file.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub version_file: Option<PathBuf>,
     /// Plaintext without authentication (tests only).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub insecure: Option<bool>,
     /// Mutual TLS.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub tls: Option<TlsSection>,
     /// TLS handshake limit, ms.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub handshake_timeout_ms: Option<u64>,
     /// Export proof time window, ms.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub export_skew_ms: Option<u64>,
     /// Export nonces remembered.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub export_nonces: Option<usize>,
     /// Export nonces one context key may hold.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub export_nonces_per_key: Option<usize>,
     /// Where to serve metrics.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub metrics_listen: Option<SocketAddr>,
     /// Most bytes per invocation.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub max_io_bytes: Option<u64>,
     /// Largest size a write may grow an object to.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub max_object_bytes: Option<u64>,
     /// Maintenance period, ms.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub maintenance_interval_ms: Option<u64>,
     /// Time limit of a request to a peer, ms.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub peer_timeout_ms: Option<u64>,
     /// Upgrade notices kept for `PollUpgrades`.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub notice_buffer: Option<usize>,
     /// How long a shutdown waits for open connections before cutting them, ms.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub shutdown_deadline_ms: Option<u64>,
     /// The longest a request may take, ms.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub request_timeout_ms: Option<u64>,
     /// Concurrent requests per connection.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub max_streams_per_connection: Option<u32>,
     /// HTTP/2 keepalive ping interval, ms.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub keepalive_interval_ms: Option<u64>,
     /// HTTP/2 keepalive timeout, ms.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub keepalive_timeout_ms: Option<u64>,
     /// The largest message, bytes.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub max_message_bytes: Option<usize>,
     /// Bytes held for request messages still arriving, across the node.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub max_pending_request_bytes: Option<usize>,
     /// Connections served at once.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub max_connections: Option<usize>,
     /// The longest a connection lives, ms.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub max_connection_age_ms: Option<u64>,
     /// How long a connection may have no request in flight, ms.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub max_connection_idle_ms: Option<u64>,
     /// The log format.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub log_format: Option<LogFormat>,
     /// The guard table.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub guard_table: Option<TableSection>,
     /// Broadcast-baseline peers.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub peers: Vec<PeerEntry>,
 }
 
@@ -422,6 +456,93 @@ impl FileConfig {
     }
 }
 
+/// Whole milliseconds of `d` (the file's unit; every duration a file or a flag sets is whole).
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// `p` made absolute against the current directory (without touching the file system), so
+/// that the printed configuration means the same files wherever it is saved: a file's
+/// relative paths are read relative to the file.
+fn absolute(p: &Path) -> PathBuf {
+    std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf())
+}
+
+impl FileConfig {
+    /// The file that configures exactly `config` and `log_format`: every setting written
+    /// out, defaults included, paths absolute. Read back and resolved, it gives the same
+    /// configuration; `dist-bridge --check-config` prints it.
+    pub fn effective(config: &NodeConfig, log_format: LogFormat) -> FileConfig {
+        let g = &config.guard_table;
+        let (insecure, tls) = match &config.transport {
+            Some(Transport::Tls(files)) => (
+                None,
+                Some(TlsSection {
+                    ca: absolute(&files.ca),
+                    cert: absolute(&files.cert),
+                    key: absolute(&files.key),
+                    revoked: config.revoked_certs.as_deref().map(absolute),
+                }),
+            ),
+            Some(Transport::Insecure) => (Some(true), None),
+            None => (None, None),
+        };
+        FileConfig {
+            node_id: Some(config.node_id),
+            listen: Some(config.listen),
+            store_dir: Some(absolute(&config.store_dir)),
+            version_file: Some(absolute(&config.version_file)),
+            insecure,
+            tls,
+            handshake_timeout_ms: Some(millis(config.handshake_timeout)),
+            export_skew_ms: Some(millis(config.export_skew)),
+            export_nonces: Some(config.export_nonces),
+            export_nonces_per_key: Some(config.export_nonces_per_key),
+            metrics_listen: config.metrics_listen,
+            max_io_bytes: Some(config.max_io_bytes),
+            max_object_bytes: Some(config.max_object_bytes),
+            maintenance_interval_ms: Some(millis(config.maintenance_interval)),
+            peer_timeout_ms: Some(millis(config.peer_timeout)),
+            notice_buffer: Some(config.notice_buffer),
+            shutdown_deadline_ms: Some(millis(config.shutdown_deadline)),
+            request_timeout_ms: Some(millis(config.request_timeout)),
+            max_streams_per_connection: Some(config.max_streams_per_connection),
+            keepalive_interval_ms: Some(millis(config.keepalive_interval)),
+            keepalive_timeout_ms: Some(millis(config.keepalive_timeout)),
+            max_message_bytes: Some(config.max_message_bytes),
+            max_pending_request_bytes: Some(config.max_pending_request_bytes),
+            max_connections: Some(config.max_connections),
+            max_connection_age_ms: Some(millis(config.max_connection_age)),
+            max_connection_idle_ms: Some(millis(config.max_connection_idle)),
+            log_format: Some(log_format),
+            guard_table: Some(TableSection {
+                capacity: Some(g.capacity),
+                batch_size: Some(g.batch_size),
+                // TOML integers stop at 2^63 - 1; the default (the whole 64-bit space) is
+                // what an absent key means.
+                max_version: i64::try_from(g.max_version).ok().map(|_| g.max_version),
+                ranges: Some(g.ranges),
+                max_derived: Some(g.max_derived),
+            }),
+            peers: config
+                .peers
+                .iter()
+                .map(|p| PeerEntry {
+                    id: p.id,
+                    addr: p.addr.clone(),
+                })
+                .collect(),
+        }
+    }
+
+    /// This configuration as TOML, in the file's own keys, that [`FileConfig::parse`] reads
+    /// back.
+    pub fn to_toml(&self) -> Result<String, ConfigFileError> {
+        toml::to_string(self)
+            .map_err(|e| ConfigFileError(format!("cannot write the configuration as TOML: {e}")))
+    }
+}
+
 /// Parses a `--peer ID=ADDR` flag.
 pub fn parse_peer(s: &str) -> Result<PeerEntry, String> {
     let (id, addr) = s
@@ -477,6 +598,58 @@ mod tests {
                 key: "c/node-1.key".into(),
             }))
         );
+    }
+
+    /// `--check-config` prints [`FileConfig::effective`]: read back, it configures the same
+    /// node, for mutual TLS and for the test transport alike, with every default written out.
+    #[test]
+    fn the_effective_configuration_reads_back_as_itself() {
+        let tls = "node_id = 3\nstore_dir = \"/s\"\nversion_file = \"/v\"\n\
+                   max_connection_idle_ms = 1500\nmetrics_listen = \"127.0.0.1:9401\"\n\
+                   [tls]\nca = \"/c/ca.crt\"\ncert = \"/c/n.crt\"\nkey = \"/c/n.key\"\n\
+                   revoked = \"/c/revoked.txt\"\n\
+                   [guard_table]\nmax_version = 1000\n[[peers]]\nid = 2\naddr = \"h:1\"\n";
+        let insecure = "node_id = 1\nstore_dir = \"/s\"\nversion_file = \"/v\"\n\
+                        insecure = true\nlog_format = \"json\"\n";
+        for text in [tls, insecure] {
+            let (c, log) = FileConfig::parse(text, "t").unwrap().resolve().unwrap();
+            let printed = FileConfig::effective(&c, log).to_toml().unwrap();
+            let again = FileConfig::parse(&printed, "printed").unwrap();
+            let (c2, log2) = again.clone().resolve().unwrap();
+            assert_eq!((c2, log2), (c.clone(), log), "{printed}");
+            // Every setting is written out, not only those the file set.
+            for key in [
+                "request_timeout_ms",
+                "max_pending_request_bytes",
+                "[guard_table]",
+            ] {
+                assert!(printed.contains(key), "{key} missing:\n{printed}");
+            }
+            // And printing it again gives the same text.
+            assert_eq!(
+                FileConfig::effective(&c, log).to_toml().unwrap(),
+                printed,
+                "not stable"
+            );
+        }
+        // The full 64-bit version space (the default) is what an absent key means: TOML
+        // cannot write it.
+        let (c, log) = FileConfig::parse(insecure, "t").unwrap().resolve().unwrap();
+        assert_eq!(c.guard_table.max_version, u64::MAX);
+        let printed = FileConfig::effective(&c, log).to_toml().unwrap();
+        assert!(!printed.contains("max_version"), "{printed}");
+    }
+
+    /// Relative paths come out absolute, so the printed file means the same files wherever
+    /// it is saved.
+    #[test]
+    fn the_effective_configuration_names_absolute_paths() {
+        let text = "node_id = 1\nstore_dir = \"s\"\nversion_file = \"v\"\ninsecure = true\n";
+        let (c, log) = FileConfig::parse(text, "t").unwrap().resolve().unwrap();
+        let f = FileConfig::effective(&c, log);
+        let cwd = std::env::current_dir().unwrap();
+        assert_eq!(f.store_dir, Some(cwd.join("s")));
+        assert_eq!(f.version_file, Some(cwd.join("v")));
     }
 
     #[test]

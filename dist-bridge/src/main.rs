@@ -128,7 +128,8 @@ struct Args {
     /// Log format.
     #[arg(long, value_enum)]
     log_format: Option<LogFormat>,
-    /// Check the configuration, print it, and exit.
+    /// Check the configuration and print the effective one as a TOML config file (every
+    /// default written out, paths absolute), then exit.
     #[arg(long)]
     check_config: bool,
 }
@@ -294,8 +295,18 @@ fn main() -> ExitCode {
         return ExitCode::from(2);
     }
     if args.check_config {
-        println!("{config:#?}\nlog_format: {log_format:?}");
-        return ExitCode::SUCCESS;
+        // The effective configuration, defaults included, as a file an operator can reuse.
+        return match FileConfig::effective(&config, log_format).to_toml() {
+            Ok(text) => {
+                println!("# dist-bridge: the effective configuration (every default written out)");
+                print!("{text}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("dist-bridge: {e}");
+                ExitCode::FAILURE
+            }
+        };
     }
     init_logging(log_format);
     let runtime = match runtime(tokio::runtime::Builder::new_multi_thread()) {
