@@ -247,7 +247,10 @@ pub(crate) fn aarch64_tests(ws: &Workspace) -> Result<(), String> {
         ),
         ("CC_aarch64_unknown_linux_gnu", AARCH64_GCC),
         // Clippy sees host builds only: warnings in what only this build compiles fail here.
-        ("CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUSTFLAGS", "-D warnings"),
+        (
+            "CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUSTFLAGS",
+            "-D warnings",
+        ),
     ];
     run_env(
         &ws.root,
