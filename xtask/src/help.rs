@@ -92,7 +92,8 @@ COMMANDS:
         (build-std, upstream's target spec); boots it under {QEMU} (TCG, -m 4G, OVMF,
         Limine from a FAT directory, kernel command line --tests); prints a table (build
         time, boot time, upstream's tests and ours passed, test run time) and exits
-        non-zero if any test failed, the kernel panicked, or it ran over 600 s.
+        non-zero if any test failed or did not run, the kernel panicked, or it ran
+        over 1800 s.
         --upstream-only  builds upstream's own security.rs (build fixes only): the baseline.
         --smp <n>        CPUs for QEMU (default 2).
         Downloads nothing. Where to get the inputs (all public):
