@@ -31,7 +31,9 @@ use twizzler_security::{SecCtxBase, SecCtxFlags};
 use crate::{
     arch::VirtAddr,
     instant::Instant,
-    memory::context::{KernelMemoryContext, KernelObject, ObjectContextInfo, kernel_context},
+    memory::context::{
+        KernelMemoryContext, KernelObject, ObjectContextInfo, UserContext, kernel_context,
+    },
     mutex::Mutex,
     obj::{InvalidateMode, LookupFlags, LookupResult, ObjectRef, PageNumber, lookup_object},
     once::Once,

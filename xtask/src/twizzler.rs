@@ -567,7 +567,7 @@ impl Report {
         let ours = self
             .passed
             .iter()
-            .filter(|n| n.contains(OUR_TEST_PREFIX))
+            .filter(|n| n.starts_with(OUR_TEST_PREFIX))
             .count();
         let upstream = self.passed.len() - ours;
         let timing = |d: Option<Duration>| {
