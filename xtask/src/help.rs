@@ -4,6 +4,7 @@
 use std::fmt::Write as _;
 
 use crate::steps::test_steps;
+use crate::twizzler::{ABI_COMMIT, BACKTRACER_COMMIT, LIMINE_BRANCH, OVMF, UPSTREAM_COMMIT};
 use crate::{
     AARCH64_BARE_METAL_TARGET, AARCH64_GCC, AARCH64_LINUX_TARGET, AARCH64_PACKAGES,
     AARCH64_SYSROOT, BARE_METAL_TARGET, DEFAULT_FUZZ_SECONDS, KERNEL_DIR, QEMU, QEMU_PACKAGE,
@@ -89,6 +90,37 @@ COMMANDS:
           cargo test -p dist-bridge-model -- --ignored --nocapture        (--deep)
         --deep checks the larger bounds: minutes and about 1 GB; state counts and
         times are in dist-bridge/model/README.md. Installs nothing.
+
+    twizzler --upstream <checkout> [--limine <dir>] [--backtracer <dir>] [--smp <n>]
+             [--upstream-only]
+        Builds the Twizzler port (twizzler-port/) into upstream Twizzler's kernel and
+        runs the kernel's tests under QEMU: checks that <checkout> is at the pinned
+        commit; resets the files the port touches to that commit and trims the workspace
+        to the kernel; applies twizzler-port/patches (build fixes for this toolchain, the
+        call sites) and our files (security.rs over kernel-hooks, our kernel tests);
+        builds the kernel's test binary with `nice -n 19 cargo +nightly test --no-run`
+        (build-std, upstream's target spec); boots it under {QEMU} (TCG, -m 4G, OVMF,
+        Limine from a FAT directory, kernel command line --tests); prints a table (build
+        time, boot time, upstream's tests and ours passed, test run time) and exits
+        non-zero if any test failed or did not run, the kernel panicked, or it ran
+        over 1800 s.
+        --upstream-only  builds upstream's own security.rs (build fixes only): the baseline.
+        --smp <n>        CPUs for QEMU (default 2).
+        Downloads nothing. Where to get the inputs (all public):
+          <checkout>      https://github.com/twizzler-operating-system/twizzler at
+                          {UPSTREAM_COMMIT}, with its src/abi submodule
+                          (twizzler-operating-system/abi) at {ABI_COMMIT};
+                          other submodules are not needed.
+          --backtracer    https://github.com/twizzler-operating-system/backtracer at
+                          {BACKTRACER_COMMIT} (branch twizzler);
+                          default <checkout>/../backtracer. Patched in place.
+          --limine        https://github.com/limine-bootloader/limine, branch
+                          {LIMINE_BRANCH} (the binary release: BOOTX64.EFI);
+                          default <checkout>/../limine.
+        Needs on the machine: the nightly toolchain with rust-src, a bindgen with
+        --override-abi (`cargo install bindgen-cli`; Debian 12's is too old) and
+        libclang (Debian libclang-dev), ld.lld (Debian lld), {QEMU}, and {OVMF}
+        (Debian ovmf). Installs none of them. Not part of CI. See twizzler-port/README.md.
 
     help, --help, -h
         This text.

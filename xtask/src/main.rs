@@ -7,7 +7,8 @@
 //! Plain `std` on purpose: the tool must build in seconds on a fresh checkout. Child commands
 //! run from the workspace root with inherited stdio, so their output streams as usual.
 //!
-//! One module per command ([`test`], [`demo`], [`bench`], [`fuzz`], [`model`], [`help`]); the steps of
+//! One module per command ([`test`], [`demo`], [`bench`], [`fuzz`], [`model`], [`twizzler`],
+//! [`help`]); the steps of
 //! `test` are in [`steps`], the QEMU kernel's in [`kernel`], installing what is missing in
 //! [`install`], and running child commands in [`run`].
 
@@ -21,6 +22,7 @@ mod model;
 mod run;
 mod steps;
 mod test;
+mod twizzler;
 
 use std::env;
 use std::process::ExitCode;
@@ -103,6 +105,7 @@ fn main() -> ExitCode {
         "bench" => bench::cmd_bench(&ws, rest),
         "fuzz" => fuzz::cmd_fuzz(&ws, rest),
         "model" => model::cmd_model(&ws, rest),
+        "twizzler" => twizzler::cmd_twizzler(&ws, rest),
         other => usage_error(&format!("unknown command `{other}`")),
     }
 }

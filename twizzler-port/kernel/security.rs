@@ -1,0 +1,567 @@
+//! Twizzler's security module over `kernel-hooks` (twizzler-port).
+//!
+//! This file replaces upstream's `src/kernel/src/security.rs`. It keeps the names the rest of
+//! the kernel uses (`SecCtxMgr`, `SecurityContext`, `SecurityContextRef`, `get_sctx`,
+//! `KERNEL_SCTX`, `AccessInfo`, `PermsInfo`, `SwitchResult`) and answers them from
+//! `kernel_hooks::Engine`, whose host, [`TwzHost`], is written against the kernel's object
+//! table, kernel-object mappings and clock. The fault path calls [`check_fault`] (the patch
+//! `twizzler-port/patches/port/0001-fault-path.patch`).
+//!
+//! Types cross one boundary here: upstream's `twizzler_abi` ids and protections on the
+//! kernel's side, `twizzler_capsec`'s on the engine's ([`to_hooks_id`], [`to_abi_prots`] and
+//! their inverses). Upstream's `PermsInfo` stays the type `fault.rs` and `region.rs` use.
+//!
+//! What is not done yet is listed in `twizzler-port/README.md` ("Status").
+
+use alloc::{collections::BTreeMap, collections::BTreeSet, sync::Arc};
+use core::sync::atomic::{AtomicU64, Ordering};
+
+use kernel_hooks::{CtxBytes, Decision, Engine, Fault, Host, ObjectInfo, Unmap, UnmapGranularity};
+use twizzler_abi::{
+    device::CacheType,
+    object::{MAX_SIZE, NULLPAGE_SIZE, ObjID, Protections},
+    syscall::MapFlags,
+    upcall::{MemoryAccessKind, SecurityViolationInfo, UpcallInfo},
+};
+use twizzler_capsec::{AccessKind, RecordId, VerifyingKey};
+use twizzler_rt_abi::error::{NamingError, ObjectError};
+pub use twizzler_security::PermsInfo;
+use twizzler_security::{SecCtxBase, SecCtxFlags};
+
+use crate::{
+    arch::VirtAddr,
+    instant::Instant,
+    memory::context::{
+        KernelMemoryContext, KernelObject, ObjectContextInfo, UserContext, kernel_context,
+    },
+    mutex::Mutex,
+    obj::{InvalidateMode, LookupFlags, LookupResult, ObjectRef, PageNumber, lookup_object},
+    once::Once,
+    spinlock::Spinlock,
+    thread::current_memory_context,
+};
+
+#[cfg(test)]
+mod port_tests;
+
+/// The kernel gets a special, reserved sctx ID.
+pub const KERNEL_SCTX: ObjID = ObjID::new(0);
+
+/// The engine: one per kernel, a `static` (no allocation, all zero bytes when new).
+pub static ENGINE: Engine<TwzHost> = Engine::new(TwzHost);
+
+/// Object id, upstream's type to the engine's.
+pub fn to_hooks_id(id: ObjID) -> twizzler_capsec::ObjID {
+    twizzler_capsec::ObjID::new(id.raw())
+}
+
+/// Object id, the engine's type to upstream's.
+pub fn to_abi_id(id: twizzler_capsec::ObjID) -> ObjID {
+    ObjID::new(id.raw())
+}
+
+/// Protections, upstream's type to the engine's (both are `READ = 1, WRITE = 2, EXEC = 4`).
+pub fn to_hooks_prots(p: Protections) -> twizzler_capsec::Protections {
+    twizzler_capsec::Protections::from_bits_truncate(p.bits())
+}
+
+/// Protections, the engine's type to upstream's.
+pub fn to_abi_prots(p: twizzler_capsec::Protections) -> Protections {
+    Protections::from_bits_truncate(p.bits())
+}
+
+fn to_abi_perms(p: &twizzler_capsec::PermsInfo) -> PermsInfo {
+    PermsInfo {
+        ctx: to_abi_id(p.ctx),
+        provide: to_abi_prots(p.provide),
+        restrict: to_abi_prots(p.restrict),
+    }
+}
+
+/// What the engine needs of an object, from its metadata. The `kuid` counts only if the id
+/// verifies against the metadata (`check_id`); else anyone could name their own key as the
+/// signer for someone else's object.
+fn object_info(obj: &ObjectRef) -> ObjectInfo {
+    let (id_ok, default_prot) = obj.check_id();
+    let kuid = if id_ok {
+        obj.read_meta(true).map(|m| to_hooks_id(m.kuid))
+    } else {
+        None
+    };
+    ObjectInfo {
+        kuid,
+        default_prots: to_hooks_prots(default_prot),
+    }
+}
+
+/// The revocation sets the engine consults on a miss. The revocation entry points record
+/// here first, then tell the engine ([`revoke_key`], [`revoke_record`]).
+struct Revoked {
+    keys: BTreeSet<u128>,
+    records: BTreeSet<RecordId>,
+}
+
+static REVOKED: Spinlock<Revoked> = Spinlock::new(Revoked {
+    keys: BTreeSet::new(),
+    records: BTreeSet::new(),
+});
+
+/// Revokes key object `kuid`: every grant that needed it is forgotten and unmapped before
+/// this returns.
+pub fn revoke_key(kuid: ObjID) {
+    REVOKED.lock().keys.insert(kuid.raw());
+    ENGINE.revoke_key(to_hooks_id(kuid));
+}
+
+/// Revokes the record (capability or delegation) with id `id`, and what derives from it.
+pub fn revoke_record(id: RecordId) {
+    REVOKED.lock().records.insert(id);
+    ENGINE.revoke_record(id);
+}
+
+/// The bytes of a security context as the engine reads them: the object's data from its base
+/// (past the null page) up to its metadata page. Not yet the object's real size (see the
+/// README's "Status").
+const CTX_BYTES_LEN: usize = MAX_SIZE - 2 * NULLPAGE_SIZE;
+
+/// The bytes of a key object the host reads: one encoded verifying key.
+const KEY_BYTES_MAX: usize = twizzler_capsec::KEY_ENCODED_LEN;
+
+/// Twizzler's kernel as the engine's host.
+pub struct TwzHost;
+
+impl Host for TwzHost {
+    // Unmapping one object under one security context needs a per-context invalidate that
+    // upstream does not have yet (README, "Upstream changes"): every unmap is of the object
+    // everywhere, which takes away more than needed and never less.
+    const UNMAP_GRANULARITY: UnmapGranularity = UnmapGranularity::PerObject;
+
+    fn object(&self, id: twizzler_capsec::ObjID) -> Option<ObjectInfo> {
+        match lookup_object(to_abi_id(id), LookupFlags::empty()) {
+            LookupResult::Found(obj) => Some(object_info(&obj)),
+            _ => None,
+        }
+    }
+
+    fn with_ctx<R>(
+        &self,
+        ctx: twizzler_capsec::ObjID,
+        f: impl FnOnce(CtxBytes<'_>) -> R,
+    ) -> Option<R> {
+        // Only contexts a thread attached (get_sctx) are mapped; the table's lock is not held
+        // while the engine reads (it may call with_key and object).
+        let sctx = global_secctx_mgr()
+            .contexts
+            .lock()
+            .get(&to_abi_id(ctx))
+            .cloned()?;
+        let kobj = sctx.kobj.as_ref()?;
+        let base = kobj.start_addr().offset(NULLPAGE_SIZE).ok()?;
+        // SAFETY: the kernel object handle maps the whole slot of the context object for as
+        // long as `sctx` (and so `kobj`) lives, which outlives `f`; untouched pages fault in
+        // from the object. Userspace can write the object concurrently, which is why the
+        // bytes go through `CtxBytes::shared` (atomic byte loads), never a reference.
+        let bytes = unsafe { CtxBytes::shared(base.as_ptr::<u8>(), CTX_BYTES_LEN) };
+        Some(f(bytes))
+    }
+
+    fn with_key<R>(
+        &self,
+        kuid: twizzler_capsec::ObjID,
+        f: impl FnOnce(&VerifyingKey) -> R,
+    ) -> Option<R> {
+        let LookupResult::Found(obj) = lookup_object(to_abi_id(kuid), LookupFlags::empty()) else {
+            return None;
+        };
+        let handle = kernel_context().insert_kernel_object::<u8>(ObjectContextInfo::new(
+            obj,
+            Protections::READ,
+            CacheType::WriteBack,
+            MapFlags::STABLE,
+        ));
+        let base = handle.start_addr().offset(NULLPAGE_SIZE).ok()?;
+        let mut buf = [0u8; KEY_BYTES_MAX];
+        // SAFETY: the handle maps the key object's slot while it lives (to the end of this
+        // function); the bytes are copied out one by one with volatile reads, so a concurrent
+        // writer can make the copy wrong (it then fails to decode or to verify) but never
+        // undefined.
+        for (i, b) in buf.iter_mut().enumerate() {
+            *b = unsafe { core::ptr::read_volatile(base.as_ptr::<u8>().add(i)) };
+        }
+        // The stored encoding has a fixed length: scheme tag, length, padded key bytes.
+        let key = VerifyingKey::decode(&buf).ok()?;
+        Some(f(&key))
+    }
+
+    fn key_revoked(&self, kuid: twizzler_capsec::ObjID) -> bool {
+        REVOKED.lock().keys.contains(&kuid.raw())
+    }
+
+    fn record_revoked(&self, id: &RecordId) -> bool {
+        REVOKED.lock().records.contains(id)
+    }
+
+    fn monotonic_ns(&self) -> u64 {
+        let since_boot = Instant::now() - Instant::zero();
+        u64::try_from(since_boot.as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    fn unmap(&self, what: Unmap) {
+        let target = match what {
+            Unmap::ObjectEverywhere(t) | Unmap::Object { target: t, .. } => t,
+            // A whole context's pages: PerObject hosts are never sent this.
+            Unmap::Context(_) => return,
+        };
+        if let LookupResult::Found(obj) = lookup_object(to_abi_id(target), LookupFlags::empty()) {
+            obj.invalidate(
+                PageNumber::from(0usize)..PageNumber::meta_page().next(),
+                InvalidateMode::Full,
+            );
+        }
+    }
+}
+
+/// The earliest deadline a timer is armed for (monotonic ns; `u64::MAX`: none).
+static ARMED_DEADLINE: AtomicU64 = AtomicU64::new(u64::MAX);
+
+/// Arms the kernel's timeout queue for the engine's next deadline, unless one at least as
+/// early is armed. The callback runs in the timeout thread (not in an interrupt), where the
+/// engine's locks are safe to take. Upstream's queue counts its own ticks, so it fires late
+/// (README, gap 1).
+fn arm_expiry() {
+    let Some(deadline) = ENGINE.next_deadline() else {
+        return;
+    };
+    let armed = ARMED_DEADLINE.load(Ordering::Acquire);
+    if deadline >= armed
+        || ARMED_DEADLINE
+            .compare_exchange(armed, deadline, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+    {
+        return;
+    }
+    let now = TwzHost.monotonic_ns();
+    let wait = deadline.saturating_sub(now).max(1_000_000);
+    crate::clock::register_timeout_callback(
+        wait,
+        |_| {
+            ARMED_DEADLINE.store(u64::MAX, Ordering::Release);
+            ENGINE.expire();
+            arm_expiry();
+        },
+        (),
+    );
+}
+
+/// Decides a page fault on object `obj` at byte `offset` of the object (the fault address's
+/// byte, not its page: an instruction fetch is checked against a gate's entry point) for the
+/// current thread, through the engine. Called by `page_fault_to_region` in place of
+/// upstream's `check_security`.
+///
+/// Kernel-mode faults (`ip` in the kernel) and threads in the kernel's context are granted
+/// everything, as upstream does (README, gap 7, for what should change).
+pub fn check_fault(
+    obj: &ObjectRef,
+    offset: usize,
+    sctx_id: ObjID,
+    addr: VirtAddr,
+    cause: MemoryAccessKind,
+    ip: VirtAddr,
+) -> Result<PermsInfo, UpcallInfo> {
+    let all = PermsInfo {
+        ctx: sctx_id,
+        provide: Protections::all(),
+        restrict: Protections::empty(),
+    };
+    if ip.is_kernel() || sctx_id == KERNEL_SCTX {
+        return Ok(all);
+    }
+    let Some(thread) = crate::thread::current_thread_ref() else {
+        return Ok(PermsInfo {
+            ctx: KERNEL_SCTX,
+            ..all
+        });
+    };
+    decide_for(thread.secctx.hooks(), obj, offset, addr, cause)
+}
+
+/// The engine's decision for a fault by a thread whose contexts are `mgr`, as upstream's
+/// `PermsInfo` (the granting context in `ctx`, for the caller's switch) or the upcall.
+pub fn decide_for(
+    mgr: &kernel_hooks::SecCtxMgr,
+    obj: &ObjectRef,
+    offset: usize,
+    addr: VirtAddr,
+    cause: MemoryAccessKind,
+) -> Result<PermsInfo, UpcallInfo> {
+    let kind = match cause {
+        MemoryAccessKind::Read => AccessKind::Read,
+        MemoryAccessKind::Write => AccessKind::Write,
+        MemoryAccessKind::InstructionFetch => AccessKind::Exec,
+    };
+    let fault = Fault::new(to_hooks_id(obj.id()), object_info(obj), offset as u64, kind);
+    match ENGINE.decide(mgr, &fault) {
+        Decision::Map { prots, ctx, .. } => {
+            arm_expiry();
+            Ok(PermsInfo {
+                ctx: to_abi_id(ctx),
+                provide: to_abi_prots(prots),
+                restrict: Protections::empty(),
+            })
+        }
+        Decision::Violation(v) => {
+            log::debug!("security violation at {:?}: {:?}", addr, v);
+            Err(UpcallInfo::SecurityViolation(SecurityViolationInfo {
+                address: addr.raw(),
+                access_kind: cause,
+            }))
+        }
+    }
+}
+
+/// Information about how we want to access an object for perms checking (upstream's type,
+/// kept for its callers; the engine needs only the target, the access and the offset).
+#[derive(Clone, Copy)]
+pub struct AccessInfo {
+    /// The target object we're accessing
+    pub target_id: ObjID,
+    /// The way we are accessing the object
+    pub access_kind: Protections,
+    /// The object we are executing in
+    pub exec_id: Option<ObjID>,
+    /// Offset into the exec object for the instruction pointer
+    pub exec_off: usize,
+}
+
+/// A single security context: its kernel mapping (`None` for the kernel's).
+pub struct SecurityContext {
+    kobj: Option<KernelObject<SecCtxBase>>,
+}
+
+impl core::fmt::Debug for SecurityContext {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("SecurityContext")
+            .field("id", &self.id())
+            .finish_non_exhaustive()
+    }
+}
+
+/// A shared reference to a security context.
+pub type SecurityContextRef = Arc<SecurityContext>;
+
+impl SecurityContext {
+    /// A context over its kernel mapping (`None`: the kernel's context).
+    pub fn new(kobj: Option<KernelObject<SecCtxBase>>) -> Self {
+        Self { kobj }
+    }
+
+    /// The context object's id (`KERNEL_SCTX` for the kernel's).
+    pub fn id(&self) -> ObjID {
+        self.kobj.as_ref().map(|k| k.id()).unwrap_or(KERNEL_SCTX)
+    }
+
+    /// The context's flags. Read by the engine from the context's own bytes; upstream's
+    /// `SecCtxFlags` are not our format's, so this says nothing (README, gap 10).
+    pub fn flags(&self) -> Option<SecCtxFlags> {
+        None
+    }
+
+    /// This context's rights on object `id` as a whole (what holds on every page).
+    pub fn lookup(&self, id: ObjID, default_prots: Protections) -> PermsInfo {
+        lookup_in(self.id(), id, default_prots)
+    }
+}
+
+fn lookup_in(ctx: ObjID, id: ObjID, default_prots: Protections) -> PermsInfo {
+    let info = match lookup_object(id, LookupFlags::empty()) {
+        LookupResult::Found(obj) => object_info(&obj),
+        _ => ObjectInfo {
+            kuid: None,
+            default_prots: to_hooks_prots(default_prots),
+        },
+    };
+    match ENGINE.lookup(to_hooks_id(ctx), to_hooks_id(id), &info) {
+        Ok(p) => to_abi_perms(&p.as_perms_info()),
+        Err(_) => PermsInfo {
+            ctx,
+            provide: Protections::empty(),
+            restrict: Protections::empty(),
+        },
+    }
+}
+
+/// Management of per-thread security context info: the engine's list of ids, and the
+/// references that keep each attached context's mapping alive.
+pub struct SecCtxMgr {
+    hooks: kernel_hooks::SecCtxMgr,
+    held: Mutex<BTreeMap<ObjID, SecurityContextRef>>,
+}
+
+impl SecCtxMgr {
+    /// A manager whose active context is `ctx`.
+    pub fn new(ctx: SecurityContextRef) -> Self {
+        let id = ctx.id();
+        let hooks = if id == KERNEL_SCTX {
+            kernel_hooks::SecCtxMgr::new_kernel()
+        } else {
+            kernel_hooks::SecCtxMgr::new(to_hooks_id(id))
+        };
+        let mut held = BTreeMap::new();
+        held.insert(id, ctx);
+        Self {
+            hooks,
+            held: Mutex::new(held),
+        }
+    }
+
+    /// The manager of kernel threads (context `KERNEL_SCTX`: every right but the null page).
+    pub fn new_kernel() -> Self {
+        Self::new(Arc::new(SecurityContext::new(None)))
+    }
+
+    /// The engine's view of this thread's contexts.
+    pub fn hooks(&self) -> &kernel_hooks::SecCtxMgr {
+        &self.hooks
+    }
+
+    /// The active context's id (no lock taken).
+    pub fn active_id(&self) -> ObjID {
+        to_abi_id(self.hooks.active_id())
+    }
+
+    /// The active context.
+    pub fn active(&self) -> SecurityContextRef {
+        let id = self.active_id();
+        self.held
+            .lock()
+            .get(&id)
+            .cloned()
+            .unwrap_or_else(|| Arc::new(SecurityContext::new(None)))
+    }
+
+    /// The active context's rights on object `id` as a whole.
+    pub fn lookup(&self, id: ObjID, default_prots: Protections) -> PermsInfo {
+        lookup_in(self.active_id(), id, default_prots)
+    }
+
+    /// The active context's rights on the object in `access_info` (as a whole: the access
+    /// names no offset).
+    pub fn check_active_access(
+        &self,
+        access_info: &AccessInfo,
+        default_prots: Protections,
+    ) -> PermsInfo {
+        self.lookup(access_info.target_id, default_prots)
+    }
+
+    /// The first attached context whose rights on the object satisfy the access, the active
+    /// one first; else the active one's rights.
+    pub fn search_access(&self, access_info: &AccessInfo, default_prots: Protections) -> PermsInfo {
+        let active = self.lookup(access_info.target_id, default_prots);
+        let satisfies = |p: &PermsInfo| {
+            access_info.access_kind & !p.restrict & p.provide == access_info.access_kind
+        };
+        if satisfies(&active) {
+            return active;
+        }
+        for i in 0.. {
+            let Some(ctx) = self.hooks.inactive_at(i) else {
+                break;
+            };
+            let p = lookup_in(to_abi_id(ctx), access_info.target_id, default_prots);
+            if satisfies(&p) {
+                return p;
+            }
+        }
+        active
+    }
+
+    /// Switches to context `id` (which must be attached) and the memory context's page tables
+    /// with it.
+    pub fn switch_context(&self, id: ObjID) -> SwitchResult {
+        let res = match self.hooks.switch_context(to_hooks_id(id)) {
+            kernel_hooks::SwitchResult::NoSwitch => SwitchResult::NoSwitch,
+            kernel_hooks::SwitchResult::Switched => SwitchResult::Switched,
+            kernel_hooks::SwitchResult::NotAttached => return SwitchResult::NotAttached,
+        };
+        if let Some(mc) = current_memory_context() {
+            mc.switch_to(id);
+        }
+        res
+    }
+
+    /// Attaches a security context (inactive until switched to).
+    pub fn attach(&self, sctx: SecurityContextRef) -> twizzler_rt_abi::Result<()> {
+        let id = sctx.id();
+        let mut held = self.held.lock();
+        self.hooks
+            .attach(to_hooks_id(id))
+            .map_err(|_| NamingError::AlreadyBound)?;
+        held.insert(id, sctx);
+        Ok(())
+    }
+}
+
+#[derive(Clone, Copy, Eq, PartialEq, Ord, PartialOrd, Debug)]
+/// Possible results of switching.
+pub enum SwitchResult {
+    /// No switch was needed.
+    NoSwitch,
+    /// Switch successful.
+    Switched,
+    /// The specified ID was not attached.
+    NotAttached,
+}
+
+impl Clone for SecCtxMgr {
+    fn clone(&self) -> Self {
+        Self {
+            hooks: self.hooks.clone(),
+            held: Mutex::new(self.held.lock().clone()),
+        }
+    }
+}
+
+impl Drop for SecCtxMgr {
+    fn drop(&mut self) {
+        // A context only the global table and this manager hold is dropped from the table
+        // (its kernel mapping goes with it).
+        let mut global = global_secctx_mgr().contexts.lock();
+        let held = self.held.lock();
+        for (id, ctx) in held.iter() {
+            if *id != KERNEL_SCTX && Arc::strong_count(ctx) == 2 {
+                global.remove(id);
+            }
+        }
+    }
+}
+
+struct GlobalSecCtxMgr {
+    contexts: Mutex<BTreeMap<ObjID, SecurityContextRef>>,
+}
+
+static GLOBAL_SECCTX_MGR: Once<GlobalSecCtxMgr> = Once::new();
+
+fn global_secctx_mgr() -> &'static GlobalSecCtxMgr {
+    GLOBAL_SECCTX_MGR.call_once(|| GlobalSecCtxMgr {
+        contexts: Default::default(),
+    })
+}
+
+/// The security context object `id`, mapped in the kernel once and shared.
+pub fn get_sctx(id: ObjID) -> twizzler_rt_abi::Result<SecurityContextRef> {
+    let LookupResult::Found(obj) = lookup_object(id, LookupFlags::empty()) else {
+        return Err(ObjectError::NoSuchObject.into());
+    };
+    let mut global = global_secctx_mgr().contexts.lock();
+    let entry = global.entry(id).or_insert_with(|| {
+        let kobj = kernel_context().insert_kernel_object(ObjectContextInfo::new(
+            obj,
+            Protections::READ,
+            CacheType::WriteBack,
+            MapFlags::empty(),
+        ));
+        Arc::new(SecurityContext::new(Some(kobj)))
+    });
+    Ok(entry.clone())
+}

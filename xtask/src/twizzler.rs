@@ -1,0 +1,765 @@
+//! `cargo xtask twizzler`: the Twizzler port (`twizzler-port/`) applied to an upstream checkout,
+//! built, booted under QEMU, and its kernel tests (upstream's and ours) counted.
+//!
+//! Nothing is downloaded: the upstream checkout (with its `abi` submodule), upstream's
+//! `backtracer` and a Limine binary release are arguments. The checkout is treated as scratch:
+//! every file the port changes is first reset to the pinned commit, so a run is repeatable and
+//! never builds on a half-applied earlier run. The steps:
+//!
+//! 1. check the inputs: the pinned commits, the tools (`bindgen` new enough, `ld.lld`, QEMU,
+//!    OVMF, the nightly toolchain with `rust-src`);
+//! 2. prepare: trim upstream's workspace to the kernel, apply the build fixes this machine
+//!    needs and (unless `--upstream-only`) the port: our files and the patches at the call
+//!    sites;
+//! 3. build the kernel's test binary (`cargo test --no-run`, `build-std`, upstream's target
+//!    spec), at `nice 19`;
+//! 4. boot it under QEMU (TCG, OVMF, Limine from a FAT directory) with `--tests`, watch the
+//!    serial log, and stop QEMU once the test runner reports (or panics, or times out);
+//! 5. print a table and fail unless every test ran and passed.
+
+use std::fs;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, Stdio};
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crate::run::{Workspace, command_line, describe_status, heading, run_env};
+use crate::{QEMU, usage_error};
+
+/// The upstream commit the port is written against (twizzler-operating-system/twizzler).
+pub(crate) const UPSTREAM_COMMIT: &str = "c09e6e381d5b12e843a6d5a90a69a8252198d8ec";
+/// The commit of the `src/abi` submodule at [`UPSTREAM_COMMIT`].
+pub(crate) const ABI_COMMIT: &str = "8df6a1d48ac1d3507f15f67c002b3b450baa2cfb";
+/// The commit of twizzler-operating-system/backtracer (branch `twizzler`) the kernel builds
+/// with.
+pub(crate) const BACKTRACER_COMMIT: &str = "0b85917581f463464fb30980fad86f7856334e46";
+/// The Limine binary release the image boots with (branch `v8.2.0-binary`).
+pub(crate) const LIMINE_BRANCH: &str = "v8.2.0-binary";
+/// Debian's OVMF (package `ovmf`).
+pub(crate) const OVMF: &str = "/usr/share/ovmf/OVMF.fd";
+/// How long the kernel may run its tests before it counts as hung. Upstream's 28 tests took
+/// 590 s from QEMU's start on the 2-core machine at a load of 15-20 (225 s of it booting);
+/// on a quiet machine about a minute.
+const BOOT_TIMEOUT: Duration = Duration::from_secs(1800);
+/// The port's directory in this repository.
+const PORT_DIR: &str = "twizzler-port";
+/// Where our kernel files go in the checkout (the adapter replaces upstream's module).
+const OUR_FILES: [(&str, &str); 2] = [
+    ("kernel/security.rs", "src/kernel/src/security.rs"),
+    (
+        "kernel/security/port_tests.rs",
+        "src/kernel/src/security/port_tests.rs",
+    ),
+];
+/// The kernel's target spec, relative to the checkout.
+const TARGET_SPEC: &str = "src/kernel/target-spec/x86_64-unknown-none.json";
+/// The test names of ours start with this (the runner prints bare function names).
+const OUR_TEST_PREFIX: &str = "port_";
+
+/// The command line of `cargo xtask twizzler`.
+struct Options {
+    upstream: PathBuf,
+    limine: PathBuf,
+    backtracer: PathBuf,
+    /// Build upstream as it is (with only the build fixes), for a baseline.
+    upstream_only: bool,
+    smp: u32,
+}
+
+impl Options {
+    fn parse(args: &[String]) -> Result<Self, String> {
+        let mut upstream = None;
+        let mut limine = None;
+        let mut backtracer = None;
+        let mut upstream_only = false;
+        let mut smp = 2;
+        let mut it = args.iter();
+        while let Some(arg) = it.next() {
+            let mut value = |name: &str| {
+                it.next()
+                    .cloned()
+                    .ok_or_else(|| format!("`{name}` needs a value"))
+            };
+            match arg.as_str() {
+                "--upstream" => upstream = Some(PathBuf::from(value("--upstream")?)),
+                "--limine" => limine = Some(PathBuf::from(value("--limine")?)),
+                "--backtracer" => backtracer = Some(PathBuf::from(value("--backtracer")?)),
+                "--smp" => {
+                    let v = value("--smp")?;
+                    smp = v
+                        .parse()
+                        .ok()
+                        .filter(|n| (1..=8).contains(n))
+                        .ok_or_else(|| format!("`--smp {v}`: a CPU count from 1 to 8"))?;
+                }
+                "--upstream-only" => upstream_only = true,
+                other => return Err(format!("`twizzler` does not take `{other}`")),
+            }
+        }
+        let upstream = upstream.ok_or("`twizzler` needs `--upstream <checkout>`")?;
+        let upstream = fs::canonicalize(&upstream)
+            .map_err(|e| format!("--upstream {}: {e}", upstream.display()))?;
+        let sibling = |name: &str| upstream.parent().map(|p| p.join(name)).unwrap_or_default();
+        let limine = limine.unwrap_or_else(|| sibling("limine"));
+        let backtracer = backtracer.unwrap_or_else(|| sibling("backtracer"));
+        Ok(Self {
+            upstream,
+            limine,
+            backtracer,
+            upstream_only,
+            smp,
+        })
+    }
+}
+
+/// Entry point of `cargo xtask twizzler`.
+pub(crate) fn cmd_twizzler(ws: &Workspace, args: &[String]) -> ExitCode {
+    let opts = match Options::parse(args) {
+        Ok(o) => o,
+        Err(e) => return usage_error(&e),
+    };
+    let started = Instant::now();
+    let mut rows: Vec<(String, String, bool)> = Vec::new();
+    let result = run_all(ws, &opts, &mut rows);
+    print_table(&rows, started.elapsed());
+    match result {
+        Ok(()) if rows.iter().all(|r| r.2) => {
+            println!("xtask: twizzler: every step and test passed");
+            ExitCode::SUCCESS
+        }
+        Ok(()) => {
+            eprintln!("xtask: twizzler: a row above failed");
+            ExitCode::FAILURE
+        }
+        Err(e) => {
+            eprintln!("xtask: twizzler: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run_all(
+    ws: &Workspace,
+    opts: &Options,
+    rows: &mut Vec<(String, String, bool)>,
+) -> Result<(), String> {
+    heading("twizzler: checking the inputs");
+    check_inputs(opts)?;
+    rows.push(("inputs at the pinned commits".into(), "ok".into(), true));
+
+    heading("twizzler: preparing the checkout");
+    prepare(ws, opts)?;
+    let what = if opts.upstream_only {
+        "build fixes only (--upstream-only)"
+    } else {
+        "build fixes, our files, call-site patches"
+    };
+    rows.push(("applied".into(), what.into(), true));
+
+    heading("twizzler: building the kernel's tests");
+    let t = Instant::now();
+    let elf = build(opts)?;
+    rows.push((
+        "build (cargo test --no-run, nice 19)".into(),
+        format!("{:.0} s", t.elapsed().as_secs_f64()),
+        true,
+    ));
+
+    heading("twizzler: booting under QEMU");
+    let ours_expected = if opts.upstream_only {
+        0
+    } else {
+        let tests = ws.root.join(PORT_DIR).join(OUR_FILES[1].0);
+        fs::read_to_string(&tests)
+            .map_err(|e| format!("read {}: {e}", tests.display()))?
+            .matches("#[kernel_test]")
+            .count()
+    };
+    let report = boot(opts, &elf)?;
+    report.rows(rows, ours_expected);
+    Ok(())
+}
+
+/// `git -C dir rev-parse HEAD`.
+fn git_head(dir: &Path) -> Result<String, String> {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(["rev-parse", "HEAD"])
+        .output()
+        .map_err(|e| format!("cannot run git: {e}"))?;
+    if !out.status.success() {
+        return Err(format!("{} is not a git checkout", dir.display()));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+}
+
+fn expect_commit(dir: &Path, what: &str, want: &str, hint: &str) -> Result<(), String> {
+    let head = git_head(dir)?;
+    if head != want {
+        return Err(format!(
+            "{what} at {} is at {head}, not the pinned {want} ({hint})",
+            dir.display()
+        ));
+    }
+    Ok(())
+}
+
+/// Whether `program args` runs and succeeds, with its standard output.
+fn probe(program: &str, args: &[&str]) -> Option<String> {
+    let out = Command::new(program).args(args).output().ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+fn check_inputs(opts: &Options) -> Result<(), String> {
+    expect_commit(
+        &opts.upstream,
+        "the upstream checkout",
+        UPSTREAM_COMMIT,
+        "git checkout it; see `cargo xtask --help`",
+    )?;
+    let abi = opts.upstream.join("src/abi");
+    if !abi.join("rt-abi/Cargo.toml").is_file() {
+        return Err(format!(
+            "{} is empty: check out the abi submodule ({ABI_COMMIT}) there",
+            abi.display()
+        ));
+    }
+    expect_commit(&abi, "the abi submodule", ABI_COMMIT, "git checkout it")?;
+    expect_commit(
+        &opts.backtracer,
+        "backtracer",
+        BACKTRACER_COMMIT,
+        "pass --backtracer <dir>",
+    )?;
+    if !opts.limine.join("BOOTX64.EFI").is_file() {
+        return Err(format!(
+            "no BOOTX64.EFI in {} (a checkout of Limine's {LIMINE_BRANCH}; pass --limine <dir>)",
+            opts.limine.display()
+        ));
+    }
+    if !Path::new(OVMF).is_file() {
+        return Err(format!("no {OVMF} (Debian package `ovmf`)"));
+    }
+    // Upstream's ABI build script passes `--override-abi`, which bindgen has since 0.65;
+    // Debian 12's bindgen (0.60) lacks it.
+    let bindgen_ok = probe("bindgen", &["--help"]).is_some_and(|h| h.contains("--override-abi"));
+    if !bindgen_ok {
+        return Err("`bindgen` is missing or too old (needs --override-abi): \
+             `cargo install bindgen-cli` and put it on PATH (it needs libclang: Debian \
+             `libclang-dev`)"
+            .into());
+    }
+    if probe("ld.lld", &["--version"]).is_none() {
+        return Err("no `ld.lld` (upstream's kernel links with it): Debian package `lld`".into());
+    }
+    if probe(QEMU, &["--version"]).is_none() {
+        return Err(format!("no `{QEMU}`: Debian package qemu-system-x86"));
+    }
+    let sysroot = probe("rustc", &["+nightly", "--print", "sysroot"])
+        .ok_or("no nightly toolchain: `rustup toolchain install nightly`")?;
+    if !Path::new(sysroot.trim())
+        .join("lib/rustlib/src/rust/library/core")
+        .is_dir()
+    {
+        return Err(
+            "the nightly toolchain has no rust-src (build-std needs it): \
+             `rustup component add rust-src --toolchain nightly`"
+                .into(),
+        );
+    }
+    Ok(())
+}
+
+/// Upstream's text of `path` at the pinned commit (so an edit never stacks on an earlier run).
+fn pinned_text(repo: &Path, commit: &str, path: &str) -> Result<String, String> {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(repo)
+        .args(["show", &format!("{commit}:{path}")])
+        .output()
+        .map_err(|e| format!("cannot run git: {e}"))?;
+    if !out.status.success() {
+        return Err(format!("{}: no {path} at {commit}", repo.display()));
+    }
+    String::from_utf8(out.stdout).map_err(|_| format!("{path} at {commit} is not UTF-8"))
+}
+
+fn write(path: &Path, text: &str) -> Result<(), String> {
+    if let Some(dir) = path.parent() {
+        fs::create_dir_all(dir).map_err(|e| format!("mkdir {}: {e}", dir.display()))?;
+    }
+    fs::write(path, text).map_err(|e| format!("write {}: {e}", path.display()))
+}
+
+/// The workspace manifest cut down to the kernel: `members = ["src/kernel"]`, upstream's
+/// `[workspace.dependencies]` as they are except `backtracer_core` (a git dependency, here
+/// the local checkout), and the two path patches the kernel's graph needs. The rest of
+/// upstream's workspace (userspace, ports, tools) pulls git repositories this build cannot
+/// reach and is not needed for the kernel.
+fn trimmed_manifest(pinned: &str, backtracer: &Path) -> Result<String, String> {
+    let mut deps = String::new();
+    let mut inside = false;
+    for line in pinned.lines() {
+        if line.starts_with('[') {
+            inside = line.trim() == "[workspace.dependencies]";
+            continue;
+        }
+        if !inside {
+            continue;
+        }
+        if line.starts_with("backtracer_core") {
+            deps.push_str(&format!(
+                "backtracer_core = {{ path = {:?} }}\n",
+                backtracer.display().to_string()
+            ));
+        } else {
+            deps.push_str(line);
+            deps.push('\n');
+        }
+    }
+    if deps.is_empty() {
+        return Err("upstream's Cargo.toml has no [workspace.dependencies]".into());
+    }
+    Ok(format!(
+        "# Written by `cargo xtask twizzler` (twizzler-port): upstream's workspace trimmed to \
+         the kernel.\n[workspace]\nmembers = [\"src/kernel\"]\nresolver = \"2\"\n\n\
+         [workspace.dependencies]\n{deps}\n[profile.release]\ndebug = true\n\n\
+         [patch.crates-io]\ntwizzler-abi = {{ path = \"src/lib/twizzler-abi\" }}\n\
+         twizzler-rt-abi = {{ path = \"src/abi/rt-abi\" }}\n"
+    ))
+}
+
+/// The files a patch changes (its `+++ b/…` lines).
+fn patched_files(patch: &str) -> Vec<String> {
+    patch
+        .lines()
+        .filter_map(|l| l.strip_prefix("+++ b/"))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Resets every file `patch` changes to `commit`, then applies it with `git apply`.
+fn apply_patch(repo: &Path, commit: &str, patch: &Path) -> Result<(), String> {
+    let text = fs::read_to_string(patch).map_err(|e| format!("read {}: {e}", patch.display()))?;
+    for file in patched_files(&text) {
+        let pinned = pinned_text(repo, commit, &file)?;
+        write(&repo.join(&file), &pinned)?;
+    }
+    let patch_arg = patch.to_string_lossy().into_owned();
+    let repo_arg = repo.to_string_lossy().into_owned();
+    run_env(
+        Path::new("."),
+        &[],
+        "git",
+        &["-C", &repo_arg, "apply", "--whitespace=nowarn", &patch_arg],
+    )
+}
+
+/// The `.patch` files in `dir`, in name order.
+fn patches_in(dir: &Path) -> Result<Vec<PathBuf>, String> {
+    let mut out: Vec<PathBuf> = fs::read_dir(dir)
+        .map_err(|e| format!("read {}: {e}", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "patch"))
+        .collect();
+    out.sort();
+    Ok(out)
+}
+
+/// Headers of a C library for the one `bindgen` run of upstream's ABI crate, which includes
+/// `<sys/select.h>` and `<poll.h>` for two types only; the kernel uses neither. Written
+/// under the checkout's `target/`.
+fn write_stub_sysroot(upstream: &Path) -> Result<PathBuf, String> {
+    let root = upstream.join("target/twizzler-port/sysroot");
+    let inc = root.join("x86_64-unknown-none/include");
+    write(
+        &inc.join("sys/select.h"),
+        "/* twizzler-port stub: the one type the runtime headers name. */\n#pragma once\n\
+         typedef struct { unsigned long fds_bits[16]; } fd_set;\n",
+    )?;
+    write(
+        &inc.join("poll.h"),
+        "/* twizzler-port stub: the one type the runtime headers name. */\n#pragma once\n\
+         struct pollfd { int fd; short events; short revents; };\n",
+    )?;
+    Ok(root)
+}
+
+fn prepare(ws: &Workspace, opts: &Options) -> Result<(), String> {
+    let port = ws.root.join(PORT_DIR);
+    let manifest = trimmed_manifest(
+        &pinned_text(&opts.upstream, UPSTREAM_COMMIT, "Cargo.toml")?,
+        &opts.backtracer,
+    )?;
+    write(&opts.upstream.join("Cargo.toml"), &manifest)?;
+    println!("xtask: wrote the trimmed workspace manifest");
+    for p in patches_in(&port.join("patches/backtracer"))? {
+        apply_patch(&opts.backtracer, BACKTRACER_COMMIT, &p)?;
+    }
+    for p in patches_in(&port.join("patches/build"))? {
+        apply_patch(&opts.upstream, UPSTREAM_COMMIT, &p)?;
+    }
+    // Our files: removed first, so an --upstream-only run after a port run is upstream's.
+    for (_, dest) in OUR_FILES {
+        let dest = opts.upstream.join(dest);
+        if dest.exists() {
+            fs::remove_file(&dest).map_err(|e| format!("rm {}: {e}", dest.display()))?;
+        }
+    }
+    let port_patches = patches_in(&port.join("patches/port"))?;
+    for p in &port_patches {
+        for file in
+            patched_files(&fs::read_to_string(p).map_err(|e| format!("read {}: {e}", p.display()))?)
+        {
+            let pinned = pinned_text(&opts.upstream, UPSTREAM_COMMIT, &file)?;
+            write(&opts.upstream.join(&file), &pinned)?;
+        }
+    }
+    let pinned_security = pinned_text(&opts.upstream, UPSTREAM_COMMIT, OUR_FILES[0].1)?;
+    write(&opts.upstream.join(OUR_FILES[0].1), &pinned_security)?;
+    if opts.upstream_only {
+        return Ok(());
+    }
+    for (src, dest) in OUR_FILES {
+        let from = port.join(src);
+        let to = opts.upstream.join(dest);
+        let text =
+            fs::read_to_string(&from).map_err(|e| format!("read {}: {e}", from.display()))?;
+        write(&to, &text)?;
+        println!("xtask: {src} -> {dest}");
+    }
+    for p in &port_patches {
+        apply_patch(&opts.upstream, UPSTREAM_COMMIT, p)?;
+    }
+    // The kernel depends on our crates by path: this repository's.
+    let cargo_toml = opts.upstream.join("src/kernel/Cargo.toml");
+    let mut text = fs::read_to_string(&cargo_toml)
+        .map_err(|e| format!("read {}: {e}", cargo_toml.display()))?;
+    text = text.replace("@TWIZZLER_PORT_REPO@", &ws.root.display().to_string());
+    write(&cargo_toml, &text)
+}
+
+/// libclang's own headers (`stddef.h`, `stdint.h`): bindgen's libclang, loaded from the system
+/// library directory, does not find its resource directory by itself. Taken from
+/// `TWIZZLER_ABI_BUILTIN_HEADERS` if set, else from Debian's `/usr/lib/llvm-*/lib/clang/*/
+/// include` (package `libclang-common-*-dev`, which `libclang-dev` pulls in).
+fn clang_builtin_headers() -> Result<String, String> {
+    if let Ok(dir) = std::env::var("TWIZZLER_ABI_BUILTIN_HEADERS") {
+        return Ok(dir);
+    }
+    let mut found = Vec::new();
+    for llvm in fs::read_dir("/usr/lib").map_err(|e| format!("read /usr/lib: {e}"))? {
+        let Ok(llvm) = llvm else { continue };
+        if !llvm.file_name().to_string_lossy().starts_with("llvm-") {
+            continue;
+        }
+        let Ok(versions) = fs::read_dir(llvm.path().join("lib/clang")) else {
+            continue;
+        };
+        for v in versions.flatten() {
+            let inc = v.path().join("include");
+            if inc.join("stddef.h").is_file() {
+                found.push(inc);
+            }
+        }
+    }
+    found.sort();
+    found.pop().map(|p| p.display().to_string()).ok_or_else(|| {
+        "no clang builtin headers under /usr/lib/llvm-*/lib/clang/*/include (Debian \
+             libclang-dev); or set TWIZZLER_ABI_BUILTIN_HEADERS"
+            .to_owned()
+    })
+}
+
+fn build(opts: &Options) -> Result<PathBuf, String> {
+    let headers = clang_builtin_headers()?;
+    let sysroot = write_stub_sysroot(&opts.upstream)?;
+    let kernel = opts.upstream.join("src/kernel");
+    let spec = opts.upstream.join(TARGET_SPEC).display().to_string();
+    let target_dir = opts.upstream.join("target/kernel").display().to_string();
+    let sysroot = sysroot.display().to_string();
+    let args = [
+        "-n",
+        "19",
+        "cargo",
+        "+nightly",
+        "test",
+        "--no-run",
+        "-Zjson-target-spec",
+        "--target",
+        &spec,
+        "--message-format=json-render-diagnostics",
+    ];
+    let env = [
+        ("TWIZZLER_ABI_BUILTIN_HEADERS", headers.as_str()),
+        ("TWIZZLER_ABI_SYSROOTS", sysroot.as_str()),
+        ("CARGO_TARGET_DIR", target_dir.as_str()),
+    ];
+    println!(
+        "$ (cd {}) TWIZZLER_ABI_BUILTIN_HEADERS={headers} TWIZZLER_ABI_SYSROOTS={sysroot} \
+         CARGO_TARGET_DIR={target_dir} {}",
+        kernel.display(),
+        command_line("nice", &args)
+    );
+    let out = Command::new("nice")
+        .args(args)
+        .envs(env)
+        .current_dir(&kernel)
+        .stderr(Stdio::inherit())
+        .output()
+        .map_err(|e| format!("cannot run cargo: {e}"))?;
+    if !out.status.success() {
+        return Err(format!("the kernel build {}", describe_status(out.status)));
+    }
+    // The test binary is the artifact with an "executable" (cargo's JSON messages).
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let exe = stdout
+        .lines()
+        .filter(|l| l.contains("\"name\":\"twizzler-kernel\""))
+        .filter_map(|l| l.split("\"executable\":\"").nth(1))
+        .filter_map(|rest| rest.split('"').next())
+        .next_back()
+        .ok_or("cargo reported no test executable for twizzler-kernel")?;
+    println!("xtask: kernel test binary {exe}");
+    Ok(PathBuf::from(exe))
+}
+
+/// What the serial log said.
+#[derive(Default)]
+struct Report {
+    announced: Option<usize>,
+    passed: Vec<String>,
+    running: Option<String>,
+    finished: bool,
+    panic: Option<String>,
+    timed_out: bool,
+    boot_to_tests: Option<Duration>,
+    tests_time: Option<Duration>,
+}
+
+impl Report {
+    fn feed(&mut self, line: &str, since_boot: Duration, tests_started: &mut Option<Instant>) {
+        if let Some(rest) = line.split("[kernel::test] running ").nth(1) {
+            self.announced = rest.split(' ').next().and_then(|n| n.parse().ok());
+            self.boot_to_tests = Some(since_boot);
+            *tests_started = Some(Instant::now());
+        } else if let Some(name) = line.split("starting test ").nth(1) {
+            self.running = Some(name.trim().to_owned());
+        } else if let Some(rest) = line.split("test ").nth(1)
+            && let Some(name) = rest.strip_suffix(": ok")
+        {
+            self.passed.push(name.trim().to_owned());
+            self.running = None;
+        } else if line.contains("[kernel::test] test result: ok.") {
+            self.finished = true;
+            self.tests_time = tests_started.map(|t| t.elapsed());
+        } else if line.contains("panicked at") || line.contains("PANIC") {
+            self.panic.get_or_insert_with(|| line.trim().to_owned());
+        }
+    }
+
+    fn rows(&self, rows: &mut Vec<(String, String, bool)>, ours_expected: usize) {
+        let ours = self
+            .passed
+            .iter()
+            .filter(|n| n.starts_with(OUR_TEST_PREFIX))
+            .count();
+        let upstream = self.passed.len() - ours;
+        let timing = |d: Option<Duration>| {
+            d.map(|d| format!("{:.1} s", d.as_secs_f64()))
+                .unwrap_or_else(|| "-".into())
+        };
+        rows.push((
+            "boot to the test runner".into(),
+            timing(self.boot_to_tests),
+            self.boot_to_tests.is_some(),
+        ));
+        let announced = self.announced.map(|n| n.to_string()).unwrap_or("?".into());
+        rows.push((
+            "upstream's kernel tests passed".into(),
+            upstream.to_string(),
+            self.finished,
+        ));
+        rows.push((
+            "our kernel tests passed (port_*)".into(),
+            format!("{ours} / {ours_expected}"),
+            self.finished && ours == ours_expected,
+        ));
+        rows.push((
+            "tests run / announced".into(),
+            format!("{} / {announced}", self.passed.len()),
+            self.finished && self.announced == Some(self.passed.len()),
+        ));
+        rows.push(("test run".into(), timing(self.tests_time), self.finished));
+        if let Some(name) = &self.running {
+            rows.push((format!("FAILED: {name}"), "did not finish".into(), false));
+        }
+        if let Some(p) = &self.panic {
+            rows.push((format!("panic: {p}"), String::new(), false));
+        }
+        if self.timed_out {
+            rows.push((
+                format!("timed out after {} s", BOOT_TIMEOUT.as_secs()),
+                String::new(),
+                false,
+            ));
+        }
+    }
+}
+
+/// The EFI system partition as a directory QEMU presents as a FAT disk.
+fn write_esp(opts: &Options, elf: &Path) -> Result<PathBuf, String> {
+    let esp = opts.upstream.join("target/twizzler-port/esp");
+    let boot = esp.join("EFI/BOOT");
+    fs::create_dir_all(&boot).map_err(|e| format!("mkdir {}: {e}", boot.display()))?;
+    let copy = |from: &Path, to: &Path| {
+        fs::copy(from, to)
+            .map(|_| ())
+            .map_err(|e| format!("copy {} to {}: {e}", from.display(), to.display()))
+    };
+    copy(&opts.limine.join("BOOTX64.EFI"), &boot.join("BOOTX64.EFI"))?;
+    copy(elf, &esp.join("kernel.elf"))?;
+    // The initrd: a tar archive with one small file (upstream's tar reader refuses an empty
+    // archive). With no userspace in it the kernel panics "no init found" after the tests,
+    // which ends the run.
+    let initrd_dir = opts.upstream.join("target/twizzler-port/initrd");
+    write(
+        &initrd_dir.join("README"),
+        "twizzler-port: kernel tests only, no userspace\n",
+    )?;
+    let initrd = esp.join("initrd").display().to_string();
+    let dir = initrd_dir.display().to_string();
+    run_env(
+        Path::new("."),
+        &[],
+        "tar",
+        &["-cf", &initrd, "-C", &dir, "README"],
+    )?;
+    write(
+        &esp.join("limine.conf"),
+        "timeout: 0\nserial: yes\n\n/Twizzler kernel tests\n    protocol: limine\n    \
+         kernel_path: boot():/kernel.elf\n    module_path: boot():/initrd\n    \
+         kernel_cmdline: --tests\n",
+    )?;
+    Ok(esp)
+}
+
+fn boot(opts: &Options, elf: &Path) -> Result<Report, String> {
+    let esp = write_esp(opts, elf)?;
+    // A read-only virtual FAT disk on virtio (QEMU refuses a read-only IDE/AHCI drive);
+    // OVMF boots Limine from it and Limine reads the kernel and limine.conf.
+    let drive = format!(
+        "if=none,id=esp,format=raw,readonly=on,file=fat:{}",
+        esp.display()
+    );
+    let smp = opts.smp.to_string();
+    let accel = if opts.smp > 1 {
+        "tcg,thread=multi"
+    } else {
+        "tcg"
+    };
+    let args = [
+        "-machine",
+        "q35",
+        "-accel",
+        accel,
+        "-cpu",
+        "max",
+        "-smp",
+        &smp,
+        "-m",
+        "4G",
+        "-bios",
+        OVMF,
+        "-drive",
+        &drive,
+        "-device",
+        "virtio-blk-pci,drive=esp",
+        "-serial",
+        "stdio",
+        "-display",
+        "none",
+        "-monitor",
+        "none",
+        "-no-reboot",
+        "-device",
+        "isa-debug-exit,iobase=0xf4,iosize=0x04",
+    ];
+    println!("$ {}", command_line(QEMU, &args));
+    let mut child = Command::new(QEMU)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot run {QEMU}: {e}"))?;
+    let stdout = child.stdout.take().ok_or("QEMU has no stdout")?;
+    let (tx, rx) = mpsc::channel::<String>();
+    let reader = thread::spawn(move || {
+        for line in BufReader::new(stdout).split(b'\n') {
+            let Ok(line) = line else { break };
+            if tx
+                .send(String::from_utf8_lossy(&line).trim_end().to_owned())
+                .is_err()
+            {
+                break;
+            }
+        }
+    });
+    let started = Instant::now();
+    let mut report = Report::default();
+    let mut tests_started = None;
+    loop {
+        let left = BOOT_TIMEOUT.saturating_sub(started.elapsed());
+        if left.is_zero() {
+            report.timed_out = true;
+            break;
+        }
+        match rx.recv_timeout(left) {
+            Ok(line) => {
+                println!("{line}");
+                report.feed(&line, started.elapsed(), &mut tests_started);
+                if report.finished || report.panic.is_some() {
+                    break;
+                }
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                report.timed_out = true;
+                break;
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+        }
+    }
+    // The tests are over (or failed): upstream then looks for init and, without userspace,
+    // panics and halts; QEMU is stopped here rather than waited for.
+    let _ = child.kill();
+    let _ = child.wait();
+    let _ = reader.join();
+    println!(
+        "xtask: QEMU ran for {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    Ok(report)
+}
+
+fn print_table(rows: &[(String, String, bool)], total: Duration) {
+    println!();
+    println!("{:<48} {:>36}  result", "twizzler port", "");
+    for (what, value, ok) in rows {
+        println!(
+            "{:<48} {:>36}  {}",
+            what,
+            value,
+            if *ok { "ok" } else { "FAILED" }
+        );
+    }
+    println!(
+        "{:<52} {:>14}",
+        "total",
+        format!("{:.0} s", total.as_secs_f64())
+    );
+}
