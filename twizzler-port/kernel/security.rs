@@ -44,7 +44,7 @@ use crate::{
 #[cfg(test)]
 mod port_tests;
 
-/// The kernel gets a special, reserved sctx ID.
+/// The id naming the kernel's own context (never an object): kernel threads run in it.
 pub const KERNEL_SCTX: ObjID = ObjID::new(0);
 
 /// The engine: one per kernel, a `static` (no allocation, all zero bytes when new).
@@ -150,11 +150,7 @@ impl Host for TwzHost {
     ) -> Option<R> {
         // Only contexts a thread attached (get_sctx) are mapped; the table's lock is not held
         // while the engine reads (it may call with_key and object).
-        let sctx = global_secctx_mgr()
-            .contexts
-            .lock()
-            .get(&to_abi_id(ctx))
-            .cloned()?;
+        let sctx = mapped_contexts().lock().get(&to_abi_id(ctx)).cloned()?;
         let kobj = sctx.kobj.as_ref()?;
         let base = kobj.start_addr().offset(NULLPAGE_SIZE).ok()?;
         // SAFETY: the kernel object handle maps the whole slot of the context object for as
@@ -323,13 +319,13 @@ pub fn decide_for(
 /// kept for its callers; the engine needs only the target, the access and the offset).
 #[derive(Clone, Copy)]
 pub struct AccessInfo {
-    /// The target object we're accessing
+    /// The object the access is to.
     pub target_id: ObjID,
-    /// The way we are accessing the object
+    /// Read, write or execute, as protections.
     pub access_kind: Protections,
-    /// The object we are executing in
+    /// The object holding the faulting instruction, when known.
     pub exec_id: Option<ObjID>,
-    /// Offset into the exec object for the instruction pointer
+    /// The instruction's byte offset in that object.
     pub exec_off: usize,
 }
 
@@ -502,14 +498,14 @@ impl SecCtxMgr {
     }
 }
 
+/// What [`SecCtxMgr::switch_context`] did.
 #[derive(Clone, Copy, Eq, PartialEq, Ord, PartialOrd, Debug)]
-/// Possible results of switching.
 pub enum SwitchResult {
-    /// No switch was needed.
+    /// The context was already the active one.
     NoSwitch,
-    /// Switch successful.
+    /// The context is now the active one.
     Switched,
-    /// The specified ID was not attached.
+    /// The thread holds no context of that id: nothing changed.
     NotAttached,
 }
 
@@ -526,7 +522,7 @@ impl Drop for SecCtxMgr {
     fn drop(&mut self) {
         // A context only the global table and this manager hold is dropped from the table
         // (its kernel mapping goes with it).
-        let mut global = global_secctx_mgr().contexts.lock();
+        let mut global = mapped_contexts().lock();
         let held = self.held.lock();
         for (id, ctx) in held.iter() {
             if *id != KERNEL_SCTX && Arc::strong_count(ctx) == 2 {
@@ -536,16 +532,12 @@ impl Drop for SecCtxMgr {
     }
 }
 
-struct GlobalSecCtxMgr {
-    contexts: Mutex<BTreeMap<ObjID, SecurityContextRef>>,
-}
+/// Every context object mapped in the kernel, by id: one mapping each, shared by every thread
+/// that holds it.
+static MAPPED_CONTEXTS: Once<Mutex<BTreeMap<ObjID, SecurityContextRef>>> = Once::new();
 
-static GLOBAL_SECCTX_MGR: Once<GlobalSecCtxMgr> = Once::new();
-
-fn global_secctx_mgr() -> &'static GlobalSecCtxMgr {
-    GLOBAL_SECCTX_MGR.call_once(|| GlobalSecCtxMgr {
-        contexts: Default::default(),
-    })
+fn mapped_contexts() -> &'static Mutex<BTreeMap<ObjID, SecurityContextRef>> {
+    MAPPED_CONTEXTS.call_once(|| Mutex::new(BTreeMap::new()))
 }
 
 /// The security context object `id`, mapped in the kernel once and shared.
@@ -553,15 +545,20 @@ pub fn get_sctx(id: ObjID) -> twizzler_rt_abi::Result<SecurityContextRef> {
     let LookupResult::Found(obj) = lookup_object(id, LookupFlags::empty()) else {
         return Err(ObjectError::NoSuchObject.into());
     };
-    let mut global = global_secctx_mgr().contexts.lock();
-    let entry = global.entry(id).or_insert_with(|| {
-        let kobj = kernel_context().insert_kernel_object(ObjectContextInfo::new(
-            obj,
-            Protections::READ,
-            CacheType::WriteBack,
-            MapFlags::empty(),
-        ));
-        Arc::new(SecurityContext::new(Some(kobj)))
-    });
-    Ok(entry.clone())
+    let mut mapped = mapped_contexts().lock();
+    if let Some(ctx) = mapped.get(&id) {
+        return Ok(ctx.clone());
+    }
+    // Read-only in the kernel: the engine reads a context's bytes, it never writes them.
+    let info = ObjectContextInfo::new(
+        obj,
+        Protections::READ,
+        CacheType::WriteBack,
+        MapFlags::empty(),
+    );
+    let ctx = Arc::new(SecurityContext::new(Some(
+        kernel_context().insert_kernel_object(info),
+    )));
+    mapped.insert(id, ctx.clone());
+    Ok(ctx)
 }
