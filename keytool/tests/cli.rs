@@ -2188,3 +2188,59 @@ fn check_names_the_objects_and_explains_a_denial_as_needs_and_provided() {
     assert_eq!(exec["verdict"], "no_useful_rights", "{j}");
     assert_eq!(exec["explanation"], "needs r--, provided ---", "{j}");
 }
+
+#[test]
+fn ctx_add_and_export_name_what_they_touch() {
+    let kt = Kt::new();
+    let j = kt.json(&["keygen", "--name", "alice", "--no-passphrase"]);
+    let (sk, vk) = (s(&j["signing"]), s(&j["verifying"]));
+    let obj = s(&kt.json(&["obj", "new", "--name", "notes", "--kuid", "alice"])["id"]);
+    let ctx = s(&kt.json(&["ctx", "new", "--name", "reader"])["id"]);
+    let cap = kt.json(&[
+        "mint",
+        "--key",
+        "alice",
+        "--target",
+        "notes",
+        "--accessor",
+        "reader",
+        "--prots",
+        "r--",
+        "--out",
+        "read.cap",
+    ]);
+    let rid = s(&cap["id"]);
+    let text = kt.ok(&["ctx", "add", "reader", "read.cap"]);
+    assert_eq!(
+        text.trim_end(),
+        format!(
+            "added capability {rid} for notes ({obj}) to context reader ({ctx}) (generation 1)"
+        )
+    );
+    let text = kt.ok(&["ctx", "add", "reader", "read.cap"]);
+    assert!(
+        text.starts_with(&format!(
+            "context reader ({ctx}) already holds capability {rid}"
+        )),
+        "{text}"
+    );
+    let text = kt.ok(&["export", "alice", "--out", "alice.pem"]);
+    assert!(
+        text.starts_with(&format!(
+            "wrote the ed25519 verifying key alice.pub ({vk}) to "
+        )),
+        "{text}"
+    );
+    let text = kt.ok(&["export", "alice", "--secret", "--out", "alice.key"]);
+    assert!(
+        text.starts_with(&format!("wrote the ed25519 signing key alice ({sk}) to ")),
+        "{text}"
+    );
+    // An object without a name is shown by its id alone.
+    let (plain_sk, _) = kt.keygen(&["--no-passphrase"]);
+    let text = kt.ok(&["export", &plain_sk, "--secret", "--out", "plain.key"]);
+    assert!(
+        text.starts_with(&format!("wrote the ed25519 signing key {plain_sk} to ")),
+        "{text}"
+    );
+}
