@@ -73,6 +73,21 @@ pub fn resolve(store: &DbStore, r: &IdRef) -> Result<ObjID> {
     }
 }
 
+/// How to show object `id` to a user: `NAME (ID)` when the store names it, else the id. A
+/// store that cannot list its names shows the id: a label is never worth an error.
+pub fn label(store: &DbStore, id: ObjID) -> String {
+    let names = store.names().unwrap_or_default();
+    label_in(&names, id)
+}
+
+/// [`label`] over a list of names already read from the store.
+pub fn label_in(names: &[(String, ObjID)], id: ObjID) -> String {
+    match names.iter().find(|(_, o)| *o == id) {
+        Some((n, _)) => format!("{n} ({id})"),
+        None => id.to_string(),
+    }
+}
+
 /// [`resolve`] for options that take a kuid: a name of a key pair (`keygen --name alice`)
 /// names its signing key, and a kuid is the verifying key, so `--kuid alice` means
 /// `alice.pub`.
@@ -188,14 +203,15 @@ pub fn signing_key(store: &DbStore, id: ObjID, pass: &PassArgs) -> Result<(Signi
         e => e.into(),
     })?;
     let info = keypair::signing_key_info(&obj)?;
+    let shown = label(store, id);
     let pp = if !info.protected {
         None
     } else if let Some(pp) = passphrase(pass)? {
         Some(pp)
     } else if terminal() {
-        let pp = ask(&format!("Enter passphrase for signing key {id}: "))?;
+        let pp = ask(&format!("Enter passphrase for signing key {shown}: "))?;
         if pp.is_empty() {
-            return Err(fail!("no passphrase entered for signing key {id}"));
+            return Err(fail!("no passphrase entered for signing key {shown}"));
         }
         Some(pp)
     } else {
@@ -204,7 +220,7 @@ pub fn signing_key(store: &DbStore, id: ObjID, pass: &PassArgs) -> Result<(Signi
     match keypair::load_signing_key(store, id, pp.as_deref().map(String::as_str)) {
         Ok(k) => Ok((k, info.verifying)),
         Err(KeyError::PassphraseRequired(_)) => Err(fail!(
-            "signing key {id} is passphrase-protected: pass --passphrase-file FILE or --passphrase-env VAR"
+            "signing key {shown} is passphrase-protected: pass --passphrase-file FILE or --passphrase-env VAR"
         )),
         Err(e) => Err(e.into()),
     }

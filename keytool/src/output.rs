@@ -3,9 +3,11 @@
 use std::fmt::Write as _;
 use std::io::Write as _;
 
+use kernel_hooks::{DenyCause, Violation};
 use serde_json::{Value, json};
 use twizzler_capsec::{
-    Cap, CtxFlags, Del, Expiry, Gate, HashAlg, Link, ObjID, Record, RecordId, RecordKind, Verdict,
+    Cap, CtxFlags, Del, Expiry, Gate, HashAlg, Link, ObjID, Protections, Record, RecordId,
+    RecordKind, Verdict,
 };
 
 use crate::parse::fmt_expiry;
@@ -252,8 +254,10 @@ pub fn short_kind(k: RecordKind) -> &'static str {
     }
 }
 
-/// A record's verdict, as words.
-pub fn verdict_text(v: &Verdict) -> String {
+/// A record's verdict, as words. `needed` is what the access needs and `prots` what the record
+/// grants (when it decodes), so a record that grants none of it says `needs r--, provided ---`,
+/// the words every denial uses.
+pub fn verdict_text(v: &Verdict, needed: Protections, prots: Option<Protections>) -> String {
     match v {
         Verdict::Counted(p) => format!("counts: contributes {p}"),
         Verdict::Redundant => "not needed: adds nothing to rights already provided".into(),
@@ -262,7 +266,10 @@ pub fn verdict_text(v: &Verdict) -> String {
         Verdict::WrongHolder(h) => format!("is for another context ({h})"),
         Verdict::OutsideGate => "the page is not wholly inside its gate".into(),
         Verdict::NotAnEntry => "the fetch is not at an entry point of its gate".into(),
-        Verdict::NoUsefulRights => "grants none of the rights this access needs".into(),
+        Verdict::NoUsefulRights => {
+            let useful = prots.unwrap_or_else(Protections::empty) & needed;
+            format!("needs {needed}, provided {useful}")
+        }
         Verdict::Invalid(e) => format!("invalid: {e}"),
     }
 }
@@ -279,5 +286,44 @@ pub fn verdict_name(v: &Verdict) -> &'static str {
         Verdict::NotAnEntry => "not_an_entry",
         Verdict::NoUsefulRights => "no_useful_rights",
         Verdict::Invalid(_) => "invalid",
+    }
+}
+
+/// Why an access is denied, as words: `needs rw-, provided r-- by context NAME (ID)`, then
+/// the cause when it says more than that (a mask, a record that does not verify, no record).
+/// `label` shows an object as the user knows it ([`crate::env::label`]).
+pub fn denial_text(v: &Violation, label: impl Fn(ObjID) -> String) -> String {
+    match v {
+        Violation::Denied {
+            ctx,
+            needed,
+            provided,
+            cause,
+        } => {
+            let head = format!(
+                "needs {needed}, provided {provided} by context {}",
+                label(*ctx)
+            );
+            match cause {
+                // The rights are all there is to say: the records grant less than needed.
+                DenyCause::Record(
+                    Verdict::Counted(_) | Verdict::Redundant | Verdict::NoUsefulRights,
+                ) => head,
+                DenyCause::NoRecord => {
+                    format!("{head}, which holds no capability or delegation for the object")
+                }
+                DenyCause::Masked { removed } => format!("{head}: its masks remove {removed}"),
+                DenyCause::Record(_) => format!("{head}: {cause}"),
+            }
+        }
+        Violation::Undetachable {
+            ctx,
+            needed,
+            provided,
+        } => format!(
+            "needs {needed}, provided {provided} by context {}, which is undetachable",
+            label(*ctx)
+        ),
+        other => other.to_string(),
     }
 }

@@ -2050,3 +2050,197 @@ fn not_found_errors_name_the_store() {
         assert!(e.contains(p(&store)), "keytool {args:?}: {e}");
     }
 }
+
+#[test]
+fn the_passphrase_prompt_names_the_key_as_given() {
+    let kt = Kt::new();
+    let secret = "named horse battery";
+    let o = kt
+        .cmd(&[
+            "keygen",
+            "--name",
+            "alice",
+            "--passphrase-env",
+            "KT_PASS",
+            "--json",
+        ])
+        .env("KT_PASS", secret)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let j: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let sk = s(&j["signing"]);
+    kt.ok(&["obj", "new", "--name", "notes", "--kuid", "alice"]);
+    kt.ok(&["ctx", "new", "--name", "reader"]);
+    // By name or by id, the prompt says the name the user knows the key by, and its id.
+    let ask = format!("Enter passphrase for signing key alice ({sk}): ");
+    for (key, out) in [("alice", "by-name.cap"), (sk.as_str(), "by-id.cap")] {
+        let args = mint_args(key, "notes", "reader", out);
+        let (code, shown) = kt.tty(&strs(&args), &[], &[(&ask, secret)]);
+        assert_eq!(code, 0, "{shown:?}");
+        assert!(kt.path(out).exists(), "{shown:?}");
+    }
+    // A wrong answer names the key the same way.
+    let args = mint_args("alice", "notes", "reader", "wrong.cap");
+    let (code, shown) = kt.tty(&strs(&args), &[], &[(&ask, "not it")]);
+    assert_eq!(code, 2, "{shown:?}");
+    assert!(!kt.path("wrong.cap").exists());
+}
+
+#[test]
+fn check_names_the_objects_and_explains_a_denial_as_needs_and_provided() {
+    let kt = Kt::new();
+    kt.ok(&["keygen", "--name", "alice", "--no-passphrase"]);
+    let obj = s(&kt.json(&["obj", "new", "--name", "notes", "--kuid", "alice"])["id"]);
+    let ctx = s(&kt.json(&["ctx", "new", "--name", "reader"])["id"]);
+    kt.ok(&[
+        "mint",
+        "--key",
+        "alice",
+        "--target",
+        "notes",
+        "--accessor",
+        "reader",
+        "--prots",
+        "r--",
+        "--out",
+        "read.cap",
+    ]);
+    kt.ok(&["ctx", "add", "reader", "read.cap"]);
+    let check = |access: &str, code: i32| {
+        let o = kt.run(&[
+            "check", "--ctx", "reader", "--target", "notes", "--offset", "0x1000", "--access",
+            access,
+        ]);
+        assert_eq!(o.status.code(), Some(code), "{o:?}");
+        String::from_utf8(o.stdout).unwrap()
+    };
+    let text = check("read", 0);
+    assert!(
+        text.starts_with(&format!("GRANTED read at 0x1000 of notes ({obj})\n")),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("context reader ({ctx}) (active)")),
+        "{text}"
+    );
+    // A write with a read-only capability: what it needs and what it got, in those words.
+    let text = check("write", 1);
+    let first = text.lines().next().unwrap();
+    assert_eq!(
+        first,
+        format!(
+            "DENIED write at 0x1000 of notes ({obj}): needs rw-, provided r-- by context reader ({ctx})"
+        ),
+        "{text}"
+    );
+    assert!(!text.contains("none of the needed"), "{text}");
+    let j = kt.json_code(
+        &[
+            "check", "--ctx", "reader", "--target", "notes", "--offset", "0x1000", "--access",
+            "write",
+        ],
+        1,
+    );
+    assert!(
+        s(&j["decision"]["reason"]).starts_with("needs rw-, provided r-- by context reader"),
+        "{j}"
+    );
+    // A record that grants none of what the access needs says so in the same words.
+    let text = check("exec", 1);
+    let first = text.lines().next().unwrap();
+    assert!(
+        first.contains(": needs r-x, provided r-- by context reader"),
+        "{text}"
+    );
+    kt.ok(&["revoke", "--record", "read.cap"]);
+    kt.ok(&[
+        "mint",
+        "--key",
+        "alice",
+        "--target",
+        "notes",
+        "--accessor",
+        "reader",
+        "--prots=--x",
+        "--out",
+        "exec.cap",
+    ]);
+    kt.ok(&["ctx", "add", "reader", "exec.cap"]);
+    let j = kt.json_code(
+        &[
+            "check", "--ctx", "reader", "--target", "notes", "--offset", "0x1000", "--access",
+            "read",
+        ],
+        1,
+    );
+    let reason = s(&j["decision"]["reason"]);
+    assert!(
+        reason.starts_with("needs r--, provided --- by context reader"),
+        "{j}"
+    );
+    assert!(!reason.contains("none of the needed"), "{j}");
+    let records = j["contexts"][0]["records"].as_array().unwrap();
+    let exec = records
+        .iter()
+        .find(|r| r["prots"] == "--x")
+        .unwrap_or_else(|| panic!("{j}"));
+    assert_eq!(exec["verdict"], "no_useful_rights", "{j}");
+    assert_eq!(exec["explanation"], "needs r--, provided ---", "{j}");
+}
+
+#[test]
+fn ctx_add_and_export_name_what_they_touch() {
+    let kt = Kt::new();
+    let j = kt.json(&["keygen", "--name", "alice", "--no-passphrase"]);
+    let (sk, vk) = (s(&j["signing"]), s(&j["verifying"]));
+    let obj = s(&kt.json(&["obj", "new", "--name", "notes", "--kuid", "alice"])["id"]);
+    let ctx = s(&kt.json(&["ctx", "new", "--name", "reader"])["id"]);
+    let cap = kt.json(&[
+        "mint",
+        "--key",
+        "alice",
+        "--target",
+        "notes",
+        "--accessor",
+        "reader",
+        "--prots",
+        "r--",
+        "--out",
+        "read.cap",
+    ]);
+    let rid = s(&cap["id"]);
+    let text = kt.ok(&["ctx", "add", "reader", "read.cap"]);
+    assert_eq!(
+        text.trim_end(),
+        format!(
+            "added capability {rid} for notes ({obj}) to context reader ({ctx}) (generation 1)"
+        )
+    );
+    let text = kt.ok(&["ctx", "add", "reader", "read.cap"]);
+    assert!(
+        text.starts_with(&format!(
+            "context reader ({ctx}) already holds capability {rid}"
+        )),
+        "{text}"
+    );
+    let text = kt.ok(&["export", "alice", "--out", "alice.pem"]);
+    assert!(
+        text.starts_with(&format!(
+            "wrote the ed25519 verifying key alice.pub ({vk}) to "
+        )),
+        "{text}"
+    );
+    let text = kt.ok(&["export", "alice", "--secret", "--out", "alice.key"]);
+    assert!(
+        text.starts_with(&format!("wrote the ed25519 signing key alice ({sk}) to ")),
+        "{text}"
+    );
+    // An object without a name is shown by its id alone.
+    let (plain_sk, _) = kt.keygen(&["--no-passphrase"]);
+    let text = kt.ok(&["export", &plain_sk, "--secret", "--out", "plain.key"]);
+    assert!(
+        text.starts_with(&format!("wrote the ed25519 signing key {plain_sk} to ")),
+        "{text}"
+    );
+}

@@ -6,7 +6,7 @@ use kernel_hooks::{Decision, Violation};
 use secctx::sim::ContextReport;
 use secctx::{AccessSimulator, DbStore, ObjectStore, SimAccess, StoreError};
 use serde_json::{Value, json};
-use twizzler_capsec::{AccessKind, ObjID, PAGE_SIZE};
+use twizzler_capsec::{AccessKind, ObjID, PAGE_SIZE, Protections};
 
 use crate::cli::AccessArg;
 use crate::cmd::warn;
@@ -14,7 +14,8 @@ use crate::env;
 use crate::error::{Result, Status};
 use crate::fail;
 use crate::output::{
-    Out, expiry_json, flags_json, flags_text, id, kind_name, short_kind, verdict_name, verdict_text,
+    Out, denial_text, expiry_json, flags_json, flags_text, id, kind_name, short_kind, verdict_name,
+    verdict_text,
 };
 use crate::parse::{fmt_expiry, fmt_time, now_ns};
 
@@ -74,7 +75,15 @@ pub fn check(
         },
     );
     let granted = result.granted();
-    let what = format!("{} at {offset:#x} of {target}", access_name(access));
+    // Objects are shown as the user named them, with their ids.
+    let names = store.names().unwrap_or_default();
+    let label = |o: ObjID| env::label_in(&names, o);
+    let needed = kind_of(access).required();
+    let what = format!(
+        "{} at {offset:#x} of {}",
+        access_name(access),
+        label(target)
+    );
     let decision_json = match &result.decision {
         Decision::Map {
             prots,
@@ -92,10 +101,14 @@ pub fn check(
         Decision::Violation(v) => json!({
             "granted": false,
             "violation": violation_name(v),
-            "reason": v.to_string(),
+            "reason": denial_text(v, label),
         }),
     };
-    let contexts_json: Vec<Value> = result.contexts.iter().map(context_json).collect();
+    let contexts_json: Vec<Value> = result
+        .contexts
+        .iter()
+        .map(|c| context_json(c, needed))
+        .collect();
     out.emit(
         json!({
             "granted": granted,
@@ -127,15 +140,15 @@ pub fn check(
                         fmt_expiry(*valid_until)
                     );
                     if let Some(c) = switch_to {
-                        let _ = writeln!(s, "  switches the thread to context {c}");
+                        let _ = writeln!(s, "  switches the thread to context {}", label(*c));
                     }
                 }
                 Decision::Violation(v) => {
-                    let _ = writeln!(s, "DENIED {what}: {v}");
+                    let _ = writeln!(s, "DENIED {what}: {}", denial_text(v, label));
                 }
             }
             for c in &result.contexts {
-                context_text(&mut s, c);
+                context_text(&mut s, c, needed, &label);
             }
             s
         },
@@ -155,7 +168,7 @@ fn violation_name(v: &Violation) -> &'static str {
     }
 }
 
-fn context_json(c: &ContextReport) -> Value {
+fn context_json(c: &ContextReport, needed: Protections) -> Value {
     json!({
         "ctx": id(c.ctx),
         "active": c.active,
@@ -171,21 +184,27 @@ fn context_json(c: &ContextReport) -> Value {
             "id": r.id.map(|i| i.to_string()),
             "prots": r.prots.map(|p| p.to_string()),
             "verdict": verdict_name(&r.verdict),
-            "explanation": verdict_text(&r.verdict),
+            "explanation": verdict_text(&r.verdict, needed, r.prots),
         })).collect::<Vec<_>>(),
     })
 }
 
-fn context_text(s: &mut String, c: &ContextReport) {
+fn context_text(
+    s: &mut String,
+    c: &ContextReport,
+    needed: Protections,
+    label: &dyn Fn(ObjID) -> String,
+) {
+    let ctx = label(c.ctx);
     let role = if c.active { "active" } else { "inactive" };
     if let Some(e) = &c.error {
-        let _ = writeln!(s, "context {} ({role}): {e}", c.ctx);
+        let _ = writeln!(s, "context {ctx} ({role}): {e}");
         return;
     }
     let provide = c
         .perms
         .map_or("nothing".to_string(), |p| p.provide.to_string());
-    let _ = writeln!(s, "context {} ({role}): provides {provide}", c.ctx);
+    let _ = writeln!(s, "context {ctx} ({role}): provides {provide}");
     let mask = c.mask.map_or("none".to_string(), |m| {
         format!("perm {} ovr {}", m.permmask, m.ovrmask)
     });
@@ -206,7 +225,7 @@ fn context_text(s: &mut String, c: &ContextReport) {
             s,
             "  [{}] {kind} {rid} {prots}: {}",
             r.index,
-            verdict_text(&r.verdict)
+            verdict_text(&r.verdict, needed, r.prots)
         );
     }
 }

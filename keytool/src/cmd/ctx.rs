@@ -79,6 +79,7 @@ pub fn add(store: &DbStore, out: Out, ctx: ObjID, file: &Path) -> Result<Status>
     })
     .map_err(ctx_err(store, ctx))?;
     let kind = kind_name(record.kind());
+    let (ctx_label, target) = (env::label(store, ctx), env::label(store, record.target()));
     out.emit(
         json!({
             "ctx": id(ctx),
@@ -89,12 +90,11 @@ pub fn add(store: &DbStore, out: Out, ctx: ObjID, file: &Path) -> Result<Status>
         || {
             if held {
                 format!(
-                    "context {ctx} already holds {kind} {rid} (unchanged, generation {generation})"
+                    "context {ctx_label} already holds {kind} {rid} (unchanged, generation {generation})"
                 )
             } else {
                 format!(
-                    "added {kind} {rid} for {} to context {ctx} (generation {generation})",
-                    record.target()
+                    "added {kind} {rid} for {target} to context {ctx_label} (generation {generation})"
                 )
             }
         },

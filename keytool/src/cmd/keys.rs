@@ -135,8 +135,9 @@ pub fn export(
             json!({ "key": id(key), "kind": "pkcs8", "scheme": sk.scheme().name(), "out": file }),
             || {
                 format!(
-                    "wrote the {} signing key {key} to {} (PKCS#8, mode 0600)",
+                    "wrote the {} signing key {} to {} (PKCS#8, mode 0600)",
                     sk.scheme(),
+                    env::label(store, key),
                     file.display()
                 )
             },
@@ -155,7 +156,7 @@ pub fn export(
             files::write_new(&file, pem.as_bytes(), files::PUBLIC, force)?;
             out.emit(
                 json!({ "key": id(vid), "kind": "spki", "scheme": vk.scheme().name(), "out": file }),
-                || format!("wrote the {} verifying key {vid} to {} (SubjectPublicKeyInfo)", vk.scheme(), file.display()),
+                || format!("wrote the {} verifying key {} to {} (SubjectPublicKeyInfo)", vk.scheme(), env::label(store, vid), file.display()),
             );
         }
         None => out.emit(
