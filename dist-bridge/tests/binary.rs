@@ -739,6 +739,24 @@ fn a_tokens_life_from_the_command_line_as_the_readme_says() {
         &["--token", &d("missing.token"), "--len", "1"],
     );
     assert_one_line(&r, 2, "cannot read");
+    // Export's files: a capability that does not decode, a key that is not PKCS#8 PEM.
+    let export_with = |cap: &str, key: &str| {
+        let args = [
+            "--cap",
+            cap,
+            "--context",
+            &ctx,
+            "--context-key",
+            key,
+            "--out",
+            "-",
+        ];
+        run("export", at(&a1, "1", "client-app"), &args)
+    };
+    let r = export_with(&d("bad.token"), &d("ctx.pem"));
+    assert_one_line(&r, 2, "bad.token: not a capability");
+    let r = export_with(&d("rw.cap"), &d("rw.cap"));
+    assert_one_line(&r, 2, "rw.cap: not a PKCS#8 PEM signing key");
     // A token whose tag is forged passes the local checks; the node says only `denied`.
     let mut forged = bytes.clone();
     let last = forged.len() - 1;

@@ -301,9 +301,8 @@ pub(crate) async fn run(cmd: HolderCommand) -> Result<Vec<u8>, Failure> {
             out,
         } => {
             let cap_bytes = read_input(&cap).map_err(Failure::Local)?;
-            let cap = Cap::decode(&cap_bytes).map_err(|e| {
-                Failure::Local(format!("{}: not a capability: {e:?}", cap.display()))
-            })?;
+            let cap = Cap::decode(&cap_bytes)
+                .map_err(|e| Failure::Local(format!("{}: not a capability: {e}", cap.display())))?;
             let pem = read_input(&context_key).map_err(Failure::Local)?;
             let key = std::str::from_utf8(&pem)
                 .ok()
