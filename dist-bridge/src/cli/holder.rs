@@ -163,6 +163,9 @@ fn parse_obj_id(s: &str) -> Result<ObjID, String> {
     if hex.is_empty() || hex.len() > 32 {
         return Err("an object id is 1 to 32 hex digits".into());
     }
+    if !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(format!("{s:?} is not a hex object id"));
+    }
     u128::from_str_radix(hex, 16)
         .map(ObjID::new)
         .map_err(|_| format!("{s:?} is not a hex object id"))
@@ -496,5 +499,32 @@ async fn health(t: &Target) -> Result<Vec<u8>, Failure> {
         Ok(text.into_bytes())
     } else {
         Err(Failure::Remote(text.trim_end().to_owned()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rights_and_ids_parse_or_say_why() {
+        assert_eq!(parse_rights("rwdv"), Ok(Rights::all()));
+        assert_eq!(parse_rights("r---"), Ok(Rights::READ));
+        assert_eq!(parse_rights("-"), Ok(Rights::empty()));
+        assert!(
+            parse_rights("rx")
+                .unwrap_err()
+                .contains("'x' is not a right")
+        );
+        assert_eq!(parse_obj_id("0xc7c7"), Ok(ObjID::new(0xc7c7)));
+        assert_eq!(parse_obj_id("C7C7"), Ok(ObjID::new(0xc7c7)));
+        assert!(parse_obj_id("").is_err());
+        assert!(
+            parse_obj_id("g1")
+                .unwrap_err()
+                .contains("not a hex object id")
+        );
+        assert!(parse_obj_id(&"1".repeat(33)).is_err());
+        assert!(parse_obj_id("+c7").is_err());
     }
 }
