@@ -55,6 +55,13 @@ An operator's view of a running node, and a check that its peers answer over mTL
   dist-bridge status --addr 127.0.0.1:7401 --node 1 --certs certs --as operator-ops
   dist-bridge probe-peers --addr 127.0.0.1:7401 --node 1 --certs certs
 
+A token's life (`dist-bridge export --help` has the token file format and exit codes):
+
+  dist-bridge export --addr 127.0.0.1:7401 --node 1 --certs certs \\
+      --cap rw.cap --context CTX --context-key ctx.pem --out app.token
+  dist-bridge read --addr 127.0.0.1:7401 --node 1 --certs certs --token app.token --len 6
+  dist-bridge revoke --addr 127.0.0.1:7401 --node 1 --certs certs --token app.token
+
 Example: dist-bridge --config node1.toml --listen 0.0.0.0:7401";
 
 /// Runs a dist-bridge node: exports signed capabilities as guarded tokens, serves
@@ -276,6 +283,32 @@ fn main() -> ExitCode {
                     ExitCode::SUCCESS
                 }
                 Err(e) => {
+                    eprintln!("dist-bridge: {e}");
+                    ExitCode::FAILURE
+                }
+            };
+        }
+        Some(Command::Holder(cmd)) => {
+            let runtime = match runtime(tokio::runtime::Builder::new_current_thread()) {
+                Ok(r) => r,
+                Err(code) => return code,
+            };
+            return match runtime.block_on(cli::holder::run(cmd)) {
+                Ok(out) => {
+                    let mut stdout = std::io::stdout().lock();
+                    match stdout.write_all(&out).and_then(|()| stdout.flush()) {
+                        Ok(()) => ExitCode::SUCCESS,
+                        Err(e) => {
+                            eprintln!("dist-bridge: cannot write stdout: {e}");
+                            ExitCode::FAILURE
+                        }
+                    }
+                }
+                Err(cli::holder::Failure::Local(e)) => {
+                    eprintln!("dist-bridge: {e}");
+                    ExitCode::from(2)
+                }
+                Err(cli::holder::Failure::Remote(e)) => {
                     eprintln!("dist-bridge: {e}");
                     ExitCode::FAILURE
                 }

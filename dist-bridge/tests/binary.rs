@@ -522,3 +522,294 @@ fn two_nodes_talk_over_mutual_tls_as_the_readme_says() {
         assert!(wait_exit(&mut child.0, Duration::from_secs(30)).success());
     }
 }
+
+/// Runs the binary with `stdin` on its standard input: exit code, stdout, stderr.
+fn run_io(args: &[&str], stdin: &[u8]) -> (i32, String, String) {
+    let mut child = Command::new(BIN)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(&mut child.stdin.take().unwrap(), stdin).unwrap();
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Asserts a one-line failure with `code` that says `needle`.
+fn assert_one_line(r: &(i32, String, String), code: i32, needle: &str) {
+    let (c, out, err) = r;
+    assert_eq!(*c, code, "stdout {out:?}, stderr {err:?}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(err.starts_with("dist-bridge: "), "{err}");
+    assert!(err.contains(needle), "{needle:?} not in {err:?}");
+}
+
+/// The README's token walk-through against two real nodes over mutual TLS: export on the
+/// owner, read and write as another client, the local refusals (a token sent to the wrong
+/// node, a missing right, a malformed token file), revoke, and the refused read after it.
+#[test]
+fn a_tokens_life_from_the_command_line_as_the_readme_says() {
+    let root = scratch("binary-token");
+    let d = |p: &str| root.join(p).to_str().unwrap().to_owned();
+    assert_eq!(run_with(&["certs", "ca", "--dir", &d("certs")]).0, 0);
+    let (code, stderr) = run_with(&[
+        "certs",
+        "issue",
+        "--dir",
+        &d("certs"),
+        "node:1",
+        "node:2",
+        "client:app",
+        "client:bob",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    // Each node's store: an object with a key, the context; node 1's capability and the
+    // context's key as files (what keytool's `mint --out` and `export --secret` write).
+    let cap = Site::new(&root, 1, b"hello from node 1").cap;
+    drop(Site::new(&root, 2, b"node 2"));
+    std::fs::write(root.join("rw.cap"), cap.encode()).unwrap();
+    std::fs::write(
+        root.join("ctx.pem"),
+        ctx_key().to_pkcs8_pem().unwrap().as_bytes(),
+    )
+    .unwrap();
+    for id in [1, 2] {
+        std::fs::write(
+            root.join(format!("node{id}.toml")),
+            format!(
+                "node_id = {id}\nlisten = \"127.0.0.1:0\"\nstore_dir = \"node{id}/store\"\n\
+                 version_file = \"node{id}/controller.version\"\n\n\
+                 [tls]\nca = \"certs/ca.crt\"\ncert = \"certs/node-{id}.crt\"\n\
+                 key = \"certs/node-{id}.key\"\n"
+            ),
+        )
+        .unwrap();
+    }
+    let (mut n1, a1) = spawn_node(&root.join("node1.toml"), false);
+    let (mut n2, a2) = spawn_node(&root.join("node2.toml"), false);
+    let certs = d("certs");
+    let at = |addr: &str, node: &str, who: &str| -> Vec<String> {
+        [
+            "--addr", addr, "--node", node, "--certs", &certs, "--as", who,
+        ]
+        .map(str::to_owned)
+        .to_vec()
+    };
+    let run = |cmd: &str, target: Vec<String>, rest: &[&str]| {
+        let mut args = vec![cmd.to_owned()];
+        args.extend(target);
+        args.extend(rest.iter().map(|s| (*s).to_owned()));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        run_io(&args, b"")
+    };
+    let ctx = format!("{:x}", CTX.raw());
+    let (token, ro) = (d("app.token"), d("ro.token"));
+
+    let r = run("health", at(&a1, "1", "client-app"), &["--json"]);
+    assert_eq!(r.0, 0, "{}", r.2);
+    assert!(r.1.contains("\"status\":\"SERVING\""), "{}", r.1);
+
+    // Export on the owner: the whole object, every right; then a read-only one.
+    let export = |out: &str, rights: &str| {
+        run(
+            "export",
+            at(&a1, "1", "client-app"),
+            &[
+                "--cap",
+                &d("rw.cap"),
+                "--context",
+                &ctx,
+                "--context-key",
+                &d("ctx.pem"),
+                "--rights",
+                rights,
+                "--out",
+                out,
+            ],
+        )
+    };
+    let r = export(&token, "rwdv");
+    assert_eq!(r.0, 0, "{}", r.2);
+    assert!(r.1.starts_with("exported guard "), "{}", r.1);
+    assert!(r.1.contains("of node 1: rwdv"), "{}", r.1);
+    let r = export(&ro, "r");
+    assert_eq!(r.0, 0, "{}", r.2);
+    // The documented encoding: hex of the token's bytes, one line; it decodes.
+    let text = std::fs::read_to_string(&token).unwrap();
+    assert_eq!(text.lines().count(), 1);
+    let bytes = base16ct::lower::decode_vec(text.trim()).unwrap();
+    assert_eq!(GuardedToken::decode(&bytes).unwrap().owner().node, 1);
+    // `-`: the token on stdout, and read back from stdin.
+    let r = export("-", "r");
+    assert_eq!(r.0, 0, "{}", r.2);
+    let piped = run_io(
+        &[
+            "read",
+            "--addr",
+            &a1,
+            "--node",
+            "1",
+            "--certs",
+            &certs,
+            "--as",
+            "client-bob",
+            "--token",
+            "-",
+            "--len",
+            "5",
+        ],
+        r.1.as_bytes(),
+    );
+    assert_eq!((piped.0, piped.1.as_str()), (0, "hello"), "{}", piped.2);
+
+    // Another client holding the token file reads and writes at the owner.
+    let bob = || at(&a1, "1", "client-bob");
+    let r = run(
+        "read",
+        bob(),
+        &["--token", &token, "--offset", "6", "--len", "4"],
+    );
+    assert_eq!((r.0, r.1.as_str()), (0, "from"), "{}", r.2);
+    let r = run(
+        "write",
+        bob(),
+        &["--token", &token, "--data", "HELLO", "--json"],
+    );
+    assert_eq!(r.0, 0, "{}", r.2);
+    assert_eq!(r.1.trim(), r#"{"offset":0,"written":5}"#);
+    let r = run("read", bob(), &["--token", &ro, "--len", "5", "--json"]);
+    assert_eq!(r.0, 0, "{}", r.2);
+    assert!(
+        r.1.contains(&format!(
+            "\"data_hex\":\"{}\"",
+            base16ct::lower::encode_string(b"HELLO")
+        )),
+        "{}",
+        r.1
+    );
+
+    // Local refusals, before anything is sent: the wrong node, a missing right, a range
+    // outside the token's, a malformed file.
+    let r = run(
+        "read",
+        at(&a2, "2", "client-bob"),
+        &["--token", &token, "--len", "5"],
+    );
+    assert_one_line(&r, 2, "the token belongs to node 1, not node 2");
+    let r = run("write", bob(), &["--token", &ro, "--data", "x"]);
+    assert_one_line(
+        &r,
+        2,
+        "the token cannot write: it needs -w--, the token carries r---",
+    );
+    let r = run("revoke", bob(), &["--token", &ro]);
+    assert_one_line(
+        &r,
+        2,
+        "the token cannot revoke: it needs ---v, the token carries r---",
+    );
+    let r = run(
+        "read",
+        bob(),
+        &[
+            "--token",
+            &token,
+            "--offset",
+            &u64::MAX.to_string(),
+            "--len",
+            "2",
+        ],
+    );
+    assert_one_line(&r, 2, "outside the token's range");
+    std::fs::write(root.join("bad.token"), "not a token\n").unwrap();
+    let r = run("read", bob(), &["--token", &d("bad.token"), "--len", "1"]);
+    assert_one_line(&r, 2, "bad.token: not a token file (expected hex text)");
+    std::fs::write(root.join("short.token"), "4442475401\n").unwrap();
+    let r = run("revoke", bob(), &["--token", &d("short.token")]);
+    assert_one_line(&r, 2, "short.token: not a token:");
+    let r = run(
+        "read",
+        bob(),
+        &["--token", &d("missing.token"), "--len", "1"],
+    );
+    assert_one_line(&r, 2, "cannot read");
+    // Export's files: a capability that does not decode, a key that is not PKCS#8 PEM.
+    let export_with = |cap: &str, key: &str| {
+        let args = [
+            "--cap",
+            cap,
+            "--context",
+            &ctx,
+            "--context-key",
+            key,
+            "--out",
+            "-",
+        ];
+        run("export", at(&a1, "1", "client-app"), &args)
+    };
+    let r = export_with(&d("bad.token"), &d("ctx.pem"));
+    assert_one_line(&r, 2, "bad.token: not a capability");
+    let r = export_with(&d("rw.cap"), &d("rw.cap"));
+    assert_one_line(&r, 2, "rw.cap: not a PKCS#8 PEM signing key");
+    // A token whose tag is forged passes the local checks; the node says only `denied`.
+    let mut forged = bytes.clone();
+    let last = forged.len() - 1;
+    forged[last] ^= 1;
+    std::fs::write(
+        root.join("forged.token"),
+        base16ct::lower::encode_string(&forged),
+    )
+    .unwrap();
+    let r = run(
+        "read",
+        bob(),
+        &["--token", &d("forged.token"), "--len", "1"],
+    );
+    assert_one_line(&r, 1, "denied");
+
+    // Revoke: this guard and its descendants (none), not the read-only token's guard.
+    let r = run(
+        "revoke",
+        at(&a1, "1", "client-app"),
+        &["--token", &token, "--json"],
+    );
+    assert_eq!(r.0, 0, "{}", r.2);
+    assert!(r.1.contains("\"guards_revoked\":1"), "{}", r.1);
+    // The revoked token is refused by the node, in one line that says only `denied`.
+    let r = run("read", bob(), &["--token", &token, "--len", "5"]);
+    assert_one_line(&r, 1, "denied");
+    // The other guard is untouched.
+    let r = run("read", bob(), &["--token", &ro, "--len", "5"]);
+    assert_eq!((r.0, r.1.as_str()), (0, "HELLO"), "{}", r.2);
+
+    for child in [&mut n1, &mut n2] {
+        Command::new("kill")
+            .arg("-TERM")
+            .arg(child.0.id().to_string())
+            .status()
+            .unwrap();
+        assert!(wait_exit(&mut child.0, Duration::from_secs(30)).success());
+    }
+}
+
+/// `--help` teaches: the examples and the token file format are in the long help.
+#[test]
+fn client_commands_help_shows_examples_and_the_token_format() {
+    for cmd in ["export", "read", "write", "revoke", "health"] {
+        let out = Command::new(BIN).args([cmd, "--help"]).output().unwrap();
+        assert!(out.status.success());
+        let text = String::from_utf8_lossy(&out.stdout);
+        for needle in ["lowercase hex", "dist-bridge export --addr", "Exit status"] {
+            assert!(
+                text.contains(needle),
+                "{cmd} --help lacks {needle:?}:\n{text}"
+            );
+        }
+    }
+}

@@ -1,6 +1,7 @@
 //! The binary's subcommands besides running a node.
 
 pub(crate) mod certs;
+pub(crate) mod holder;
 pub(crate) mod ops;
 
 /// Subcommands (without one, `dist-bridge` runs a node).
@@ -11,4 +12,6 @@ pub(crate) enum Command {
     Certs(certs::CertsCommand),
     #[command(flatten)]
     Ops(ops::OpsCommand),
+    #[command(flatten)]
+    Holder(holder::HolderCommand),
 }
