@@ -12,8 +12,10 @@
 //!   (`lookup`, `check_active_access`, `search_access`, `switch_context`, `attach`, `detach`,
 //!   `new_kernel`, `Clone`), honouring `UNDETACHABLE`;
 //! - [`Engine::decide`]: a [`Fault`] (which carries the object's [`ObjectInfo`], so a cached
-//!   decision calls nothing in the host but its clock) becomes [`Decision::Map`] with exactly
-//!   the protections the rule grants (data gates whole pages only; code gates as entry points
+//!   decision calls nothing in the host but its clock) becomes [`Decision::Map`] with
+//!   protections the rule grants, never more: at least what the access needs, and what the
+//!   records verified so far provide (a first fault verifies only what the access needs, so a
+//!   later access that needs more faults again); data gates whole pages only; code gates as entry points
 //!   when a fetch switches contexts) or [`Decision::Violation`] with the reason;
 //! - [`VerifyCache`]: verified decisions per (context, object), stamped with the engine's
 //!   epoch, the object's `kuid` and default protections and the records' earliest expiry, so a
