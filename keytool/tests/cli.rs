@@ -2087,13 +2087,26 @@ fn the_passphrase_prompt_names_the_key_as_given() {
     assert!(!kt.path("wrong.cap").exists());
 }
 
-#[test]
-fn check_names_the_objects_and_explains_a_denial_as_needs_and_provided() {
-    let kt = Kt::new();
-    kt.ok(&["keygen", "--name", "alice", "--no-passphrase"]);
+/// What [`named_reader`] made, as keytool reported it.
+struct Named {
+    /// `keygen --json` of the key `alice`.
+    key: Value,
+    /// The id of the object `notes` (kuid `alice`).
+    obj: String,
+    /// The id of the context `reader`.
+    ctx: String,
+    /// `mint --json` of a read-only capability for `reader` on `notes`, in `read.cap`.
+    cap: Value,
+}
+
+/// Everything named, as a user who names things sets up: the key `alice`, the object `notes`
+/// under it, the context `reader`, and a read-only capability for it in `read.cap` (not yet
+/// added to the context).
+fn named_reader(kt: &Kt) -> Named {
+    let key = kt.json(&["keygen", "--name", "alice", "--no-passphrase"]);
     let obj = s(&kt.json(&["obj", "new", "--name", "notes", "--kuid", "alice"])["id"]);
     let ctx = s(&kt.json(&["ctx", "new", "--name", "reader"])["id"]);
-    kt.ok(&[
+    let cap = kt.json(&[
         "mint",
         "--key",
         "alice",
@@ -2106,6 +2119,13 @@ fn check_names_the_objects_and_explains_a_denial_as_needs_and_provided() {
         "--out",
         "read.cap",
     ]);
+    Named { key, obj, ctx, cap }
+}
+
+#[test]
+fn check_names_the_objects_and_explains_a_denial_as_needs_and_provided() {
+    let kt = Kt::new();
+    let Named { obj, ctx, .. } = named_reader(&kt);
     kt.ok(&["ctx", "add", "reader", "read.cap"]);
     let check = |access: &str, code: i32| {
         let o = kt.run(&[
@@ -2192,23 +2212,8 @@ fn check_names_the_objects_and_explains_a_denial_as_needs_and_provided() {
 #[test]
 fn ctx_add_and_export_name_what_they_touch() {
     let kt = Kt::new();
-    let j = kt.json(&["keygen", "--name", "alice", "--no-passphrase"]);
-    let (sk, vk) = (s(&j["signing"]), s(&j["verifying"]));
-    let obj = s(&kt.json(&["obj", "new", "--name", "notes", "--kuid", "alice"])["id"]);
-    let ctx = s(&kt.json(&["ctx", "new", "--name", "reader"])["id"]);
-    let cap = kt.json(&[
-        "mint",
-        "--key",
-        "alice",
-        "--target",
-        "notes",
-        "--accessor",
-        "reader",
-        "--prots",
-        "r--",
-        "--out",
-        "read.cap",
-    ]);
+    let Named { key, obj, ctx, cap } = named_reader(&kt);
+    let (sk, vk) = (s(&key["signing"]), s(&key["verifying"]));
     let rid = s(&cap["id"]);
     let text = kt.ok(&["ctx", "add", "reader", "read.cap"]);
     assert_eq!(
