@@ -406,23 +406,26 @@ fn spawn_node(config: &std::path::Path, logs: bool) -> (Running, String) {
     (child, addr)
 }
 
+/// A development CA in `root/certs` and a certificate for each of `parties`, as the README
+/// makes them (`dist-bridge certs ca`, then `certs issue`).
+fn dev_ca(root: &std::path::Path, parties: &[&str]) {
+    let dir = root.join("certs");
+    let dir = dir.to_str().unwrap();
+    let (code, stderr) = run_with(&["certs", "ca", "--dir", dir]);
+    assert_eq!(code, 0, "{stderr}");
+    let mut issue = vec!["certs", "issue", "--dir", dir];
+    issue.extend_from_slice(parties);
+    let (code, stderr) = run_with(&issue);
+    assert_eq!(code, 0, "{stderr}");
+}
+
 /// The README's operator section, step by step: certificates, two configs that name each
 /// other as peers, two nodes, `status`, `probe-peers` over mutual TLS, metrics, SIGTERM.
 #[test]
 fn two_nodes_talk_over_mutual_tls_as_the_readme_says() {
     let root = scratch("binary-readme");
     let d = |p: &str| root.join(p).to_str().unwrap().to_owned();
-    assert_eq!(run_with(&["certs", "ca", "--dir", &d("certs")]).0, 0);
-    let (code, stderr) = run_with(&[
-        "certs",
-        "issue",
-        "--dir",
-        &d("certs"),
-        "node:1",
-        "node:2",
-        "operator:ops",
-    ]);
-    assert_eq!(code, 0, "{stderr}");
+    dev_ca(&root, &["node:1", "node:2", "operator:ops"]);
     // Ports: reserved, then released for the nodes.
     let ports: Vec<u16> = {
         let ls: Vec<_> = (0..3)
@@ -557,18 +560,7 @@ fn assert_one_line(r: &(i32, String, String), code: i32, needle: &str) {
 fn a_tokens_life_from_the_command_line_as_the_readme_says() {
     let root = scratch("binary-token");
     let d = |p: &str| root.join(p).to_str().unwrap().to_owned();
-    assert_eq!(run_with(&["certs", "ca", "--dir", &d("certs")]).0, 0);
-    let (code, stderr) = run_with(&[
-        "certs",
-        "issue",
-        "--dir",
-        &d("certs"),
-        "node:1",
-        "node:2",
-        "client:app",
-        "client:bob",
-    ]);
-    assert_eq!(code, 0, "{stderr}");
+    dev_ca(&root, &["node:1", "node:2", "client:app", "client:bob"]);
     // Each node's store: an object with a key, the context; node 1's capability and the
     // context's key as files (what keytool's `mint --out` and `export --secret` write).
     let cap = Site::new(&root, 1, b"hello from node 1").cap;
