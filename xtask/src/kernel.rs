@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use crate::run::{Workspace, command_line, in_ci, run_in};
 use crate::{
     BARE_METAL_TARGET, KERNEL_BIN, KERNEL_DIR, KERNEL_MISMATCH_STATUS, KERNEL_SUCCESS_STATUS, QEMU,
-    QEMU_TIMEOUT,
+    QEMU_HEADLESS, QEMU_TIMEOUT,
 };
 
 pub(crate) fn kernel_dir(ws: &Workspace) -> PathBuf {
@@ -98,7 +98,7 @@ pub(crate) fn kernel_boot(ws: &Workspace, cpus: u32) -> Result<(), String> {
     }
     let elf_arg = elf.to_string_lossy().into_owned();
     let smp_arg = cpus.to_string();
-    let args = [
+    let mut args = vec![
         "-machine",
         "q35",
         "-accel",
@@ -111,16 +111,8 @@ pub(crate) fn kernel_boot(ws: &Workspace, cpus: u32) -> Result<(), String> {
         "256M",
         "-kernel",
         &elf_arg,
-        "-serial",
-        "stdio",
-        "-display",
-        "none",
-        "-monitor",
-        "none",
-        "-no-reboot",
-        "-device",
-        "isa-debug-exit,iobase=0xf4,iosize=0x04",
     ];
+    args.extend_from_slice(&QEMU_HEADLESS);
     println!("$ {}", command_line(QEMU, &args));
     let mut child = Command::new(QEMU)
         .args(args)

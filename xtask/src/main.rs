@@ -66,6 +66,20 @@ const KERNEL_BIN: &str = "kernel-hooks-qemu";
 /// The QEMU binary that boots it, and the Debian package providing it.
 const QEMU: &str = "qemu-system-x86_64";
 const QEMU_PACKAGE: &str = "qemu-system-x86";
+/// The QEMU arguments every boot of ours shares: the serial console on stdout, no display,
+/// no monitor, no reboot (a triple fault ends the run), and the `isa-debug-exit` port through
+/// which a kernel sets QEMU's exit status.
+const QEMU_HEADLESS: [&str; 9] = [
+    "-serial",
+    "stdio",
+    "-display",
+    "none",
+    "-monitor",
+    "none",
+    "-no-reboot",
+    "-device",
+    "isa-debug-exit,iobase=0xf4,iosize=0x04",
+];
 /// How long the kernel may run before it counts as hung.
 const QEMU_TIMEOUT: Duration = Duration::from_secs(120);
 /// The kernel writes 0x10 to `isa-debug-exit` when every scenario matches; QEMU then exits

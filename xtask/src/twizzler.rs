@@ -26,7 +26,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::run::{Workspace, command_line, describe_status, heading, run_env};
-use crate::{QEMU, usage_error};
+use crate::{QEMU, QEMU_HEADLESS, usage_error};
 
 /// The upstream commit the port is written against (twizzler-operating-system/twizzler).
 pub(crate) const UPSTREAM_COMMIT: &str = "c09e6e381d5b12e843a6d5a90a69a8252198d8ec";
@@ -663,7 +663,7 @@ fn boot(opts: &Options, elf: &Path) -> Result<Report, String> {
     } else {
         "tcg"
     };
-    let args = [
+    let mut args = vec![
         "-machine",
         "q35",
         "-accel",
@@ -680,16 +680,8 @@ fn boot(opts: &Options, elf: &Path) -> Result<Report, String> {
         &drive,
         "-device",
         "virtio-blk-pci,drive=esp",
-        "-serial",
-        "stdio",
-        "-display",
-        "none",
-        "-monitor",
-        "none",
-        "-no-reboot",
-        "-device",
-        "isa-debug-exit,iobase=0xf4,iosize=0x04",
     ];
+    args.extend_from_slice(&QEMU_HEADLESS);
     println!("$ {}", command_line(QEMU, &args));
     let mut child = Command::new(QEMU)
         .args(args)
