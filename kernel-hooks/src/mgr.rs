@@ -21,7 +21,6 @@ use twizzler_capsec::{ObjID, PermsInfo};
 
 use crate::cache::ObjectPerms;
 use crate::engine::Engine;
-use crate::engine::LAST_HIT_WORDS;
 use crate::fault::{Fault, Violation};
 use crate::host::{Host, ObjectInfo};
 use crate::seq::SeqWords;
@@ -85,27 +84,18 @@ struct Inner {
     inactive: Vec<ObjID>,
 }
 
-/// Words [`SecCtxMgr`] publishes: the active context (low word first), how many inactive
-/// contexts there are, then the engine's memo of the thread's last hit ([`LAST_HIT_WORDS`],
-/// all zero when there is none).
-pub(crate) const MGR_WORDS: usize = 3 + LAST_HIT_WORDS;
-
 /// One thread's contexts.
 pub struct SecCtxMgr {
     inner: Mutex<Inner>,
-    /// [`MGR_WORDS`]: `inner.active`, the inactive count and the last-hit memo, written under
-    /// `inner`'s lock; read without it.
-    active: SeqWords<MGR_WORDS>,
+    /// `inner.active` (low word first) and how many inactive contexts there are, written
+    /// under `inner`'s lock; read without it.
+    active: SeqWords<3>,
 }
 
-/// What [`SecCtxMgr::active`] publishes for `inner`, with no last hit.
-fn published(inner: &Inner) -> [u64; MGR_WORDS] {
+/// What [`SecCtxMgr::active`] publishes for `inner`.
+fn published(inner: &Inner) -> [u64; 3] {
     let id = inner.active.raw();
-    let mut w = [0u64; MGR_WORDS];
-    w[0] = id as u64;
-    w[1] = (id >> 64) as u64;
-    w[2] = inner.inactive.len() as u64;
-    w
+    [id as u64, (id >> 64) as u64, inner.inactive.len() as u64]
 }
 
 impl Clone for SecCtxMgr {
@@ -130,16 +120,6 @@ impl fmt::Debug for SecCtxMgr {
     }
 }
 
-/// The active context and the inactive count in the first three published words.
-#[inline]
-fn split(w: &[u64]) -> (ObjID, usize) {
-    let word = |i: usize| w.get(i).copied().unwrap_or(0);
-    (
-        ObjID::new(u128::from(word(0)) | (u128::from(word(1)) << 64)),
-        usize::try_from(word(2)).unwrap_or(usize::MAX),
-    )
-}
-
 impl SecCtxMgr {
     /// A thread whose only context is `active`.
     pub const fn new(active: ObjID) -> Self {
@@ -148,12 +128,7 @@ impl SecCtxMgr {
                 active,
                 inactive: Vec::new(),
             }),
-            active: SeqWords::new({
-                let mut w = [0u64; MGR_WORDS];
-                w[0] = active.raw() as u64;
-                w[1] = (active.raw() >> 64) as u64;
-                w
-            }),
+            active: SeqWords::new([active.raw() as u64, (active.raw() >> 64) as u64, 0]),
         }
     }
 
@@ -174,8 +149,7 @@ impl SecCtxMgr {
     }
 
     /// Publishes `inner` (held under the lock) for readers that take none: every change to
-    /// the active context or the inactive list calls this before the lock is released. The
-    /// last-hit memo is cleared (it was made under the old state).
+    /// the active context or the inactive list calls this before the lock is released.
     fn publish(&self, inner: &Inner) {
         self.active.write(published(inner));
     }
@@ -184,44 +158,17 @@ impl SecCtxMgr {
     /// state of the lists).
     #[inline]
     pub(crate) fn active_and_inactive_count(&self) -> (ObjID, usize) {
-        match self.active.read_first::<3>() {
-            Some(w) => split(&w),
+        match self.active.read() {
+            Some([lo, hi, n]) => (
+                ObjID::new(u128::from(lo) | (u128::from(hi) << 64)),
+                usize::try_from(n).unwrap_or(usize::MAX),
+            ),
             // Changes kept racing with the read: ask the lock.
             None => {
                 let inner = self.inner.lock();
                 (inner.active, inner.inactive.len())
             }
         }
-    }
-
-    /// The active context, the number of inactive ones and the last-hit memo, read without
-    /// the lock from one state; `None` when writes kept racing with the read.
-    #[inline]
-    pub(crate) fn read_with_memo(&self) -> Option<(ObjID, usize, [u64; LAST_HIT_WORDS])> {
-        let w = self.active.read()?;
-        let (active, inactive) = split(&w);
-        let mut memo = [0u64; LAST_HIT_WORDS];
-        for (d, s) in memo.iter_mut().zip(w.iter().skip(3)) {
-            *d = *s;
-        }
-        Some((active, inactive, memo))
-    }
-
-    /// Replaces the last-hit memo with `memo`, made while `active` was the active context, if
-    /// it still is and no one else holds the lock (a memo is an optimisation: when the lock is
-    /// busy it is simply not written). Never waits.
-    pub(crate) fn remember(&self, active: ObjID, memo: [u64; LAST_HIT_WORDS]) {
-        let Some(inner) = self.inner.try_lock() else {
-            return;
-        };
-        if inner.active != active {
-            return;
-        }
-        let mut w = published(&inner);
-        for (d, s) in w.iter_mut().skip(3).zip(memo) {
-            *d = s;
-        }
-        self.active.write(w);
     }
 
     /// The inactive context at position `i` in the order they are tried, if there is one.

@@ -104,25 +104,6 @@ impl<const N: usize> SeqWords<N> {
         None
     }
 
-    /// The first `K` words of one write (`K <= N`), or `None` as [`SeqWords::read`].
-    #[inline]
-    pub(crate) fn read_first<const K: usize>(&self) -> Option<[u64; K]> {
-        for _ in 0..READ_ATTEMPTS {
-            let Some(s) = self.seq.read_begin() else {
-                crate::sync::spin_wait();
-                continue;
-            };
-            let mut out = [0u64; K];
-            for (dst, src) in out.iter_mut().zip(&self.words) {
-                *dst = src.load(Ordering::Relaxed);
-            }
-            if self.seq.read_valid(s) {
-                return Some(out);
-            }
-        }
-        None
-    }
-
     /// Publishes `words`. The caller holds the writers' lock.
     pub(crate) fn write(&self, words: [u64; N]) {
         self.seq.write(|| {

@@ -32,7 +32,6 @@ use twizzler_capsec::{Access, ObjID, Protections};
 
 pub use entry::{CachedPerms, Deps, Explanation, Failure, Stamp};
 pub use snapshot::{Evaluated, ObjectPerms, Snapshot};
-pub(crate) use words::SummaryHit;
 use words::key_words;
 pub use words::{Explained, Granted, HOT_WORDS, Served};
 
@@ -134,34 +133,6 @@ impl VerifyCache {
             Snapshot::serve(w, stamp, now, access, needed)
         })?;
         Some((served, Self::ticket(si, removals)))
-    }
-
-    /// [`VerifyCache::serve`], with what the thread's last-hit memo keeps when the answer came
-    /// from the entry's summary word ([`SummaryHit`]).
-    #[inline]
-    pub(crate) fn serve_summary(
-        &self,
-        ctx: ObjID,
-        target: ObjID,
-        stamp: &Stamp,
-        now: u64,
-        access: &Access,
-        needed: Protections,
-    ) -> Option<(Served, Option<SummaryHit>, MapTicket)> {
-        let (si, set) = self.set(ctx, target);
-        let ((served, hit), removals) = set.lookup(&key_words(ctx, target), |w| {
-            Snapshot::serve_summary(w, stamp, now, access, needed)
-        })?;
-        Some((served, hit, Self::ticket(si, removals)))
-    }
-
-    /// Whether set `set`'s removal counter is still `removals` (a decision served from it
-    /// `removals` ago is current: see [`MapTicket`]); `None` when there is no such set.
-    #[inline]
-    pub(crate) fn removals_are(&self, set: u64, removals: u64) -> Option<MapTicket> {
-        let i = usize::try_from(set).ok()?;
-        let s = self.sets.get(i)?;
-        (s.removals() == removals).then(|| Self::ticket(i, removals))
     }
 
     /// Runs `f` on the fresh entry for (`ctx`, `target`), if there is one, under the set's

@@ -194,20 +194,6 @@ impl Snapshot {
         access: &Access,
         needed: Protections,
     ) -> Option<Served> {
-        Self::serve_summary(w, stamp, now, access, needed).map(|(s, _)| s)
-    }
-
-    /// [`Snapshot::serve`], and, when the answer came from the summary word, that word and
-    /// the entry's expiry ([`SummaryHit`]), which hold for every page but the null page and
-    /// both kinds of access by a thread in the context.
-    #[inline]
-    pub(crate) fn serve_summary(
-        w: &Way<'_, HOT_WORDS>,
-        stamp: &Stamp,
-        now: u64,
-        access: &Access,
-        needed: Protections,
-    ) -> Option<(Served, Option<SummaryHit>)> {
         let small = w.word(W_SMALL);
         // The stamp's `kuid` as the words hold it: compared word by word.
         let [k0, k1] = id_words(stamp.kuid.unwrap_or(ObjID::new(0)));
@@ -239,44 +225,23 @@ impl Snapshot {
                 _ => summary,
             };
             let provide = Protections::from_bits_retain(bits as u16);
-            let hit = SummaryHit {
-                data: Protections::from_bits_retain(summary as u16),
-                code: Protections::from_bits_retain((summary >> 16) as u16),
-                valid_until,
-            };
             if !provide.contains(needed) {
-                return denied(provide, Self::explained(w, small, access)).map(|s| (s, Some(hit)));
+                return denied(provide, Self::explained(w, small, access));
             }
-            return Some((
-                Served::Grant(Granted {
-                    provide,
-                    valid_until,
-                    pages: OBJECT_PAGES,
-                }),
-                Some(hit),
-            ));
+            return Some(Served::Grant(Granted {
+                provide,
+                valid_until,
+                pages: OBJECT_PAGES,
+            }));
         }
         let snap = Snapshot::decode(&w.words())?;
         let eval = snap.evaluate(access);
         if eval.perms.grants(needed) {
-            Some((Served::Grant(Granted::from(eval)), None))
+            Some(Served::Grant(Granted::from(eval)))
         } else {
-            denied(eval.perms.provide, Explained::NONE).map(|s| (s, None))
+            denied(eval.perms.provide, Explained::NONE)
         }
     }
-}
-
-/// What a hit served from an entry's summary word knows beyond its answer: the rights a
-/// data access and a code access get on every page but the null page (by a thread already
-/// in the context), and until when. The engine keeps it in the thread's last-hit memo.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct SummaryHit {
-    /// The rights a load or store gets.
-    pub(crate) data: Protections,
-    /// The rights an instruction fetch gets.
-    pub(crate) code: Protections,
-    /// The entry's expiry.
-    pub(crate) valid_until: Expiry,
 }
 
 /// A grant served from a mirror: what a mapping needs, and nothing more (the caller knows
@@ -339,16 +304,6 @@ const X_PRESENT: u64 = 1 << 49;
 impl Explained {
     /// Nothing explained: the entry explains it under its set's lock.
     pub const NONE: Explained = Explained([0; VERDICT_WORDS]);
-
-    /// The words, to keep elsewhere (the thread's last-hit memo).
-    pub(crate) fn to_words(self) -> [u64; VERDICT_WORDS] {
-        self.0
-    }
-
-    /// Words [`Explained::to_words`] gave.
-    pub(crate) fn from_words(w: [u64; VERDICT_WORDS]) -> Self {
-        Self(w)
-    }
 
     /// Why an access on `page` needing `needed` is denied, if the words say (they do not
     /// carry every failure: then only a cause that does not depend on it, the masks, is known

@@ -15,7 +15,6 @@
 //! out of it.
 
 mod invalidate;
-mod last_hit;
 mod read;
 
 use core::cell::{Cell, RefCell};
@@ -23,16 +22,15 @@ use core::sync::atomic::{AtomicU64, Ordering};
 
 use spin::Mutex;
 use twizzler_capsec::{
-    Access, AccessKind, CtxFlags, Expiry, Grant, MAX_OBJECT_SIZE, ObjID, PAGE_SIZE, PermsInfo,
-    Protections, SecCtx, Verdict,
+    Access, CtxFlags, Expiry, Grant, MAX_OBJECT_SIZE, ObjID, PAGE_SIZE, PermsInfo, Protections,
+    SecCtx, Verdict,
 };
 
 pub use invalidate::{INVALIDATION_LIST, Invalidation};
-pub(crate) use last_hit::LAST_HIT_WORDS;
 
 use crate::authority::EngineAuthority;
 use crate::cache::{
-    CachedPerms, Deps, Evaluated, Explained, ObjectPerms, Served, Stamp, SummaryHit, VerifyCache,
+    CachedPerms, Deps, Evaluated, Explained, ObjectPerms, Served, Stamp, VerifyCache,
 };
 use crate::ctx_bytes::CtxBytes;
 use crate::fault::{Decision, DenyCause, Fault, Violation};
@@ -90,8 +88,6 @@ pub struct Engine<H: Host> {
     /// The earliest expiry among cached decisions, encoded so that `0` means none and a
     /// larger value is sooner (see [`expiry_key`]).
     next_expiry: AtomicU64,
-    /// This engine's id in threads' last-hit memos (0 until first asked, see [`last_hit`]).
-    id: AtomicU64,
 }
 
 /// Encodes an expiry so that "never" is 0 and sooner is larger (for `fetch_max`).
@@ -117,7 +113,6 @@ impl<H: Host> Engine<H> {
             counters: Counters::new(),
             wall_offset: AtomicU64::new(0),
             next_expiry: AtomicU64::new(0),
-            id: AtomicU64::new(0),
         }
     }
 
@@ -192,11 +187,10 @@ impl<H: Host> Engine<H> {
     /// instruction fetch must land on an entry point of the gate to switch). The thread is not
     /// switched: `Map::switch_to` names the context the kernel switches to.
     pub fn decide(&self, thread: &SecCtxMgr, fault: &Fault) -> Decision {
-        // The common case first, kept small: the thread's last hit (see [`last_hit`]), or the
-        // active context's fresh cache entry, decides. No lock is taken (the thread's words
-        // and the cache set are read under sequence counters), nothing is written but the
-        // set's hit counter (and the thread's memo when it changes), and the host is asked
-        // only the time. Anything else (a miss, an incomplete entry that denies, a switch, the
+        // The common case first, kept small: the active context's fresh cache entry decides.
+        // No lock is taken (the thread's active id and the cache set are read under sequence
+        // counters), nothing is written but the set's hit counter, and the host is asked only
+        // the time. Anything else (a miss, an incomplete entry that denies, a switch, the
         // kernel's context, a set being written) leaves the block, and `decide_slow` decides
         // in full. (A labelled block rather than a function returning `Option<Decision>`: the
         // decision is built in place, not copied out of an option.)
@@ -206,9 +200,7 @@ impl<H: Host> Engine<H> {
             if fault.offset < PAGE_SIZE || fault.offset >= MAX_OBJECT_SIZE {
                 break 'hit;
             }
-            let Some((active, inactive, memo)) = thread.read_with_memo() else {
-                break 'hit;
-            };
+            let (active, inactive) = thread.active_and_inactive_count();
             if active == KERNEL_SCTX {
                 break 'hit;
             }
@@ -220,42 +212,11 @@ impl<H: Host> Engine<H> {
                 kuid: fault.object.kuid,
                 default_prots: fault.object.default_prots,
             };
-            let needed = fault.kind.required();
-            let engine = self.id.load(Ordering::Relaxed);
-            // The thread's last hit, if it is this engine's, for this object and stamp, and
-            // still current: the epoch (read above) and then the set's removal counter.
-            if let Some(m) = last_hit::read(&memo, engine, fault.target, &stamp, now, fault.kind)
-                && let Some(ticket) = self.cache.removals_are(m.set, m.removals)
-            {
-                if m.provide.contains(needed) {
-                    self.cache.count_hit(&ticket);
-                    return Decision::Map {
-                        prots: m.provide,
-                        pages: 1..MAX_OBJECT_SIZE / PAGE_SIZE,
-                        ctx: active,
-                        switch_to: None,
-                        valid_until: m.valid_until,
-                        ticket,
-                    };
-                }
-                if let Some((flags, explained)) = m.denial
-                    && let Some(v) = self.deny_hit(
-                        active,
-                        inactive,
-                        fault,
-                        &stamp,
-                        now,
-                        (m.provide, flags, explained),
-                    )
-                {
-                    self.cache.count_hit(&ticket);
-                    return Decision::Violation(v);
-                }
-            }
             let access = data_or_exec(fault);
-            let Some((served, summary, ticket)) =
+            let needed = fault.kind.required();
+            let Some((served, ticket)) =
                 self.cache
-                    .serve_summary(active, fault.target, &stamp, now, &access, needed)
+                    .serve(active, fault.target, &stamp, now, &access, needed)
             else {
                 break 'hit;
             };
@@ -270,17 +231,6 @@ impl<H: Host> Engine<H> {
                     match self.deny_hit(active, inactive, fault, &stamp, now, why) {
                         Some(v) => {
                             self.cache.count_hit(&ticket);
-                            if let Some(hit) = summary
-                                && explained != Explained::NONE
-                            {
-                                let denial = last_hit::MemoDenial {
-                                    code: fault.kind == AccessKind::Exec,
-                                    flags,
-                                    explained,
-                                };
-                                let memo = (&memo, Some(&denial));
-                                self.remember(thread, active, fault, &stamp, &hit, &ticket, memo);
-                            }
                             return Decision::Violation(v);
                         }
                         None => break 'hit,
@@ -292,9 +242,6 @@ impl<H: Host> Engine<H> {
                 break 'hit;
             }
             self.cache.count_hit(&ticket);
-            if let Some(hit) = summary {
-                self.remember(thread, active, fault, &stamp, &hit, &ticket, (&memo, None));
-            }
             return Decision::Map {
                 prots: granted.provide,
                 pages: granted.pages,
@@ -305,30 +252,6 @@ impl<H: Host> Engine<H> {
             };
         }
         self.decide_slow(thread, fault, clock)
-    }
-
-    /// Keeps a hit served from an entry's summary word as the thread's last hit (see
-    /// [`last_hit`]), unless the memo (`memo.0`) already says so; `memo.1` is the denial,
-    /// when the entry denied. Called only once the hit counted (under an unchanged epoch).
-    #[allow(clippy::too_many_arguments)]
-    #[inline(never)]
-    fn remember(
-        &self,
-        thread: &SecCtxMgr,
-        active: ObjID,
-        fault: &Fault,
-        stamp: &Stamp,
-        hit: &SummaryHit,
-        ticket: &MapTicket,
-        memo: (&[u64; LAST_HIT_WORDS], Option<&last_hit::MemoDenial>),
-    ) {
-        let (old, denial) = memo;
-        let engine = last_hit::engine_id(&self.id);
-        if let Some(m) = last_hit::encode(engine, fault.target, stamp, hit, ticket, denial)
-            && m != *old
-        {
-            thread.remember(active, m);
-        }
     }
 
     /// A repeated denial, from the active context's complete entry, when there is nowhere
