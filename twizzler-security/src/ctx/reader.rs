@@ -553,6 +553,7 @@ impl<'a, M: ?Sized + CtxMem> SecCtx<'a, M> {
     }
 
     /// Copies row `index` of `table` (`N` bytes a row).
+    #[inline]
     fn row<const N: usize>(&self, table: Region, index: usize) -> Option<[u8; N]> {
         let at = table.row(index, N)?;
         if let Some(all) = self.mem.direct() {
@@ -766,6 +767,7 @@ impl<'a, M: ?Sized + CtxMem> SecCtx<'a, M> {
     /// The entries filed under `target`, by binary search of the entry table, then, in
     /// version 2 and only if it has rows, of the overflow table: a context without one pays
     /// nothing for it.
+    #[inline]
     pub fn entries_for(&self, target: ObjID) -> EntryIter<'a, M> {
         let main = self.main_count();
         let overflow = self.overflow_count();
@@ -917,6 +919,7 @@ impl<M: ?Sized + CtxMem> EntryIter<'_, M> {
 impl<'a, M: ?Sized + CtxMem> Iterator for EntryIter<'a, M> {
     type Item = Entry<'a, M>;
 
+    #[inline]
     fn next(&mut self) -> Option<Entry<'a, M>> {
         loop {
             // A row that is past the table, for another target or that does not check out
