@@ -14,6 +14,9 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
+#[path = "support/old_reader.rs"]
+mod old_reader;
+
 use benches::OneKey;
 use benches::host::{CTX, fault_engine, obj};
 use rand_chacha::ChaCha20Rng;
@@ -340,6 +343,40 @@ fn main() {
         );
     }
 
+    // Issue 20: the lookup (`entries_for`, touching each entry's bytes) against a copy of the
+    // reader before the overflow table (`support/old_reader.rs`, commit 207b6b0), over the
+    // same version-1 bytes: contexts of n capabilities with random targets, 65,536 probes
+    // cycled in the same order on both sides. Built only when asked for.
+    let lookups: Vec<(usize, Vec<u8>, Vec<ObjID>)> = [1_000usize, 1_000_000]
+        .into_iter()
+        .filter(|n| wanted(&format!("issue20/lookup/{n} ")))
+        .map(|n| {
+            use rand_chacha::rand_core::Rng as _;
+            let mut rng = ChaCha20Rng::seed_from_u64(0x100c);
+            let first = Cap::mint(CapGrant::new(obj(1), CTX, Protections::READ), &ed_sk).unwrap();
+            let targets: Vec<ObjID> = (0..n)
+                .map(|_| ObjID::new(u128::from(rng.next_u64()) << 64 | 1))
+                .collect();
+            let mut ed = SecCtxEditor::new();
+            for t in &targets {
+                let g = CapGrant::new(*t, CTX, Protections::READ);
+                ed.add_cap(&Cap::from_parts(g, *first.signature()));
+            }
+            let bytes = ed.encode_for_update(None).unwrap();
+            let probe: Vec<ObjID> = (0..65_536).map(|i| targets[(i * 7919) % n]).collect();
+            (n, bytes, probe)
+        })
+        .collect();
+
+    // The hit alternating between two objects (each fault's object is not the thread's last
+    // hit's), against upstream's alternating too.
+    let alt_name = "issue20/hit/alternating 2 vs upstream";
+    let alternating = wanted(alt_name).then(|| {
+        (
+            fault_engine(2, &ed_sk, true, 1),
+            benches::upstream::SecCtxMgr::with_cached(CTX, 2),
+        )
+    });
     let mut pairs: Vec<Pair<'_>> = vec![
         Pair {
             name: "issue20/decide_miss/plain/1000 vs raw_verify/ed25519_verify_strict/32B",
@@ -474,6 +511,72 @@ fn main() {
             a: Box::new(move || hit_on(e, &mut page)),
             b: Box::new(move || {
                 black_box(up.fault(black_box(target), black_box(Protections::READ)));
+            }),
+        });
+    }
+    for (n, bytes, probe) in &lookups {
+        let now = SecCtx::parse(bytes).expect("the context parses");
+        let old = old_reader::SecCtx::parse(bytes).expect("the old reader parses version 1");
+        for p in &probe[..64] {
+            assert_eq!(now.entries_for(*p).count(), old.entries_for(*p).count());
+            assert_eq!(
+                now.entries_for(*p).map(|e| e.bytes()).collect::<Vec<_>>(),
+                old.entries_for(*p).map(|e| e.bytes()).collect::<Vec<_>>()
+            );
+        }
+        let name: &'static str = if *n == 1_000 {
+            "issue20/lookup/1000 entries_for vs before_overflow_table"
+        } else {
+            "issue20/lookup/1000000 entries_for vs before_overflow_table"
+        };
+        let (mut i, mut j) = (0usize, 0usize);
+        pairs.push(Pair {
+            name,
+            a_name: "SecCtx::entries_for (today)",
+            b_name: "entries_for at 207b6b0 (copy)",
+            a: Box::new(move || {
+                i = (i + 1) % probe.len();
+                let mut found = 0usize;
+                for e in black_box(&now).entries_for(probe[i]) {
+                    black_box(e.bytes());
+                    found += 1;
+                }
+                black_box(found);
+            }),
+            b: Box::new(move || {
+                j = (j + 1) % probe.len();
+                let mut found = 0usize;
+                for e in black_box(&old).entries_for(probe[j]) {
+                    black_box(e.bytes());
+                    found += 1;
+                }
+                black_box(found);
+            }),
+        });
+    }
+    if let Some((e, up)) = &alternating {
+        let thread = &thread;
+        let (mut i, mut j) = (0u64, 0u64);
+        pairs.push(Pair {
+            name: alt_name,
+            a_name: "Engine::decide hit, objects 0 and 1 in turn",
+            b_name: "upstream check_active_access (reproduced), objects 0 and 1 in turn",
+            a: Box::new(move || {
+                i = i.wrapping_add(1);
+                let f = kernel_hooks::Fault::new(
+                    obj(u128::from(i & 1)),
+                    benches::host::INFO,
+                    (i % 16 + 1) * 4096,
+                    AccessKind::Read,
+                );
+                black_box(e.decide(thread, black_box(&f)));
+            }),
+            b: Box::new(move || {
+                j = j.wrapping_add(1);
+                black_box(up.fault(
+                    black_box(obj(u128::from(j & 1))),
+                    black_box(Protections::READ),
+                ));
             }),
         });
     }

@@ -1256,3 +1256,51 @@ fn peek_cap_reads_what_the_record_says_and_nothing_from_bytes_that_are_not_a_cap
     assert_eq!(e.peek_cap(), None);
     assert!(e.record().is_err());
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, failure_persistence: None, ..ProptestConfig::default() })]
+
+    /// `EntryIter::skip_caps` passes over exactly the leading entries of the run that peek as
+    /// capabilities and that the predicate skips, and `next` then returns the entry after
+    /// them: the same as peeking each entry in turn.
+    #[test]
+    fn skip_caps_is_peek_in_turn(
+        records in prop::collection::vec((0u8..3, 0u64..8, 1u64..4, any::<bool>()), 0..24),
+        keep_page in 0u64..8,
+    ) {
+        let k = key(SigningScheme::Ed25519, 43);
+        let mut ed = SecCtxEditor::new();
+        for (target, page, pages, del) in &records {
+            let t = ObjID::new(0x70 + u128::from(*target));
+            if *del {
+                let d = Del::from_cap(
+                    &cap(t, P, Protections::READ, &k),
+                    DelGrant::new(C, Protections::READ),
+                    &key(SigningScheme::Ed25519, 42),
+                )
+                .unwrap();
+                ed.add_del(&d);
+            } else {
+                let mut g = twizzler_capsec::CapGrant::new(t, C, Protections::READ);
+                g.gate = gate((page + 1) * 0x1000, pages * 0x1000, 1);
+                ed.add_cap(&mint(g, &k));
+            }
+        }
+        let bytes = encode(&ed);
+        let ctx = SecCtx::parse(&bytes).unwrap();
+        // Skip a capability unless its gate starts at `keep_page`.
+        let skip = |_: ObjID, _: ObjID, g: &twizzler_capsec::Grant| g.gate.offset() != (keep_page + 1) * 0x1000;
+        for t in 0..3u128 {
+            let t = ObjID::new(0x70 + t);
+            let all: Vec<_> = ctx.entries_for(t).map(|e| e.index).collect();
+            let want = ctx
+                .entries_for(t)
+                .take_while(|e| e.peek_cap().is_some_and(|(a, b, g)| skip(a, b, &g)))
+                .count();
+            let mut it = ctx.entries_for(t);
+            prop_assert_eq!(it.skip_caps(skip), want);
+            let rest: Vec<_> = it.map(|e| e.index).collect();
+            prop_assert_eq!(&rest[..], &all[want..]);
+        }
+    }
+}

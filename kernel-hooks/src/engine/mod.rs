@@ -640,7 +640,26 @@ impl<H: Host> Engine<H> {
                     .is_empty()
             })
         };
-        for e in ctx.entries_for(target) {
+        let mut entries = ctx.entries_for(target);
+        loop {
+            // Looking for a grant: pass over the capabilities that cannot add a right the
+            // access needs (the checks below, read in place), without making an entry of
+            // each; the first one that might, or that is not a capability, comes next.
+            if need.is_some() && !provided.is_some_and(|(_, granted)| granted) {
+                let skipped = entries.skip_caps(|t, holder, grant| {
+                    t == target
+                        && holder == ctx_id
+                        && !entry.subsumes(grant)
+                        && !useful(grant, entry, provided)
+                });
+                if skipped > 0 {
+                    entry.seen = true;
+                    judged_all = false;
+                }
+            }
+            let Some(e) = entries.next() else {
+                break;
+            };
             entry.seen = true;
             if provided.is_some_and(|(_, granted)| granted) {
                 // More records than the access needed: the entry is not complete.

@@ -553,6 +553,7 @@ impl<'a, M: ?Sized + CtxMem> SecCtx<'a, M> {
     }
 
     /// Copies row `index` of `table` (`N` bytes a row).
+    #[inline]
     fn row<const N: usize>(&self, table: Region, index: usize) -> Option<[u8; N]> {
         let at = table.row(index, N)?;
         if let Some(all) = self.mem.direct() {
@@ -766,6 +767,7 @@ impl<'a, M: ?Sized + CtxMem> SecCtx<'a, M> {
     /// The entries filed under `target`, by binary search of the entry table, then, in
     /// version 2 and only if it has rows, of the overflow table: a context without one pays
     /// nothing for it.
+    #[inline]
     pub fn entries_for(&self, target: ObjID) -> EntryIter<'a, M> {
         let main = self.main_count();
         let overflow = self.overflow_count();
@@ -865,9 +867,59 @@ impl<M: ?Sized + CtxMem> Clone for EntryIter<'_, M> {
     }
 }
 
+impl<M: ?Sized + CtxMem> EntryIter<'_, M> {
+    /// Passes over the entries at the front of the run that read as capabilities and that
+    /// `skip(target, holder, grant)` says to skip ([`Entry::peek_cap`]'s answer, read in place
+    /// from the body at its fixed offsets: nothing decoded, nothing copied); stops at the
+    /// first entry that does not read as a capability, that `skip` keeps, or that ends the
+    /// run, which the next call to `next` returns. Returns how many were passed over.
+    ///
+    /// For a scan that reads most of an object's records only to learn they cannot matter:
+    /// each costs a few loads and compares here, without an [`Entry`] made for it. Only over
+    /// memory read in place ([`CtxMem::direct`]) and for one target's run; elsewhere it passes
+    /// over nothing (the caller's `next` then sees every entry).
+    pub fn skip_caps(&mut self, mut skip: impl FnMut(ObjID, ObjID, &Grant) -> bool) -> usize {
+        let (Some(all), Some(only)) = (self.ctx.mem.direct(), self.only) else {
+            return 0;
+        };
+        let (heap, table) = (self.ctx.heap, self.table);
+        let mut passed = 0;
+        while table
+            .row(self.row, ENTRY_LEN)
+            .and_then(|at| all.get(at..at.checked_add(ENTRY_LEN)?))
+            .and_then(|row| {
+                // The run's target, a capability's kind and length (as `Entry::peek_cap`).
+                if le_u128(row, 0) != only.raw()
+                    || le_u32(row, 16) != RecordKind::Cap.raw()
+                    || le_u32(row, 24) as usize != CAP_LEN
+                {
+                    return None;
+                }
+                let item = heap.sub(le_u32(row, 20), le_u32(row, 24))?;
+                let body = all.get(item.offset..item.offset.checked_add(CAP_BODY_LEN)?)?;
+                if le_u32(body, 0) != CAP_MAGIC {
+                    return None;
+                }
+                let prots = Protections::from_raw(le_u16(body, 40))?;
+                let gate = Gate::new(le_u64(body, 42), le_u64(body, 50), le_u64(body, 58)).ok()?;
+                let grant = Grant { prots, gate };
+                let (target, holder) =
+                    (ObjID::new(le_u128(body, 8)), ObjID::new(le_u128(body, 24)));
+                skip(target, holder, &grant).then_some(())
+            })
+            .is_some()
+        {
+            self.row += 1;
+            passed += 1;
+        }
+        passed
+    }
+}
+
 impl<'a, M: ?Sized + CtxMem> Iterator for EntryIter<'a, M> {
     type Item = Entry<'a, M>;
 
+    #[inline]
     fn next(&mut self) -> Option<Entry<'a, M>> {
         loop {
             // A row that is past the table, for another target or that does not check out
