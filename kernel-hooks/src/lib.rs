@@ -118,6 +118,8 @@ mod sync;
 mod authority;
 #[cfg(not(loom))]
 pub mod cache;
+#[cfg(all(feature = "conformance", not(loom)))]
+pub mod conformance;
 #[cfg(not(loom))]
 mod ctx_bytes;
 #[cfg(not(loom))]

@@ -384,6 +384,27 @@ fn decide(thread: &SecCtxMgr, fault: Fault, present: bool) -> (Decision, FaultRe
     (decision, record)
 }
 
+/// Reads of an object's metadata by the fault path itself, to fill in a `Fault`.
+static FAULT_METADATA_READS: AtomicU64 = AtomicU64::new(0);
+
+/// How many times the fault path read an object's metadata to fill in a `Fault`.
+pub fn fault_metadata_reads() -> u64 {
+    FAULT_METADATA_READS.load(Ordering::Relaxed)
+}
+
+/// The fault path for a fault the kernel raises itself (the conformance suite): `thread`
+/// touches user address `addr` with `kind`, as a page fault from user mode would report it.
+/// `Ok` when the page is mapped or the access is to be retried.
+pub fn fault_as(thread: &SecCtxMgr, addr: u64, kind: AccessKind) -> Result<(), Outcome> {
+    let error = PF_USER
+        | match kind {
+            AccessKind::Read => 0,
+            AccessKind::Write => PF_WRITE,
+            AccessKind::Exec => PF_FETCH,
+        };
+    page_fault(thread, addr, error, addr, &mut Vec::new(), false)
+}
+
 /// Decisions whose ticket went stale before their page was installed (decided again).
 static STALE_TICKETS: AtomicU64 = AtomicU64::new(0);
 /// Decisions not installed because their context was no longer the thread's active one.
@@ -485,6 +506,7 @@ fn page_fault(
         .and_then(|slot| table()?.in_slot(slot))
         .ok_or(deny(Denial::NoObject(addr)))?;
     let offset = addr % SLOT_SIZE;
+    FAULT_METADATA_READS.fetch_add(1, Ordering::Relaxed);
     let fault = Fault::new(object.id, object.info(), offset, kind);
 
     for _ in 0..MAX_DECIDE_RETRIES {
