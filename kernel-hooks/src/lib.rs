@@ -144,7 +144,7 @@ pub use ctx_bytes::CtxBytes;
 #[cfg(not(loom))]
 pub use engine::{Engine, INVALIDATION_LIST, Invalidation, MAX_VERIFICATIONS_PER_FAULT};
 #[cfg(not(loom))]
-pub use fault::{Decision, DenyCause, Fault, Violation};
+pub use fault::{Decision, DenyCause, Fault, KuidAt, Violation};
 #[cfg(not(loom))]
 pub use host::{Host, ObjectInfo, Unmap, UnmapGranularity};
 #[cfg(not(loom))]

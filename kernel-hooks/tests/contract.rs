@@ -898,3 +898,31 @@ fn a_repeated_denial_explains_what_the_first_did() {
         );
     }
 }
+
+/// With `Fault::lazy` the engine asks the host for the faulting object's `kuid` on a miss
+/// only, so a hit calls nothing but the clock; a `kuid` that changes is seen once the host
+/// calls `invalidate_object`, which unmaps what the object's decisions granted.
+#[test]
+fn a_lazy_fault_asks_for_the_kuid_on_a_miss_only() {
+    let w = World::new();
+    w.write_ctx(CTX_A, &ctx_with(&[&w.cap(FILE, CTX_A, R)]));
+    let t = SecCtxMgr::new(CTX_A);
+    let lazy = |page: u64| Fault::lazy(FILE, NONE, page * PAGE, Read);
+    assert_eq!(mapped(&w.engine.decide(&t, &lazy(1))), Some(R));
+    let before = w.host().host_calls();
+    assert_eq!(mapped(&w.engine.decide(&t, &lazy(2))), Some(R));
+    assert_eq!(w.host().host_calls(), before, "a lazy hit called the host");
+    // FILE's `kuid` now names OTHER's key: the cached decision stands until the host says so.
+    w.host().set_object(FILE, Some(K_OTHER), NONE);
+    assert_eq!(mapped(&w.engine.decide(&t, &lazy(3))), Some(R));
+    let inv = w.engine.invalidate_object(FILE);
+    assert!(inv.unmapped().contains(&Unmap::Object {
+        ctx: CTX_A,
+        target: FILE
+    }));
+    // The capability was signed by FILE's old key: under the new `kuid` it does not verify.
+    assert!(matches!(
+        w.engine.decide(&t, &lazy(1)),
+        Decision::Violation(Violation::Denied { .. })
+    ));
+}
