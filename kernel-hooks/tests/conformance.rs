@@ -162,15 +162,11 @@ impl<const PER_OBJECT: bool> Harness for StdHarness<PER_OBJECT> {
         kind: AccessKind,
     ) -> Result<Protections, String> {
         let host = self.host();
-        let region = host
-            .objects
-            .get(&target)
-            .map(|(_, r)| *r)
-            .ok_or("no object")?;
-        // As the integration guide says: the object's metadata read for the fault, the
-        // offset of the faulting page.
-        let info = host.read_meta(target).ok_or("no object")?;
-        let fault = Fault::new(target, info, offset & !(PAGE_SIZE - 1), kind);
+        // What the fault handler keeps at hand for the mapped object (the region, and the
+        // default protections `check_id` returns): no metadata read. The fault's byte offset,
+        // not its page's; the `kuid` is left to a miss.
+        let (info, region) = host.objects.get(&target).copied().ok_or("no object")?;
+        let fault = Fault::lazy(target, info.default_prots, offset, kind);
         for _ in 0..4 {
             let (prots, ctx, switch_to, ticket) = match self.engine.decide(thread, &fault) {
                 Decision::Map {
@@ -207,18 +203,21 @@ impl<const PER_OBJECT: bool> Harness for StdHarness<PER_OBJECT> {
     }
 
     fn write_protect(&self, target: ObjID) {
-        let host = self.host();
-        let region = host
-            .objects
-            .get(&target)
-            .map_or(Protections::empty(), |(_, r)| *r);
-        // Upstream's `InvalidateMode::WriteProtect`: the region's protections minus write.
-        let mut pages = host.pages.lock().unwrap();
-        for ((_, t, _), p) in pages.iter_mut() {
-            if *t == target {
-                *p = region - Protections::WRITE;
+        // What the engine granted minus write (never the region's protections minus write),
+        // and nothing where it has no decision left.
+        let mut pages = self.host().pages.lock().unwrap();
+        pages.retain(|&(ctx, t, page), p| {
+            if t != target {
+                return true;
             }
-        }
+            match self.engine.granted(ctx, t, page * PAGE_SIZE) {
+                Some(g) => {
+                    *p &= g - Protections::WRITE;
+                    true
+                }
+                None => false,
+            }
+        });
     }
 
     fn now(&self) -> u64 {

@@ -384,14 +384,6 @@ fn decide(thread: &SecCtxMgr, fault: Fault, present: bool) -> (Decision, FaultRe
     (decision, record)
 }
 
-/// Reads of an object's metadata by the fault path itself, to fill in a `Fault`.
-static FAULT_METADATA_READS: AtomicU64 = AtomicU64::new(0);
-
-/// How many times the fault path read an object's metadata to fill in a `Fault`.
-pub fn fault_metadata_reads() -> u64 {
-    FAULT_METADATA_READS.load(Ordering::Relaxed)
-}
-
 /// The fault path for a fault the kernel raises itself (the conformance suite): `thread`
 /// touches user address `addr` with `kind`, as a page fault from user mode would report it.
 /// `Ok` when the page is mapped or the access is to be retried.
@@ -506,8 +498,8 @@ fn page_fault(
         .and_then(|slot| table()?.in_slot(slot))
         .ok_or(deny(Denial::NoObject(addr)))?;
     let offset = addr % SLOT_SIZE;
-    FAULT_METADATA_READS.fetch_add(1, Ordering::Relaxed);
-    let fault = Fault::new(object.id, object.info(), offset, kind);
+    // The default protections are at hand; the `kuid` is the engine's to ask for, on a miss.
+    let fault = Fault::lazy(object.id, object.default_prots, offset, kind);
 
     for _ in 0..MAX_DECIDE_RETRIES {
         match decide_and_map(

@@ -95,12 +95,20 @@ fn one_clock<T: Harness>(h: &T, w: &World) -> Result<(), String> {
              monotonic clock"
         )
     })?;
+    // The one relative wait a host arms its timer with, from the same clock reading.
+    let wait = e.next_deadline_in(now);
+    ensure(wait == Some(deadline - now), || {
+        format!(
+            "next_deadline_in({now}) is {wait:?}, not the {} ns left",
+            deadline - now
+        )
+    })?;
     h.expire();
     let before = h.mapped(CTX_A, EXPIRING, page(1));
     ensure(before == Some(R), || {
         format!("before the deadline, expire() left {} mapped", show(before))
     })?;
-    h.wait_until(deadline);
+    h.wait_until(now + wait.unwrap_or(0));
     h.expire();
     let after = h.mapped(CTX_A, EXPIRING, page(1));
     ensure(after.is_none(), || {
@@ -121,6 +129,13 @@ fn write_protect<T: Harness>(h: &T, _w: &World) -> Result<(), String> {
     let got = h.fault(&t, RWX, page(1), Read)?;
     ensure(got == R, || {
         format!("a read-only grant in an RWX region mapped {got}")
+    })?;
+    let granted = h.engine().granted(CTX_A, RWX, page(1));
+    ensure(granted == Some(R), || {
+        format!(
+            "Engine::granted says {}; the record grants {R}",
+            show(granted)
+        )
     })?;
     h.write_protect(RWX);
     let after = h.mapped(CTX_A, RWX, page(1));
