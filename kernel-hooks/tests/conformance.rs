@@ -268,9 +268,14 @@ fn run_suite<const PER_OBJECT: bool>() {
         println!("{r}");
     }
     println!("{}", conformance::summary(&reports));
+    // A std host takes no interrupts: the interrupt check is skipped here (the QEMU kernel
+    // runs it); every other check must pass, the race included.
     let bad: Vec<_> = reports
         .iter()
-        .filter(|r| r.outcome != Outcome::Pass)
+        .filter(|r| {
+            r.outcome != Outcome::Pass
+                && !(matches!(r.outcome, Outcome::Skipped(_)) && r.name.contains("interrupt"))
+        })
         .map(ToString::to_string)
         .collect();
     assert!(

@@ -9,7 +9,9 @@ use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
 
-use kernel_hooks::conformance::{self, Body as WorldBody, Calls, Harness, Outcome, World};
+use kernel_hooks::conformance::{
+    self, Body as WorldBody, Calls, Harness, Interrupted, Outcome, World,
+};
 use kernel_hooks::{Engine, SecCtxMgr};
 use twizzler_capsec::{AccessKind, ObjID, Protections, RecordId};
 
@@ -137,6 +139,23 @@ impl Harness for KernelHarness {
 
     fn revoke_record(&self, id: RecordId) {
         objects::revoke_record(id);
+    }
+
+    fn interrupt_in_engine(&self, during: &dyn Fn()) -> Option<Interrupted> {
+        let (_, in_engine, in_interrupt, deferred) = timer::kernel_counts();
+        // The shortest one-shot the timer takes: it fires before the engine is done with a
+        // cold fault (a signature check), or is pending when the engine is entered.
+        ENGINE.flush();
+        crate::apic::arm_in(0);
+        during();
+        // On the way back to user mode the kernel runs what the interrupt deferred.
+        timer::run_deferred();
+        let (_, in_engine2, in_interrupt2, deferred2) = timer::kernel_counts();
+        Some(Interrupted {
+            in_engine: in_engine2 - in_engine,
+            engine_calls_in_interrupt: in_interrupt2 - in_interrupt,
+            deferred_expiries: deferred2 - deferred,
+        })
     }
 
     fn calls(&self) -> Calls {

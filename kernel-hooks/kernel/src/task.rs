@@ -300,6 +300,10 @@ pub fn run_shared_with_traps(
     timer::rearm();
     let mut traps = 0;
     let outcome = loop {
+        // What a ring-0 timer interrupt deferred runs here, on the way back to user mode.
+        if let Some(swept) = timer::run_deferred() {
+            timer_log.expiries.push(swept);
+        }
         trap::enter_user(&mut frame);
         let vector = u8::try_from(frame.vector).unwrap_or(0);
         if vector == trap::SHOOTDOWN_VECTOR {
@@ -365,7 +369,8 @@ fn decide(thread: &SecCtxMgr, fault: Fault, present: bool) -> (Decision, FaultRe
     let calls = objects::host_calls();
     let before = ENGINE.stats();
     let t0 = cpu::rdtsc();
-    let decision = ENGINE.decide(thread, &fault);
+    // With interrupts enabled: a ring-0 timer interrupt may land in the engine.
+    let decision = timer::in_engine(|| ENGINE.decide(thread, &fault));
     let t1 = cpu::rdtsc();
     let after = ENGINE.stats();
     let host = objects::host_calls().since(&calls);

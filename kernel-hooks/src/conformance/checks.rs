@@ -21,7 +21,11 @@ use crate::host::{Host, ObjectInfo, UnmapGranularity};
 use crate::mgr::SecCtxMgr;
 
 /// The reason a race check gives when the harness cannot race.
-pub(super) const SKIP_NO_RACE: &str = "the harness cannot run two things at once";
+const SKIP_NO_RACE: &str = "the harness cannot run two things at once";
+/// The reason the interrupt check gives when the host takes no interrupt inside the engine.
+const SKIP_NO_INTERRUPTS: &str = "the host takes no interrupts while it runs the engine";
+/// Every reason a check may give for a skip.
+pub(super) const SKIPS: [&str; 2] = [SKIP_NO_RACE, SKIP_NO_INTERRUPTS];
 
 const R: Protections = Protections::READ;
 
@@ -62,6 +66,10 @@ pub(super) fn all<T: Harness>() -> Vec<Check<T>> {
         (
             "revocation racing a fault leaves no mapping",
             revoke_race::<T>,
+        ),
+        (
+            "an interrupt inside the engine calls nothing of it",
+            interrupt::<T>,
         ),
     ]
 }
@@ -313,4 +321,39 @@ fn revoke_race<T: Harness>(h: &T, _w: &World) -> Result<(), String> {
     ensure(h.fault(&t, RACE, page(1), Read).is_err(), || {
         String::from("a fault after the revocation was granted")
     })
+}
+
+/// A timer interrupt that lands while the engine decides a fault on the same CPU (which may
+/// hold one of the engine's spin locks, which do not mask interrupts) calls nothing of the
+/// engine: the expiry it would run is deferred to ordinary kernel code, and the fault is
+/// decided.
+fn interrupt<T: Harness>(h: &T, _w: &World) -> Result<(), String> {
+    let t = SecCtxMgr::new(CTX_A);
+    let got = core::cell::RefCell::new(None);
+    let during = || *got.borrow_mut() = Some(h.fault(&t, PLAIN, page(1), Read));
+    let Some(seen) = h.interrupt_in_engine(&during) else {
+        return Err(String::from(SKIP_NO_INTERRUPTS));
+    };
+    ensure(seen.in_engine >= 1, || {
+        String::from(
+            "no timer interrupt landed inside the engine: the host takes none in kernel mode \
+             while it decides, so this check tests nothing there",
+        )
+    })?;
+    ensure(seen.engine_calls_in_interrupt == 0, || {
+        format!(
+            "the interrupt handler called the engine {} time(s): it may spin for ever on a lock \
+             the interrupted code holds",
+            seen.engine_calls_in_interrupt
+        )
+    })?;
+    ensure(seen.deferred_expiries >= 1, || {
+        String::from("the expiry the interrupt deferred never ran")
+    })?;
+    match got.into_inner() {
+        Some(Ok(p)) if p.contains(R) => Ok(()),
+        Some(Ok(p)) => Err(format!("the interrupted fault mapped {p}")),
+        Some(Err(why)) => Err(format!("the interrupted fault was denied: {why}")),
+        None => Err(String::from("the harness did not run the fault")),
+    }
 }
