@@ -279,6 +279,11 @@ fn report(results: &scenarios::Results) -> bool {
         stats.torn_reads,
         objects::reprotected_pages()
     );
+    let (ring0, in_engine, engine_in_irq, deferred) = timer::kernel_counts();
+    println!(
+        "interrupts in ring 0: {ring0} timer interrupts, {in_engine} of them inside the engine; \
+         engine calls from interrupt context {engine_in_irq}; deferred expiries run {deferred}"
+    );
     println!();
     let total = results.rows.len();
     if bad == 0 {

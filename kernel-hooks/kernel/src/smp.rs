@@ -151,6 +151,12 @@ fn catch_up(me: usize) {
     }
 }
 
+/// Flushes this CPU's TLB if a shootdown happened since it last did (from a ring-0
+/// interrupt: atomics and a CR3 reload only).
+pub fn catch_up_here() {
+    catch_up(current());
+}
+
 /// Called just before this CPU enters ring 3 (interrupts disabled).
 pub fn entering_user() {
     let me = current();

@@ -70,7 +70,7 @@ static IN_INTERRUPT: [AtomicBool; MAX_CPUS] = [const { AtomicBool::new(false) };
 pub fn in_engine<R>(f: impl FnOnce() -> R) -> R {
     let me = smp::current();
     IN_ENGINE[me].store(true, Ordering::SeqCst);
-    let r = f();
+    let r = crate::trap::with_interrupts(f);
     IN_ENGINE[me].store(false, Ordering::SeqCst);
     r
 }
@@ -85,7 +85,6 @@ pub fn note_engine_call() {
 
 /// A timer interrupt taken in ring 0: it may have interrupted the engine, so it takes no lock
 /// and calls nothing of the engine; the expiry is deferred to [`run_deferred`].
-#[allow(dead_code)] // Not reached yet: the kernel takes no interrupt in ring 0.
 pub fn on_kernel_interrupt() {
     let me = smp::current();
     IN_INTERRUPT[me].store(true, Ordering::Relaxed);
