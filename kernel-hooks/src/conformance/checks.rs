@@ -7,7 +7,7 @@ use alloc::vec;
 use alloc::vec::Vec;
 
 use twizzler_capsec::{
-    AccessKind::{Exec, Read},
+    AccessKind::{Exec, Read, Write},
     MAX_OBJECT_SIZE, PAGE_SIZE, Protections,
 };
 
@@ -24,8 +24,10 @@ use crate::mgr::SecCtxMgr;
 const SKIP_NO_RACE: &str = "the harness cannot run two things at once";
 /// The reason the interrupt check gives when the host takes no interrupt inside the engine.
 const SKIP_NO_INTERRUPTS: &str = "the host takes no interrupts while it runs the engine";
+/// The reason the kernel-access check gives when the host has no kernel copy path.
+const SKIP_NO_KERNEL_ACCESS: &str = "the host has no kernel access to user memory";
 /// Every reason a check may give for a skip.
-pub(super) const SKIPS: [&str; 2] = [SKIP_NO_RACE, SKIP_NO_INTERRUPTS];
+pub(super) const SKIPS: [&str; 3] = [SKIP_NO_RACE, SKIP_NO_INTERRUPTS, SKIP_NO_KERNEL_ACCESS];
 
 const R: Protections = Protections::READ;
 
@@ -70,6 +72,10 @@ pub(super) fn all<T: Harness>() -> Vec<Check<T>> {
         (
             "an interrupt inside the engine calls nothing of it",
             interrupt::<T>,
+        ),
+        (
+            "a kernel access to user memory is decided as the thread's",
+            kernel_access::<T>,
         ),
     ]
 }
@@ -355,5 +361,47 @@ fn interrupt<T: Harness>(h: &T, _w: &World) -> Result<(), String> {
         Some(Ok(p)) => Err(format!("the interrupted fault mapped {p}")),
         Some(Err(why)) => Err(format!("the interrupted fault was denied: {why}")),
         None => Err(String::from("the harness did not run the fault")),
+    }
+}
+
+/// A kernel-mode fault on a user address (a copy from or to user memory on a thread's
+/// behalf) is decided as the thread's own access: the kernel never maps, for the thread,
+/// what the thread could not map itself.
+fn kernel_access<T: Harness>(h: &T, _w: &World) -> Result<(), String> {
+    let t = SecCtxMgr::new(CTX_A);
+    // A holds nothing on CODE: a kernel read on A's behalf is refused and maps nothing.
+    match h.kernel_access(&t, CODE, page(1), Read) {
+        None => return Err(String::from(SKIP_NO_KERNEL_ACCESS)),
+        Some(Ok(())) => {
+            return Err(String::from(
+                "the kernel read, on the thread's behalf, a page the thread may not read",
+            ));
+        }
+        Some(Err(_)) => {}
+    }
+    let code = h.mapped(CTX_A, CODE, page(1));
+    ensure(code.is_none(), || {
+        format!(
+            "the refused kernel read left the page mapped {}",
+            show(code)
+        )
+    })?;
+    // A may read RWX, not write it: a kernel write on its behalf is refused.
+    ensure(
+        h.kernel_access(&t, RWX, page(1), Write)
+            .is_some_and(|r| r.is_err()),
+        || String::from("the kernel wrote, on the thread's behalf, a page it may only read"),
+    )?;
+    let rwx = h.mapped(CTX_A, RWX, page(1));
+    ensure(rwx.is_none_or(|p| R.contains(p)), || {
+        format!("after the refused write the page is mapped {}", show(rwx))
+    })?;
+    // What the thread may read, the kernel reads for it.
+    match h.kernel_access(&t, PLAIN, page(1), Read) {
+        Some(Ok(())) => Ok(()),
+        Some(Err(why)) => Err(format!(
+            "a kernel read the thread may make was refused: {why}"
+        )),
+        None => Err(String::from("the harness stopped offering kernel access")),
     }
 }

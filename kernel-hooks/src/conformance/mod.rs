@@ -123,6 +123,21 @@ pub trait Harness: Sync {
         let _ = during;
         None
     }
+
+    /// The kernel touches byte `offset` of `target` on `thread`'s behalf (a copy from user
+    /// memory for `Read`, to it for `Write`), through the host's kernel-mode fault path when
+    /// the page is not mapped: `Ok` if the copy was done, `Err` with why it was refused.
+    /// `None` if the host has no such path (the check is skipped).
+    fn kernel_access(
+        &self,
+        thread: &SecCtxMgr,
+        target: ObjID,
+        offset: u64,
+        kind: AccessKind,
+    ) -> Option<Result<(), String>> {
+        let _ = (thread, target, offset, kind);
+        None
+    }
 }
 
 /// What a host's interrupt handling did while a fault was inside the engine
