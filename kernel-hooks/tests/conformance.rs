@@ -258,12 +258,9 @@ impl<const PER_OBJECT: bool> Harness for StdHarness<PER_OBJECT> {
         offset: u64,
         kind: AccessKind,
     ) -> Option<Result<(), String>> {
-        // Upstream Twizzler's rule: a kernel-mode fault skips the security check and maps the
-        // page with the region's protections (under the thread's active context).
-        let region = self.host().objects.get(&target).map(|(_, r)| *r)?;
-        let mut pages = self.host().pages.lock().unwrap();
-        pages.insert((thread.active_id(), target, offset / PAGE_SIZE), region);
-        Some(Ok(()))
+        // A kernel-mode fault on a user address is decided as the thread's own access: the
+        // same fault path, so nothing is mapped that the thread could not map itself.
+        Some(self.fault(thread, target, offset, kind).map(|_| ()))
     }
 
     fn race(&self, a: &(dyn Fn() + Sync), b: &(dyn Fn() + Sync)) -> bool {

@@ -402,6 +402,60 @@ pub fn fault_as(thread: &SecCtxMgr, addr: u64, kind: AccessKind) -> Result<(), O
     page_fault(thread, addr, error, addr, &mut Vec::new(), false)
 }
 
+/// The kernel reads (`Read`) or writes (`Write`, storing `value`) the byte at user address
+/// `addr` on `thread`'s behalf: a `copy_from_user` / `copy_to_user` of one byte. A
+/// kernel-mode fault on a user address is decided as the thread's own access, through the
+/// same fault path (the error code without `PF_USER`): the kernel never maps, for the thread,
+/// a page with more than the thread's contexts grant, and refuses the copy when they grant
+/// less. The byte itself is copied through the frame in the kernel's identity map. Returns
+/// the byte read (or written), or the outcome that refused it.
+pub fn kernel_access(
+    thread: &SecCtxMgr,
+    addr: u64,
+    kind: AccessKind,
+    value: u8,
+) -> Result<u8, Outcome> {
+    let refused = |why| Outcome::Denied {
+        addr,
+        kind,
+        present: false,
+        why,
+    };
+    let object = PageTables::slot_of(addr)
+        .and_then(|slot| table()?.in_slot(slot))
+        .ok_or(refused(Denial::NoObject(addr)))?;
+    let offset = addr % SLOT_SIZE;
+    let needed = kind.required();
+    let error = match kind {
+        AccessKind::Write => PF_WRITE,
+        _ => 0,
+    };
+    let tag = table().map_or(CtxTag::UNKNOWN, |t| t.tag_of(thread.active_id()));
+    let usable = || {
+        let mut paging = PAGING.lock();
+        let pte = paging.as_mut().map_or(0, |pt| pt.user_entry(addr));
+        crate::paging::pte_prots(pte).contains(needed) && crate::paging::pte_tag(pte) == tag
+    };
+    if !usable() {
+        // The kernel-mode fault: decided as the thread's access, mapped only as granted.
+        page_fault(thread, addr, error, addr, &mut Vec::new(), false)?;
+        if !usable() {
+            return Err(refused(Denial::TooLittle {
+                prots: mapped_prots(addr).unwrap_or(Protections::empty()),
+            }));
+        }
+    }
+    let frame = object.frame_at(offset).ok_or(refused(Denial::NoBacking {
+        target: object.id,
+        offset,
+    }))?;
+    if kind == AccessKind::Write {
+        frame.store_byte(offset, value);
+        return Ok(value);
+    }
+    Ok(frame.read_byte(offset))
+}
+
 /// Decisions whose ticket went stale before their page was installed (decided again).
 static STALE_TICKETS: AtomicU64 = AtomicU64::new(0);
 /// Decisions not installed because their context was no longer the thread's active one.
