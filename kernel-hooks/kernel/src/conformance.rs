@@ -144,6 +144,10 @@ impl Harness for KernelHarness {
         objects::revoke_record(id);
     }
 
+    fn race(&self, a: &(dyn Fn() + Sync), b: &(dyn Fn() + Sync)) -> bool {
+        crate::smp::race(a, b)
+    }
+
     fn interrupt_in_engine(&self, during: &dyn Fn()) -> Option<Interrupted> {
         let (_, in_engine, in_interrupt, deferred) = timer::kernel_counts();
         // The shortest one-shot the timer takes, waited for with interrupts masked until the
