@@ -210,8 +210,9 @@ pub(crate) fn test_steps() -> Vec<Step> {
         },
         Step {
             name: "qemu kernel: boot, 1 CPU",
-            about: "boots it under QEMU (TCG, -smp 1) with a 120 s timeout; every scenario must \
-                    match (isa-debug-exit status 33)",
+            about: "boots it under QEMU (TCG, -smp 1) with a 120 s timeout; every conformance \
+                    check it prints must pass (or be skipped) and every scenario must match \
+                    (isa-debug-exit status 33)",
             action: Action::Custom(kernel_boot_one_cpu),
         },
         Step {
