@@ -926,3 +926,28 @@ fn a_lazy_fault_asks_for_the_kuid_on_a_miss_only() {
         Decision::Violation(Violation::Denied { .. })
     ));
 }
+
+/// A host with lazy faults asks for object-wide rights with `lookup_lazy`: the lookup and the
+/// faults share one cache entry, so neither displaces (and unmaps) the other.
+#[test]
+fn a_lazy_lookup_shares_the_lazy_faults_entry() {
+    let w = World::new();
+    w.write_ctx(CTX_A, &ctx_with(&[&w.cap(FILE, CTX_A, RW)]));
+    let t = SecCtxMgr::new(CTX_A);
+    let lazy = Fault::lazy(FILE, NONE, PAGE, Read);
+    assert_eq!(mapped(&w.engine.decide(&t, &lazy)), Some(RW));
+    w.host().take_unmapped();
+    let perms = w.engine.lookup_lazy(CTX_A, FILE, NONE).expect("lookup");
+    assert_eq!(perms.everywhere, RW);
+    assert!(
+        w.host().take_unmapped().is_empty(),
+        "the lookup displaced the faults' entry"
+    );
+    let hits = w.engine.stats().hits;
+    assert_eq!(mapped(&w.engine.decide(&t, &lazy)), Some(RW));
+    assert_eq!(w.engine.stats().hits, hits + 1);
+    // The eager form with the `kuid` is a different stamp: it displaces, and unmaps.
+    let info = w.host().info(FILE);
+    w.engine.lookup(CTX_A, FILE, &info).expect("lookup");
+    assert!(!w.host().take_unmapped().is_empty());
+}

@@ -413,6 +413,40 @@ impl<H: Host> Engine<H> {
         target: ObjID,
         object: &ObjectInfo,
     ) -> Result<ObjectPerms, Violation> {
+        let object = Subject {
+            info: *object,
+            kuid_at: KuidAt::Fault,
+        };
+        self.lookup_subject(ctx, target, &object)
+    }
+
+    /// [`Engine::lookup`] for a host whose faults are [`Fault::lazy`]: the object's `kuid` is
+    /// asked of [`Host::object`] if a record needs it, and the decision is cached as a lazy
+    /// fault's is, so a lookup and the faults share one entry (with [`Engine::lookup`] and an
+    /// `ObjectInfo` carrying the `kuid`, the two would displace each other, unmapping each
+    /// time).
+    pub fn lookup_lazy(
+        &self,
+        ctx: ObjID,
+        target: ObjID,
+        default_prots: Protections,
+    ) -> Result<ObjectPerms, Violation> {
+        let object = Subject {
+            info: ObjectInfo {
+                kuid: None,
+                default_prots,
+            },
+            kuid_at: KuidAt::Miss,
+        };
+        self.lookup_subject(ctx, target, &object)
+    }
+
+    fn lookup_subject(
+        &self,
+        ctx: ObjID,
+        target: ObjID,
+        object: &Subject,
+    ) -> Result<ObjectPerms, Violation> {
         if ctx == KERNEL_SCTX {
             return Ok(ObjectPerms {
                 ctx,
@@ -424,11 +458,7 @@ impl<H: Host> Engine<H> {
         }
         let now = self.now();
         let budget = fault_budget();
-        let object = Subject {
-            info: *object,
-            kuid_at: KuidAt::Fault,
-        };
-        self.with_entry(ctx, target, &object, now, &budget, Want::All, |e| {
+        self.with_entry(ctx, target, object, now, &budget, Want::All, |e| {
             e.snap.object_perms()
         })
         .map(|(p, _)| p)
