@@ -383,14 +383,10 @@ impl SecurityContext {
 }
 
 fn lookup_in(ctx: ObjID, id: ObjID, default_prots: Protections) -> PermsInfo {
-    let info = match lookup_object(id, LookupFlags::empty()) {
-        LookupResult::Found(obj) => object_info(&obj),
-        _ => ObjectInfo {
-            kuid: None,
-            default_prots: to_hooks_prots(default_prots),
-        },
-    };
-    match ENGINE.lookup(to_hooks_id(ctx), to_hooks_id(id), &info) {
+    // Lazy, as the fault path (`decide_for`): the lookup and the faults share one cache entry
+    // (an eager lookup would displace the faults' entry and unmap their pages), and the
+    // `kuid` is asked of `TwzHost::object` only if a record needs it.
+    match ENGINE.lookup_lazy(to_hooks_id(ctx), to_hooks_id(id), to_hooks_prots(default_prots)) {
         Ok(p) => to_abi_perms(&p.as_perms_info()),
         Err(_) => PermsInfo {
             ctx,
