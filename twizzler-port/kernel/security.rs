@@ -222,12 +222,16 @@ static ARMED_DEADLINE: AtomicU64 = AtomicU64::new(u64::MAX);
 
 /// Arms the kernel's timeout queue for the engine's next deadline, unless one at least as
 /// early is armed. The callback runs in the timeout thread (not in an interrupt), where the
-/// engine's locks are safe to take. Upstream's queue counts its own ticks, so it fires late
-/// (README, gap 1).
+/// engine may be called (integration guide, section 4: never from an interrupt handler that
+/// may have interrupted the engine). The wait is `next_deadline_in` of one reading of the
+/// engine's clock (`monotonic_ns`); upstream's queue counts its own ticks, so it fires late
+/// (README, gap 1) until the timer counts that clock.
 fn arm_expiry() {
-    let Some(deadline) = ENGINE.next_deadline() else {
+    let now = TwzHost.monotonic_ns();
+    let Some(wait) = ENGINE.next_deadline_in(now) else {
         return;
     };
+    let deadline = now.saturating_add(wait);
     let armed = ARMED_DEADLINE.load(Ordering::Acquire);
     if deadline >= armed
         || ARMED_DEADLINE
@@ -236,8 +240,7 @@ fn arm_expiry() {
     {
         return;
     }
-    let now = TwzHost.monotonic_ns();
-    let wait = deadline.saturating_sub(now).max(1_000_000);
+    let wait = wait.max(1_000_000);
     crate::clock::register_timeout_callback(
         wait,
         |_| {
@@ -254,22 +257,25 @@ fn arm_expiry() {
 /// current thread, through the engine. Called by `page_fault_to_region` in place of
 /// upstream's `check_security`.
 ///
-/// Kernel-mode faults (`ip` in the kernel) and threads in the kernel's context are granted
-/// everything, as upstream does (README, gap 7, for what should change).
+/// Threads in the kernel's context (and faults with no current thread) are granted
+/// everything, as upstream does. A kernel-mode fault (`ip` in the kernel) on a user thread's
+/// behalf (a copy from or to user memory) is decided as that thread's own access (README,
+/// gap 7; integration guide, section 3): the kernel never maps, for the thread, what the
+/// thread could not map itself; a violation fails the copy.
 pub fn check_fault(
     obj: &ObjectRef,
     offset: usize,
     sctx_id: ObjID,
     addr: VirtAddr,
     cause: MemoryAccessKind,
-    ip: VirtAddr,
+    _ip: VirtAddr,
 ) -> Result<PermsInfo, UpcallInfo> {
     let all = PermsInfo {
         ctx: sctx_id,
         provide: Protections::all(),
         restrict: Protections::empty(),
     };
-    if ip.is_kernel() || sctx_id == KERNEL_SCTX {
+    if sctx_id == KERNEL_SCTX {
         return Ok(all);
     }
     let Some(thread) = crate::thread::current_thread_ref() else {
@@ -295,7 +301,15 @@ pub fn decide_for(
         MemoryAccessKind::Write => AccessKind::Write,
         MemoryAccessKind::InstructionFetch => AccessKind::Exec,
     };
-    let fault = Fault::new(to_hooks_id(obj.id()), object_info(obj), offset as u64, kind);
+    // Lazy: the default protections come from `check_id` (cached by upstream), the `kuid` is
+    // asked of `TwzHost::object` on a miss only, so a hit reads no metadata (gap 5).
+    let (_, default_prot) = obj.check_id();
+    let fault = Fault::lazy(
+        to_hooks_id(obj.id()),
+        to_hooks_prots(default_prot),
+        offset as u64,
+        kind,
+    );
     match ENGINE.decide(mgr, &fault) {
         Decision::Map { prots, ctx, .. } => {
             arm_expiry();
@@ -369,14 +383,10 @@ impl SecurityContext {
 }
 
 fn lookup_in(ctx: ObjID, id: ObjID, default_prots: Protections) -> PermsInfo {
-    let info = match lookup_object(id, LookupFlags::empty()) {
-        LookupResult::Found(obj) => object_info(&obj),
-        _ => ObjectInfo {
-            kuid: None,
-            default_prots: to_hooks_prots(default_prots),
-        },
-    };
-    match ENGINE.lookup(to_hooks_id(ctx), to_hooks_id(id), &info) {
+    // Lazy, as the fault path (`decide_for`): the lookup and the faults share one cache entry
+    // (an eager lookup would displace the faults' entry and unmap their pages), and the
+    // `kuid` is asked of `TwzHost::object` only if a record needs it.
+    match ENGINE.lookup_lazy(to_hooks_id(ctx), to_hooks_id(id), to_hooks_prots(default_prots)) {
         Ok(p) => to_abi_perms(&p.as_perms_info()),
         Err(_) => PermsInfo {
             ctx,
