@@ -106,6 +106,35 @@ async fn a_node_and_two_writer_processes_share_one_store() {
             assert_eq!(le(&stored[at..at + 8]), i);
         }
 
+        // Another process writes the node's object, between reads through the node: each read
+        // sees the commit that completed before it (the node keeps a read snapshot between
+        // commits; it must not serve one older than the last commit of any process).
+        for v in 1..=3u64 {
+            assert_ne!(
+                le(&net.cluster.read(&token, 8, 8).await.expect("a read")),
+                v * 1000,
+                "before the write"
+            );
+            let status = Command::new(std::env::current_exe().expect("current exe"))
+                .args([
+                    "--exact",
+                    "child_store_writer",
+                    "--nocapture",
+                    "--test-threads=1",
+                ])
+                .env(CHILD_STORE, &store_dir)
+                .env(
+                    "DIST_BRIDGE_TEST_CHILD_WRITE",
+                    format!("{}:{}", site.object.raw(), v * 1000),
+                )
+                .stdout(Stdio::null())
+                .status()
+                .expect("run the writing process");
+            assert!(status.success());
+            let got = net.cluster.read(&token, 8, 8).await.expect("a read");
+            assert_eq!(le(&got), v * 1000, "the other process's last commit");
+        }
+
         // Another process revokes the capability (as `keytool revoke --record` does): the
         // node's guards from it go.
         let status = Command::new(std::env::current_exe().expect("current exe"))
@@ -137,13 +166,23 @@ async fn a_node_and_two_writer_processes_share_one_store() {
 }
 
 /// The child of [`a_node_and_two_writer_processes_share_one_store`]: [`STEPS`] transactions
-/// on the store (or, with `DIST_BRIDGE_TEST_CHILD_REVOKE`, one revocation of that record).
+/// on the store (or, with `DIST_BRIDGE_TEST_CHILD_REVOKE`, one revocation of that record; with
+/// `DIST_BRIDGE_TEST_CHILD_WRITE=object:value`, the value written at offset 8 of the object).
 #[test]
 fn child_store_writer() {
     let Some(dir) = std::env::var_os(CHILD_STORE) else {
         return;
     };
     let store = DbStore::open(PathBuf::from(dir)).expect("the child opens the store");
+    if let Ok(what) = std::env::var("DIST_BRIDGE_TEST_CHILD_WRITE") {
+        let (object, value) = what.split_once(':').expect("object:value");
+        let object = ObjID::new(object.parse().expect("an object id"));
+        let value: u64 = value.parse().expect("a value");
+        store
+            .write_at(object, 8, &value.to_le_bytes())
+            .expect("the child's write");
+        return;
+    }
     if let Ok(record) = std::env::var("DIST_BRIDGE_TEST_CHILD_REVOKE") {
         let bytes: Vec<u8> = (0..record.len())
             .step_by(2)

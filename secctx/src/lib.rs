@@ -41,7 +41,7 @@ pub mod revocations;
 pub mod sim;
 pub mod store;
 
-pub use db_store::DbStore;
+pub use db_store::{DbStore, SnapshotReader};
 pub use dir_store::DirStore;
 pub use mem_store::MemStore;
 pub use sim::{AccessSimulator, SimAccess, Simulation};

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use secctx::db_store::{DB_FILE, PAGE};
 use secctx::store::{ObjMeta, Object, StoreError, Txn};
-use secctx::{DbStore, ObjectStore};
+use secctx::{DbStore, ObjectStore, SnapshotReader};
 use twizzler_capsec::ObjID;
 
 /// Set in child processes: the name of the `child_*` routine to run.
@@ -392,6 +392,74 @@ fn two_processes_and_a_reader_lose_nothing_and_see_no_half_change() {
 }
 
 /// A writer child of [`two_processes_and_a_reader_lose_nothing_and_see_no_half_change`]:
+/// A [`SnapshotReader`] keeps one read transaction while the file's header is unchanged. Each
+/// of its reads still sees every commit that completed before it: another process's (a child
+/// writer that has exited), another handle's in this process, and its own handle's; and reads
+/// with no commit between them share one transaction. A missing object is still an error.
+#[test]
+fn a_snapshot_reader_sees_every_commit_before_the_read() {
+    let dir = TestDir::new("snapshot-reader");
+    let store = dir.store();
+    assert_eq!(store.transact(step).expect("the first step"), 1);
+    let reader = store.snapshot_reader(Duration::from_secs(3600));
+    let read = |r: &SnapshotReader| {
+        let x = r.read_at(X, 0, FAR + 8).expect("read X");
+        let far = usize::try_from(FAR).expect("FAR fits a usize");
+        let c = le_u64(&r.read_at(COUNTER, 0, 8).expect("read the counter"));
+        (
+            le_u64(&x),
+            le_u64(x.get(far..).expect("the second copy")),
+            c,
+        )
+    };
+    for _ in 0..5 {
+        assert_eq!(read(&reader), (1, 1, 1));
+    }
+    assert_eq!(
+        reader.snapshots_taken(),
+        1,
+        "no commit: one transaction for every read"
+    );
+    assert!(matches!(
+        reader.read_at(ObjID::new(0xdead), 0, 1),
+        Err(StoreError::NotFound(_))
+    ));
+
+    dir.signal(GO_FILE);
+    for expected in 2..=4 {
+        let child = spawn_child("child_writer", &dir, &[(CHILD_COUNT_ENV, "1".to_owned())]);
+        wait_success(child, "a writer");
+        let expected = (expected, expected, expected);
+        assert_eq!(read(&reader), expected, "another process's last commit");
+        assert_eq!(read(&reader), expected);
+    }
+    assert_eq!(
+        reader.snapshots_taken(),
+        4,
+        "a new transaction after each commit only"
+    );
+
+    let other = dir.store();
+    assert_eq!(other.transact(step).expect("another handle's step"), 5);
+    assert_eq!(read(&reader), (5, 5, 5), "another handle's commit");
+    assert_eq!(store.transact(step).expect("this handle's step"), 6);
+    assert_eq!(read(&reader), (6, 6, 6), "this handle's commit");
+    assert_eq!(reader.snapshots_taken(), 6);
+
+    // Kept at most its age: with none, each read begins a transaction; release drops it.
+    let young = store.snapshot_reader(Duration::ZERO);
+    assert_eq!(read(&young).2, 6);
+    assert_eq!(young.snapshots_taken(), 2, "two reads, two transactions");
+    young.release_stale();
+    reader.release_stale();
+    assert_eq!(read(&reader).2, 6);
+    assert_eq!(
+        reader.snapshots_taken(),
+        6,
+        "a young snapshot is not released"
+    );
+}
+
 /// waits for [`GO_FILE`], then runs [`CHILD_COUNT_ENV`] transactions, printing each committed
 /// value.
 #[test]

@@ -32,7 +32,6 @@ use crate::tls::Transport;
 use super::config::NodeConfig;
 use super::counters::{Counters, LogLimit, Notices, Refusals};
 use super::metrics::{self, Metrics};
-use super::reads::Reads;
 use super::service::Service;
 use super::shared::{Shared, maintain};
 
@@ -313,7 +312,7 @@ impl Node {
             Owner::new(controller, secret, config.guard_table).map_err(StartError::Table)?;
         let broadcast = BroadcastNode::new(config.node_id, peers.keys().copied());
 
-        let reads = Reads::start(store.clone());
+        let reader = store.snapshot_reader(secctx::db_store::DEFAULT_MAX_AGE);
         let shared = Arc::new(Shared {
             owner,
             store,
@@ -330,7 +329,7 @@ impl Node {
             refusals: Mutex::new(Refusals::default()),
             log_limit: LogLimit::default(),
             metrics,
-            reads,
+            reader,
             max_io_bytes: config.max_io_bytes,
             max_object_bytes: config.max_object_bytes,
             cert_revocations: cert_revocations.clone(),

@@ -209,7 +209,6 @@ mod gates;
 mod lifecycle;
 mod metrics;
 mod pending;
-mod reads;
 mod serve;
 mod service;
 mod shared;

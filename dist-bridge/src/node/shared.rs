@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use secctx::DbStore;
+use secctx::{DbStore, SnapshotReader};
 use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
@@ -18,7 +18,6 @@ use super::cert_check::CertRevocations;
 use super::counters::{Counters, LogLimit, Notices, Refusals, Rpc};
 use super::gates::Gates;
 use super::metrics::Metrics;
-use super::reads::Reads;
 use super::store_revocations;
 
 #[derive(Debug)]
@@ -39,8 +38,9 @@ pub(super) struct Shared {
     /// How many refusal lines the log gets.
     pub(super) log_limit: LogLimit,
     pub(super) metrics: Metrics,
-    /// The queue of small reads (see `reads`).
-    pub(super) reads: Reads,
+    /// Small reads come from a kept read snapshot of `store`, taken again after any commit
+    /// (see [`SnapshotReader`]): no transaction, header lock or hand-off per read.
+    pub(super) reader: SnapshotReader,
     pub(super) max_io_bytes: u64,
     pub(super) max_object_bytes: u64,
     /// Revoked client certificates, if the node has a revocation file.
@@ -85,6 +85,8 @@ pub(super) async fn maintain(
     loop {
         tokio::select! {
             _ = tick.tick() => {
+                // An idle node pins no pages of the store for longer than a tick.
+                shared.reader.release_stale();
                 shared.publish_upgrades();
                 match shared.owner.sweep_expired(now_ns()) {
                     Ok(r) if r.guards_revoked > 0 => debug!(guards = r.guards_revoked, "expired guards freed"),

@@ -50,10 +50,11 @@
 mod file;
 mod layout;
 mod read;
+mod snapshot;
 mod txn;
 
 use std::fmt::{self, Display};
-use std::fs;
+use std::fs::{self, File};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -67,6 +68,7 @@ use twizzler_capsec::ObjID;
 pub use layout::{FORMAT_VERSION, PAGE};
 use layout::{INFO, NAMES, OBJECTS, PAGES};
 use read::ReadError;
+pub use snapshot::{DEFAULT_MAX_AGE, SnapshotReader};
 use txn::DbTxn;
 
 use crate::store::{ObjInfo, Object, ObjectStore, StoreError, Txn};
@@ -81,6 +83,10 @@ pub struct DbStore {
     dir: PathBuf,
     path: PathBuf,
     db: Arc<Handle>,
+    /// The database file redb has open (a duplicate of its descriptor: the same open file,
+    /// so closing it releases none of redb's locks), for reading the header
+    /// ([`SnapshotReader`]).
+    file: Arc<File>,
 }
 
 /// The open database: for reading and writing, or only for reading (which never waits for a
@@ -161,24 +167,26 @@ impl DbStore {
             refuse_old_format(&dir)?;
         }
         let mut repairs = 0;
-        let db = loop {
-            match builder().open_read_only_with_backend(backend(&path, file::Access::Read)?) {
+        let (db, fd) = loop {
+            let (be, fd) = backend(&path, file::Access::Read)?;
+            match builder().open_read_only_with_backend(be) {
                 // Unclean and no writer alive to repair it: repair it as a writer, then retry
                 // (another writer may die in between; a few rounds, then the error stands).
                 Err(DatabaseError::RepairAborted) if repairs < READ_ONLY_REPAIRS => {
                     repairs += 1;
                     let writer = builder()
-                        .create_with_backend(backend(&path, file::Access::ReadWrite)?)
+                        .create_with_backend(backend(&path, file::Access::ReadWrite)?.0)
                         .map_err(|e| db_error(&path, "repair", e))?;
                     drop(writer);
                 }
-                opened => break opened.map_err(|e| db_error(&path, "open", e))?,
+                opened => break (opened.map_err(|e| db_error(&path, "open", e))?, fd),
             }
         };
         let store = DbStore {
             dir,
             path,
             db: Arc::new(Handle::ReadOnly(db)),
+            file: Arc::new(fd),
         };
         match store.format()? {
             Some(_) => store.check_format().map(|()| store),
@@ -201,13 +209,15 @@ impl DbStore {
             create_database(&dir, &path)?;
         }
         remove_stale_creations(&dir);
+        let (be, fd) = backend(&path, file::Access::ReadWrite)?;
         let db = builder()
-            .create_with_backend(backend(&path, file::Access::ReadWrite)?)
+            .create_with_backend(be)
             .map_err(|e| db_error(&path, "open", e))?;
         let store = DbStore {
             dir,
             path,
             db: Arc::new(Handle::ReadWrite(db)),
+            file: Arc::new(fd),
         };
         store.check_format()?;
         Ok(store)
@@ -255,6 +265,28 @@ impl DbStore {
         self.db
             .begin_read()
             .map_err(|e| self.err("begin a read", e))
+    }
+
+    /// The first [`snapshot::HEADER_BYTES`] of the database file, read without any lock
+    /// (see [`SnapshotReader`]); `None` if they cannot be read.
+    fn header_bytes(&self) -> Option<snapshot::Header> {
+        let mut h = [0; snapshot::HEADER_BYTES];
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::FileExt;
+            self.file.read_exact_at(&mut h, 0).ok().map(|()| h)
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = &mut h;
+            None
+        }
+    }
+
+    /// A reader that serves ranged reads from a kept snapshot, at the cost of a header read
+    /// while no commit intervenes (see [`SnapshotReader`]), keeping one at most `max_age`.
+    pub fn snapshot_reader(&self, max_age: std::time::Duration) -> SnapshotReader {
+        SnapshotReader::new(self.clone(), max_age)
     }
 
     fn read_err(&self, op: &'static str) -> impl Fn(ReadError) -> StoreError + '_ {
@@ -329,9 +361,17 @@ fn refuse_old_format(dir: &Path) -> Result<(), StoreError> {
 }
 
 /// The existing database file at `path`, opened as [`file::open`] does (a regular file only,
-/// never blocking), for redb.
-fn backend(path: &Path, access: file::Access) -> Result<FileBackend, StoreError> {
-    FileBackend::new(file::open(path, access)?).map_err(|e| db_error(path, "open", e))
+/// never blocking), for redb; and a duplicate of its descriptor, for reading the header.
+fn backend(path: &Path, access: file::Access) -> Result<(FileBackend, File), StoreError> {
+    let file = file::open(path, access)?;
+    let dup = file.try_clone().map_err(|source| StoreError::Io {
+        id: None,
+        path: path.to_owned(),
+        op: "open the database",
+        source,
+    })?;
+    let backend = FileBackend::new(file).map_err(|e| db_error(path, "open", e))?;
+    Ok((backend, dup))
 }
 
 /// The name a process creates a new database under before it is complete.

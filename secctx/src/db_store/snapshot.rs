@@ -1,0 +1,245 @@
+//! [`SnapshotReader`]: ranged reads from one read snapshot, kept while no commit has changed
+//! the database file.
+//!
+//! In redb's multi-writer mode every read transaction costs a lock of the file header (an
+//! in-process mutex and an `fcntl` range lock, taken and released), a read of the header, and
+//! an `fcntl` lock and unlock announcing the transaction to writers in other processes. A
+//! server serving many small reads pays that for each. A [`SnapshotReader`] keeps one read
+//! transaction (and its open tables) and serves reads from it for as long as the file's
+//! header is byte for byte what it was when the transaction began, checking that with one
+//! `pread` of the header and no lock.
+//!
+//! # Why a reused snapshot is never stale
+//!
+//! The promise is the one a fresh transaction gives: a read sees every commit that completed
+//! (whose `commit` returned, in any process) before the read began.
+//!
+//! 1. Every commit rewrites the file header, at offset 0, before it returns: redb's commit
+//!    writes the new commit slot, with a transaction id greater than any before it, into the
+//!    header (and flips the primary slot and its flags there), in the first
+//!    [`HEADER_BYTES`] bytes. Transaction ids only grow, so after a commit the header never
+//!    again holds the bytes it held before it. (A test, `a_commit_changes_the_header_bytes`,
+//!    checks this of the redb in use, so that an upgrade that moved the slots fails it.)
+//! 2. A `pread` issued after a `pwrite` returned, by any process, reads what it wrote (one
+//!    page cache per file). So a read that begins after a commit returned reads a header that
+//!    differs from every header read before that commit.
+//! 3. The header is read **before** the transaction begins, and the snapshot is kept with
+//!    those bytes. The transaction therefore shows at least the commit those bytes describe;
+//!    a later read that finds the same bytes knows that no commit has completed since they were
+//!    read, so the snapshot is the latest commit (or a commit in flight is not yet complete,
+//!    which the read may or may not see, as with a fresh transaction).
+//! 4. Reading the header without its lock may see a write in progress torn. Bytes that match
+//!    the kept ones exactly are bytes of no completed later commit (1, 2); bytes that do not
+//!    match, torn or not, only cost a fresh transaction, which takes the lock.
+//! 5. The kept transaction holds its pages: redb never reuses pages a live read transaction in
+//!    any process can reach, so the snapshot stays readable however long it is kept.
+//!
+//! Anything unusual (the header cannot be read) makes a read begin a fresh transaction, which
+//! then reports the error if there is one.
+//!
+//! # Pinning
+//!
+//! A kept transaction stops writers (in every process) from reusing the pages that later
+//! commits free. So a snapshot is kept at most [`SnapshotReader::max_age`], and a long-lived
+//! holder calls [`SnapshotReader::release_stale`] now and then, so that an idle reader pins
+//! nothing for long.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use redb::{ReadOnlyTable, ReadTransaction};
+use twizzler_capsec::ObjID;
+
+use super::DbStore;
+use super::layout::{OBJECTS, PAGES};
+use super::read;
+use crate::store::StoreError;
+
+/// How many bytes at the start of the database file are compared: redb 4.6's header (its god
+/// byte, and both commit slots with their transaction ids) is the first 320; the rest of the
+/// first 512 is padding before the first region, which nothing else writes.
+pub(super) const HEADER_BYTES: usize = 512;
+
+/// The bytes at the start of the database file.
+pub(super) type Header = [u8; HEADER_BYTES];
+
+/// How long [`SnapshotReader`] keeps a snapshot unless told otherwise.
+pub const DEFAULT_MAX_AGE: Duration = Duration::from_millis(200);
+
+/// One read transaction, its tables, and the header read before it began.
+struct Snapshot {
+    header: Header,
+    taken: Instant,
+    // Dropped before the transaction (fields drop in order).
+    objects: ReadOnlyTable<u128, &'static [u8]>,
+    pages: ReadOnlyTable<(u128, u32), &'static [u8]>,
+    _txn: ReadTransaction,
+}
+
+/// Ranged reads of a [`DbStore`] from a kept read snapshot (see the [module
+/// documentation](self)): each read sees every commit that completed before it began, as
+/// [`crate::ObjectStore::read_at`] does, at the cost of one header `pread` while no commit
+/// intervenes. Clones share the kept snapshot.
+#[derive(Clone)]
+pub struct SnapshotReader {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    store: DbStore,
+    max_age: Duration,
+    current: Mutex<Option<Arc<Snapshot>>>,
+    taken: AtomicU64,
+}
+
+impl std::fmt::Debug for SnapshotReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SnapshotReader")
+            .field("store", &self.inner.store)
+            .field("max_age", &self.inner.max_age)
+            .finish()
+    }
+}
+
+impl SnapshotReader {
+    /// A reader of `store` that keeps a snapshot at most `max_age`.
+    pub fn new(store: DbStore, max_age: Duration) -> SnapshotReader {
+        SnapshotReader {
+            inner: Arc::new(Inner {
+                store,
+                max_age,
+                current: Mutex::new(None),
+                taken: AtomicU64::new(0),
+            }),
+        }
+    }
+
+    /// How long a snapshot is kept at most.
+    pub fn max_age(&self) -> Duration {
+        self.inner.max_age
+    }
+
+    /// How many read transactions this reader has begun: once, and again after each commit
+    /// (in any process) or when the kept one grew too old.
+    pub fn snapshots_taken(&self) -> u64 {
+        self.inner.taken.load(Ordering::Relaxed)
+    }
+
+    /// `len` bytes of object `id` at `offset`, as [`crate::ObjectStore::read_at`] reads them,
+    /// from the latest commit.
+    pub fn read_at(&self, id: ObjID, offset: u64, len: u64) -> Result<Vec<u8>, StoreError> {
+        let snap = self.snapshot()?;
+        let store = &self.inner.store;
+        read::read_at(&snap.objects, &snap.pages, id, offset, len)
+            .map_err(store.read_err("read an object"))
+    }
+
+    /// Drops the kept snapshot if it is older than [`SnapshotReader::max_age`], so that it pins
+    /// no pages (a read in progress keeps it until it is done).
+    pub fn release_stale(&self) {
+        let old = match self.inner.current.lock() {
+            Ok(mut cur) if cur.as_ref().is_some_and(|s| self.too_old(s)) => cur.take(),
+            _ => None,
+        };
+        drop(old);
+    }
+
+    fn too_old(&self, s: &Snapshot) -> bool {
+        s.taken.elapsed() >= self.inner.max_age
+    }
+
+    /// The kept snapshot if the file's header still holds the bytes it was taken with (and it
+    /// is young enough), else a new one, kept.
+    fn snapshot(&self) -> Result<Arc<Snapshot>, StoreError> {
+        let store = &self.inner.store;
+        // Read before anything else, and outside the lock: see the module documentation (3).
+        let Some(header) = store.header_bytes() else {
+            // Not comparable: a fresh transaction, not kept.
+            return self.begin(None);
+        };
+        let kept = match self.inner.current.lock() {
+            Ok(cur) => cur
+                .as_ref()
+                .filter(|s| s.header == header && !self.too_old(s))
+                .cloned(),
+            Err(_) => None,
+        };
+        if let Some(s) = kept {
+            return Ok(s);
+        }
+        self.begin(Some(header))
+    }
+
+    /// Begins a read transaction; keeps it (replacing the kept one) when `header`, read before
+    /// it began, is known.
+    fn begin(&self, header: Option<Header>) -> Result<Arc<Snapshot>, StoreError> {
+        let store = &self.inner.store;
+        let op = "read an object";
+        let txn = store.read()?;
+        let objects = txn.open_table(OBJECTS).map_err(|e| store.err(op, e))?;
+        let pages = txn.open_table(PAGES).map_err(|e| store.err(op, e))?;
+        self.inner.taken.fetch_add(1, Ordering::Relaxed);
+        let snap = Arc::new(Snapshot {
+            header: header.unwrap_or([0; HEADER_BYTES]),
+            taken: Instant::now(),
+            objects,
+            pages,
+            _txn: txn,
+        });
+        if header.is_some() {
+            let old = match self.inner.current.lock() {
+                Ok(mut cur) => cur.replace(snap.clone()),
+                Err(_) => None,
+            };
+            // Ends the old transaction (an fcntl) after the lock is released.
+            drop(old);
+        }
+        Ok(snap)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use crate::{ObjMeta, Object, ObjectStore};
+
+    #[test]
+    fn a_reader_is_send_and_sync() {
+        fn check<T: Send + Sync>() {}
+        check::<SnapshotReader>();
+    }
+
+    /// The premise of the module (1): every commit leaves the first [`HEADER_BYTES`] of the file
+    /// holding bytes they never held before. Fails if a redb upgrade moves its commit slots.
+    #[test]
+    fn a_commit_changes_the_header_bytes() {
+        let dir = std::env::temp_dir().join(format!("secctx-snapshot-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let store = DbStore::open(&dir).expect("open");
+        let id = ObjID::new(7);
+        let mut seen = std::collections::HashSet::new();
+        assert!(seen.insert(store.header_bytes().expect("header")));
+        store
+            .create(&Object {
+                id,
+                meta: ObjMeta::plain(),
+                data: vec![1; 100],
+            })
+            .expect("create");
+        assert!(seen.insert(store.header_bytes().expect("header")));
+        for i in 0..50u8 {
+            // The same bytes again, every other time: a commit that changes no data too.
+            store.write_at(id, 0, &[i / 2]).expect("write");
+            let h = store.header_bytes().expect("header");
+            assert!(seen.insert(h), "commit {i} left a header seen before");
+        }
+        // Reading changes nothing.
+        let h = store.header_bytes().expect("header");
+        store.read_at(id, 0, 1).expect("read");
+        assert_eq!(store.header_bytes().expect("header"), h);
+        drop(store);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
