@@ -45,14 +45,29 @@ pub(crate) const OVMF: &str = "/usr/share/ovmf/OVMF.fd";
 const BOOT_TIMEOUT: Duration = Duration::from_secs(1800);
 /// The port's directory in this repository.
 const PORT_DIR: &str = "twizzler-port";
-/// Where our kernel files go in the checkout (the adapter replaces upstream's module).
-const OUR_FILES: [(&str, &str); 2] = [
+/// Where our kernel files go in the checkout (the adapter replaces upstream's module; the
+/// rest are its in-kernel tests).
+const OUR_FILES: [(&str, &str); 5] = [
     ("kernel/security.rs", "src/kernel/src/security.rs"),
     (
         "kernel/security/port_tests.rs",
         "src/kernel/src/security/port_tests.rs",
     ),
+    (
+        "kernel/security/port_tests/policy.rs",
+        "src/kernel/src/security/port_tests/policy.rs",
+    ),
+    (
+        "kernel/security/port_tests/fault_path.rs",
+        "src/kernel/src/security/port_tests/fault_path.rs",
+    ),
+    (
+        "kernel/security/port_tests/timing.rs",
+        "src/kernel/src/security/port_tests/timing.rs",
+    ),
 ];
+/// What our timing test prints before each figure (`port_tests/timing.rs`, the expiry test).
+const TIMING_PREFIX: &str = "port timing: ";
 /// The kernel's target spec, relative to the checkout.
 const TARGET_SPEC: &str = "src/kernel/target-spec/x86_64-unknown-none.json";
 /// The test names of ours start with this (the runner prints bare function names).
@@ -171,11 +186,15 @@ fn run_all(
     let ours_expected = if opts.upstream_only {
         0
     } else {
-        let tests = ws.root.join(PORT_DIR).join(OUR_FILES[1].0);
-        fs::read_to_string(&tests)
-            .map_err(|e| format!("read {}: {e}", tests.display()))?
-            .matches("#[kernel_test]")
-            .count()
+        let mut count = 0;
+        for (src, _) in &OUR_FILES[1..] {
+            let tests = ws.root.join(PORT_DIR).join(src);
+            count += fs::read_to_string(&tests)
+                .map_err(|e| format!("read {}: {e}", tests.display()))?
+                .matches("#[kernel_test]")
+                .count();
+        }
+        count
     };
     let report = boot(opts, &elf)?;
     report.rows(rows, ours_expected);
@@ -540,11 +559,17 @@ struct Report {
     timed_out: bool,
     boot_to_tests: Option<Duration>,
     tests_time: Option<Duration>,
+    /// `port timing:` lines: what was timed, and the figure.
+    timings: Vec<(String, String)>,
 }
 
 impl Report {
     fn feed(&mut self, line: &str, since_boot: Duration, tests_started: &mut Option<Instant>) {
-        if let Some(rest) = line.split("[kernel::test] running ").nth(1) {
+        if let Some(rest) = line.split(TIMING_PREFIX).nth(1) {
+            let (what, figure) = rest.rsplit_once(": ").unwrap_or((rest, ""));
+            self.timings
+                .push((format!("  {}", what.trim()), figure.trim().to_owned()));
+        } else if let Some(rest) = line.split("[kernel::test] running ").nth(1) {
             self.announced = rest.split(' ').next().and_then(|n| n.parse().ok());
             self.boot_to_tests = Some(since_boot);
             *tests_started = Some(Instant::now());
@@ -596,6 +621,18 @@ impl Report {
             self.finished && self.announced == Some(self.passed.len()),
         ));
         rows.push(("test run".into(), timing(self.tests_time), self.finished));
+        if !self.timings.is_empty() {
+            rows.push((
+                "timings in this boot (port_tests/timing.rs):".into(),
+                String::new(),
+                true,
+            ));
+            rows.extend(
+                self.timings
+                    .iter()
+                    .map(|(w, f)| (w.clone(), f.clone(), true)),
+            );
+        }
         if let Some(name) = &self.running {
             rows.push((format!("FAILED: {name}"), "did not finish".into(), false));
         }
