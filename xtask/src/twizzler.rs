@@ -500,7 +500,14 @@ fn build(opts: &Options) -> Result<PathBuf, String> {
     let sysroot = write_stub_sysroot(&opts.upstream)?;
     let kernel = opts.upstream.join("src/kernel");
     let spec = opts.upstream.join(TARGET_SPEC).display().to_string();
-    let target_dir = opts.upstream.join("target/kernel").display().to_string();
+    // One target directory per build: the port's rustflags (the curve25519 backend) differ
+    // from upstream's, and sharing one directory rebuilt the whole graph at every switch.
+    let target_dir = if opts.upstream_only {
+        "target/kernel-upstream"
+    } else {
+        "target/kernel"
+    };
+    let target_dir = opts.upstream.join(target_dir).display().to_string();
     let sysroot = sysroot.display().to_string();
     let args = [
         "-n",
