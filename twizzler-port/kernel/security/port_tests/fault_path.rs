@@ -80,8 +80,9 @@ fn port_real_fault_enters_a_code_gate_at_its_byte_offset_and_switches() {
     let empty = context_object(None, |_| SecCtxEditor::new());
     let active = get_sctx(empty).unwrap_or_else(|_| panic!("context"));
     let gate = get_sctx(gate_ctx).unwrap_or_else(|_| panic!("context"));
+    let first_code = code.clone();
     run_in_user_context(active, &[gate.clone()], move || {
-        let base = map_at_slot(&code, Protections::READ | Protections::EXEC);
+        let base = map_at_slot(&first_code, Protections::READ | Protections::EXEC);
         let entry = va(base + 0x2010);
         let fetch = do_page_fault(
             entry,
