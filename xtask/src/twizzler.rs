@@ -70,6 +70,9 @@ const OUR_FILES: [(&str, &str); 5] = [
 const TIMING_PREFIX: &str = "port timing: ";
 /// The kernel's target spec, relative to the checkout.
 const TARGET_SPEC: &str = "src/kernel/target-spec/x86_64-unknown-none.json";
+/// How long, and for how many lines, the serial log is read after a panic.
+const PANIC_TAIL: Duration = Duration::from_secs(10);
+const PANIC_TAIL_LINES: usize = 40;
 /// The test names of ours start with this (the runner prints bare function names).
 const OUR_TEST_PREFIX: &str = "port_";
 
@@ -563,6 +566,8 @@ struct Report {
     running: Option<String>,
     finished: bool,
     panic: Option<String>,
+    /// The line after the panic's location: its message.
+    panic_message: Option<String>,
     timed_out: bool,
     boot_to_tests: Option<Duration>,
     tests_time: Option<Duration>,
@@ -592,6 +597,13 @@ impl Report {
             self.tests_time = tests_started.map(|t| t.elapsed());
         } else if line.contains("panicked at") || line.contains("PANIC") {
             self.panic.get_or_insert_with(|| line.trim().to_owned());
+        }
+    }
+
+    /// A line after the panic's: the first that is not empty is the panic's message.
+    fn note_after_panic(&mut self, line: &str) {
+        if self.panic_message.is_none() && !line.trim().is_empty() {
+            self.panic_message = Some(line.trim().to_owned());
         }
     }
 
@@ -645,6 +657,9 @@ impl Report {
         }
         if let Some(p) = &self.panic {
             rows.push((format!("panic: {p}"), String::new(), false));
+            if let Some(m) = &self.panic_message {
+                rows.push((format!("  {m}"), String::new(), false));
+            }
         }
         if self.timed_out {
             rows.push((
@@ -749,22 +764,39 @@ fn boot(opts: &Options, elf: &Path) -> Result<Report, String> {
     let started = Instant::now();
     let mut report = Report::default();
     let mut tests_started = None;
+    // After a panic, the lines that follow (the message, the backtrace) are read for a short
+    // while before QEMU is stopped: the location alone rarely says what failed.
+    let mut after_panic: Option<(Instant, usize)> = None;
     loop {
-        let left = BOOT_TIMEOUT.saturating_sub(started.elapsed());
+        let mut left = BOOT_TIMEOUT.saturating_sub(started.elapsed());
+        if let Some((since, lines)) = after_panic {
+            if lines >= PANIC_TAIL_LINES {
+                break;
+            }
+            left = left.min(PANIC_TAIL.saturating_sub(since.elapsed()));
+        }
         if left.is_zero() {
-            report.timed_out = true;
+            report.timed_out = after_panic.is_none();
             break;
         }
         match rx.recv_timeout(left) {
             Ok(line) => {
                 println!("{line}");
+                if let Some((_, lines)) = after_panic.as_mut() {
+                    *lines += 1;
+                    report.note_after_panic(&line);
+                    continue;
+                }
                 report.feed(&line, started.elapsed(), &mut tests_started);
-                if report.finished || report.panic.is_some() {
+                if report.finished {
                     break;
+                }
+                if report.panic.is_some() {
+                    after_panic = Some((Instant::now(), 0));
                 }
             }
             Err(mpsc::RecvTimeoutError::Timeout) => {
-                report.timed_out = true;
+                report.timed_out = after_panic.is_none();
                 break;
             }
             Err(mpsc::RecvTimeoutError::Disconnected) => break,

@@ -115,7 +115,21 @@ fn port_real_fault_enters_a_code_gate_at_its_byte_offset_and_switches() {
         );
         assert!(
             matches!(fetch, Err(UpcallInfo::SecurityViolation(_))),
-            "a fetch between entry points does not enter the gate"
+            "a fetch between entry points does not enter the gate: the fault path gave \
+             {fetch:?}, the engine now says {:?}",
+            super::super::ENGINE.decide(
+                &{
+                    let m = kernel_hooks::SecCtxMgr::new(super::super::to_hooks_id(empty));
+                    let _ = m.attach(super::super::to_hooks_id(gate_ctx));
+                    m
+                },
+                &kernel_hooks::Fault::new(
+                    super::super::to_hooks_id(code.id()),
+                    super::super::object_info(&code),
+                    0x2008,
+                    twizzler_capsec::AccessKind::Exec,
+                ),
+            )
         );
         assert_eq!(active_id(), empty, "and the thread stays where it was");
     });
@@ -223,5 +237,35 @@ fn port_revocation_between_a_decision_and_its_install_leaves_no_mapping() {
             "the retried access is denied"
         );
         assert_eq!(pte(ctx_id, addr), None);
+    });
+}
+
+#[kernel_test]
+fn port_kernel_access_to_user_memory_is_decided_as_the_threads() {
+    // A kernel-mode fault (no USER flag, a kernel instruction pointer) on a user address, as a
+    // system call copying from a user buffer takes: upstream maps the page with the region's
+    // full protections without asking security. It must get what the thread could get, and
+    // no more: here nothing (the thread's context holds no capability for the object).
+    let (_, target, _) = {
+        let s = super::signed_setup(Caps::READ);
+        (s.key_obj, s.target, s.ctx)
+    };
+    let empty = context_object(None, |_| SecCtxEditor::new());
+    let sctx = get_sctx(empty).unwrap_or_else(|_| panic!("context"));
+    run_in_user_context(sctx, &[], move || {
+        let base = map_at_slot(&target, Protections::READ | Protections::WRITE);
+        let addr = va(base + 0x2008);
+        let kernel_ip = va(0xffff_ffff_8010_0000);
+        let copy = do_page_fault(
+            addr,
+            MemoryAccessKind::Read,
+            PageFaultFlags::empty(),
+            kernel_ip,
+        );
+        assert!(
+            matches!(copy, Err(UpcallInfo::SecurityViolation(_))),
+            "the kernel reading for a thread without rights is refused"
+        );
+        assert_eq!(pte(empty, addr), None, "and nothing is mapped");
     });
 }
