@@ -20,9 +20,10 @@ pub(crate) struct EngineAuthority<'e, H: Host> {
     /// Signature verifications this fault may still do.
     pub budget: &'e Cell<u32>,
     pub counters: &'e Counters,
-    /// The faulting object, whose metadata came with the fault.
+    /// The faulting object, and its metadata if it came with the fault (else the host is
+    /// asked, like for any other object).
     pub target: ObjID,
-    pub target_object: ObjectInfo,
+    pub target_object: Option<ObjectInfo>,
     pub deps: RefCell<Deps>,
 }
 
@@ -32,10 +33,9 @@ impl<H: Host> Authority for EngineAuthority<'_, H> {
         obj: ObjID,
         f: impl FnOnce(&VerifyingKey) -> R,
     ) -> Result<R, KeyLookupError> {
-        let kuid = if obj == self.target {
-            self.target_object.kuid
-        } else {
-            self.host.object(obj).and_then(|o| o.kuid)
+        let kuid = match self.target_object {
+            Some(o) if obj == self.target => o.kuid,
+            _ => self.host.object(obj).and_then(|o| o.kuid),
         }
         .ok_or(KeyLookupError::NoKuid(obj))?;
         self.deps.borrow_mut().add_kuid(kuid);

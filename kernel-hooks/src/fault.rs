@@ -3,7 +3,9 @@
 use core::fmt;
 use core::ops::Range;
 
-use twizzler_capsec::{AccessKind, CtxError, Expiry, ObjID, PAGE_SIZE, Protections, Verdict};
+use twizzler_capsec::{
+    AccessKind, CtxError, Expiry, MAX_OBJECT_SIZE, ObjID, PAGE_SIZE, Protections, Verdict,
+};
 
 use crate::host::ObjectInfo;
 use crate::ticket::MapTicket;
@@ -13,11 +15,15 @@ use crate::ticket::MapTicket;
 /// From Twizzler's `page_fault_to_region`, with the object's `MapRegion` in hand:
 ///
 /// - `target`: the region's object id (`info.object.id()`);
-/// - `object`: its metadata, read once per fault, with the `kuid` only if `check_id()`
-///   verified the id (see [`ObjectInfo`]);
+/// - `object`: its metadata, with the `kuid` only if `check_id()` verified the id (see
+///   [`ObjectInfo`]); or, with [`Fault::lazy`], only its default protections, the `kuid`
+///   being asked of the host on a miss (a hit then reads no metadata);
 /// - `offset`: the byte offset within the *object*: the page number from the faulting
 ///   address within the slot, shifted by one page when the region is mapped with
-///   `NO_NULLPAGE` (slot byte 0 is then object byte 4096). [`Fault::in_mapping`] does this.
+///   `NO_NULLPAGE` (slot byte 0 is then object byte 4096), except the slot's last page (the
+///   metadata page), plus the faulting address's offset within its page: an instruction
+///   fetch is checked at its byte offset (a code gate's entry point need not be page
+///   aligned). [`Fault::in_mapping`] does this.
 /// - `kind`: from `MemoryAccessKind`: `Read`, `Write`, `InstructionFetch` → `Exec`.
 ///
 /// Upstream's `AccessInfo` also names the executing object and instruction offset. The rule
@@ -34,6 +40,23 @@ pub struct Fault {
     pub offset: u64,
     /// How the thread touched it: a load, a store or an instruction fetch.
     pub kind: AccessKind,
+    /// Where the engine finds the object's `kuid`: in `object` ([`Fault::new`]), or from the
+    /// host on a miss only ([`Fault::lazy`]).
+    pub kuid_at: KuidAt,
+}
+
+/// Where the engine finds the faulting object's `kuid`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum KuidAt {
+    /// In [`Fault::object`]: the fault handler read it (after checking the id) for this fault.
+    /// A cached decision is stamped with it, so a `kuid` that changes misses by itself.
+    Fault,
+    /// From [`crate::Host::object`] for the faulting object, asked only on a miss, when a
+    /// record the object's key signs is verified; `object.kuid` is ignored. A hit then reads
+    /// no metadata at all. The host calls [`crate::Engine::invalidate_object`] when an
+    /// object's `kuid` (or whether its id verifies) changes; on Twizzler the id is derived
+    /// from the `kuid`, so a verified id keeps its `kuid` for ever.
+    Miss,
 }
 
 impl Fault {
@@ -44,12 +67,38 @@ impl Fault {
             object,
             offset,
             kind,
+            kuid_at: KuidAt::Fault,
+        }
+    }
+
+    /// A fault at byte `offset` of the object whose `kuid` the engine asks the host for on a
+    /// miss only ([`KuidAt::Miss`]): the fault handler passes the default protections it
+    /// keeps at hand (Twizzler's `check_id` returns them) and reads no metadata.
+    pub const fn lazy(
+        target: ObjID,
+        default_prots: Protections,
+        offset: u64,
+        kind: AccessKind,
+    ) -> Self {
+        Self {
+            target,
+            object: ObjectInfo {
+                kuid: None,
+                default_prots,
+            },
+            offset,
+            kind,
+            kuid_at: KuidAt::Miss,
         }
     }
 
     /// A fault at byte `mapping_offset` of a mapping of the object, which starts at object
     /// byte 0, or at object byte 4096 (the first page past the null page) when the object is
     /// mapped without its null page (`no_null_page`, Twizzler's `MapFlags::NO_NULLPAGE`).
+    ///
+    /// The slot's last page is the object's metadata page wherever the object starts
+    /// (Twizzler's `PageNumber::is_meta`): it is never shifted, so a fault there is decided at
+    /// the metadata page's own offset, in bounds.
     pub const fn in_mapping(
         target: ObjID,
         object: ObjectInfo,
@@ -57,11 +106,10 @@ impl Fault {
         no_null_page: bool,
         kind: AccessKind,
     ) -> Self {
-        let offset = if no_null_page {
-            // Past u64::MAX is past the largest object too: the engine reports it out of
-            // bounds.
-            mapping_offset.saturating_add(PAGE_SIZE)
+        let offset = if no_null_page && mapping_offset < MAX_OBJECT_SIZE - PAGE_SIZE {
+            mapping_offset + PAGE_SIZE
         } else {
+            // The metadata page, or past the slot (the engine reports that out of bounds).
             mapping_offset
         };
         Self::new(target, object, offset, kind)

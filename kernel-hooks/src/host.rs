@@ -12,8 +12,12 @@
 //!   [`Host::with_key`] and [`Host::object`] (never [`Host::unmap`] or `with_ctx` again);
 //!   a host must not hold, across the closure it runs, a lock those two need.
 //! - **The hit calls only the clock.** A fault whose decision is cached costs
-//!   [`Host::monotonic_ns`] and nothing else of the host: the object's `kuid` and default
-//!   protections travel in the [`crate::Fault`].
+//!   [`Host::monotonic_ns`] and nothing else of the host: the object's default protections
+//!   travel in the [`crate::Fault`], and its `kuid` too ([`crate::Fault::new`]) or, with
+//!   [`crate::Fault::lazy`], is asked of [`Host::object`] on a miss only.
+//! - **One clock.** Every deadline the engine gives ([`crate::Engine::next_deadline`],
+//!   [`crate::Engine::next_deadline_in`]) is on [`Host::monotonic_ns`]'s clock; the host's
+//!   expiry timer counts that clock.
 
 use twizzler_capsec::{ObjID, Protections, RecordId, VerifyingKey};
 
@@ -74,7 +78,8 @@ pub trait Host {
     const UNMAP_GRANULARITY: UnmapGranularity = UnmapGranularity::PerContext;
 
     /// Object `id`'s metadata, or `None` if there is no such object. Consulted on a miss
-    /// for objects other than the faulting one (the contexts that provide delegations).
+    /// only: for the contexts that provide delegations, and for the faulting object itself
+    /// when its fault leaves the `kuid` to a miss ([`crate::Fault::lazy`]).
     fn object(&self, id: ObjID) -> Option<ObjectInfo>;
 
     /// Runs `f` over the bytes of security-context object `ctx`, or returns `None` if there is
@@ -111,7 +116,9 @@ pub trait Host {
     fn record_revoked(&self, id: &RecordId) -> bool;
 
     /// The kernel's monotonic clock, in nanoseconds since boot. The engine adds the offset
-    /// set with [`crate::Engine::set_wall_clock_offset`] to compare with expiry times.
+    /// set with [`crate::Engine::set_wall_clock_offset`] to compare with expiry times, and
+    /// gives its deadlines on this clock: the timer that calls [`crate::Engine::expire`]
+    /// must count it too.
     fn monotonic_ns(&self) -> u64;
 
     /// Removes the mappings `what` describes, on every CPU, before returning.

@@ -11,8 +11,9 @@
 //! - [`SecCtxMgr`]: a thread's active and inactive contexts, after Twizzler's own
 //!   (`lookup`, `check_active_access`, `search_access`, `switch_context`, `attach`, `detach`,
 //!   `new_kernel`, `Clone`), honouring `UNDETACHABLE`;
-//! - [`Engine::decide`]: a [`Fault`] (which carries the object's [`ObjectInfo`], so a cached
-//!   decision calls nothing in the host but its clock) becomes [`Decision::Map`] with
+//! - [`Engine::decide`]: a [`Fault`] (which carries the object's default protections, and its
+//!   `kuid` too unless [`Fault::lazy`] leaves that to a miss, so a cached decision calls
+//!   nothing in the host but its clock) becomes [`Decision::Map`] with
 //!   protections the rule grants, never more: at least what the access needs, and what the
 //!   records verified so far provide (a first fault verifies only what the access needs, so a
 //!   later access that needs more faults again); data gates whole pages only; code gates as entry points
@@ -27,6 +28,8 @@
 //!   [`Engine::invalidate_ctx`], [`Engine::invalidate_key`], [`Engine::expire`] with
 //!   [`Engine::next_deadline`] for the timer), each unmapping through the host, after the
 //!   engine's locks are released, what it takes away.
+//!
+//! The module `conformance` (feature `conformance`) is the suite of checks every host runs.
 //!
 //! The engine is `no_std`, heap-free and `const`-constructible, and all zero bytes when new: a
 //! kernel keeps it in a `static` in `.bss`. [`SecCtxMgr`] keeps its inactive contexts on the
@@ -118,6 +121,8 @@ mod sync;
 mod authority;
 #[cfg(not(loom))]
 pub mod cache;
+#[cfg(all(feature = "conformance", not(loom)))]
+pub mod conformance;
 #[cfg(not(loom))]
 mod ctx_bytes;
 #[cfg(not(loom))]
@@ -142,7 +147,7 @@ pub use ctx_bytes::CtxBytes;
 #[cfg(not(loom))]
 pub use engine::{Engine, INVALIDATION_LIST, Invalidation, MAX_VERIFICATIONS_PER_FAULT};
 #[cfg(not(loom))]
-pub use fault::{Decision, DenyCause, Fault, Violation};
+pub use fault::{Decision, DenyCause, Fault, KuidAt, Violation};
 #[cfg(not(loom))]
 pub use host::{Host, ObjectInfo, Unmap, UnmapGranularity};
 #[cfg(not(loom))]

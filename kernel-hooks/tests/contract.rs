@@ -898,3 +898,56 @@ fn a_repeated_denial_explains_what_the_first_did() {
         );
     }
 }
+
+/// With `Fault::lazy` the engine asks the host for the faulting object's `kuid` on a miss
+/// only, so a hit calls nothing but the clock; a `kuid` that changes is seen once the host
+/// calls `invalidate_object`, which unmaps what the object's decisions granted.
+#[test]
+fn a_lazy_fault_asks_for_the_kuid_on_a_miss_only() {
+    let w = World::new();
+    w.write_ctx(CTX_A, &ctx_with(&[&w.cap(FILE, CTX_A, R)]));
+    let t = SecCtxMgr::new(CTX_A);
+    let lazy = |page: u64| Fault::lazy(FILE, NONE, page * PAGE, Read);
+    assert_eq!(mapped(&w.engine.decide(&t, &lazy(1))), Some(R));
+    let before = w.host().host_calls();
+    assert_eq!(mapped(&w.engine.decide(&t, &lazy(2))), Some(R));
+    assert_eq!(w.host().host_calls(), before, "a lazy hit called the host");
+    // FILE's `kuid` now names OTHER's key: the cached decision stands until the host says so.
+    w.host().set_object(FILE, Some(K_OTHER), NONE);
+    assert_eq!(mapped(&w.engine.decide(&t, &lazy(3))), Some(R));
+    let inv = w.engine.invalidate_object(FILE);
+    assert!(inv.unmapped().contains(&Unmap::Object {
+        ctx: CTX_A,
+        target: FILE
+    }));
+    // The capability was signed by FILE's old key: under the new `kuid` it does not verify.
+    assert!(matches!(
+        w.engine.decide(&t, &lazy(1)),
+        Decision::Violation(Violation::Denied { .. })
+    ));
+}
+
+/// A host with lazy faults asks for object-wide rights with `lookup_lazy`: the lookup and the
+/// faults share one cache entry, so neither displaces (and unmaps) the other.
+#[test]
+fn a_lazy_lookup_shares_the_lazy_faults_entry() {
+    let w = World::new();
+    w.write_ctx(CTX_A, &ctx_with(&[&w.cap(FILE, CTX_A, RW)]));
+    let t = SecCtxMgr::new(CTX_A);
+    let lazy = Fault::lazy(FILE, NONE, PAGE, Read);
+    assert_eq!(mapped(&w.engine.decide(&t, &lazy)), Some(RW));
+    w.host().take_unmapped();
+    let perms = w.engine.lookup_lazy(CTX_A, FILE, NONE).expect("lookup");
+    assert_eq!(perms.everywhere, RW);
+    assert!(
+        w.host().take_unmapped().is_empty(),
+        "the lookup displaced the faults' entry"
+    );
+    let hits = w.engine.stats().hits;
+    assert_eq!(mapped(&w.engine.decide(&t, &lazy)), Some(RW));
+    assert_eq!(w.engine.stats().hits, hits + 1);
+    // The eager form with the `kuid` is a different stamp: it displaces, and unmaps.
+    let info = w.host().info(FILE);
+    w.engine.lookup(CTX_A, FILE, &info).expect("lookup");
+    assert!(!w.host().take_unmapped().is_empty());
+}

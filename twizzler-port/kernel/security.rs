@@ -219,10 +219,10 @@ impl Host for TwzHost {
     }
 }
 
-/// The deadline the timer chain is armed for (the engine's clock, ns; `u64::MAX`: none).
+/// The deadline the timer chain is armed for (`monotonic_ns`; `u64::MAX`: none).
 static ARMED_DEADLINE: AtomicU64 = AtomicU64::new(u64::MAX);
 
-/// When the timer last ran `expire` (the engine's clock) and for which deadline: what the
+/// When the timer last ran `expire` (`monotonic_ns`) and for which deadline: what the
 /// port's expiry test reads to measure lateness.
 static LAST_EXPIRY: Spinlock<Option<(u64, u64)>> = Spinlock::new(None);
 
@@ -232,17 +232,19 @@ const TICK_NS: u64 = 1_000_000;
 /// Arms the kernel's timeout queue for the engine's next deadline, unless a chain for one at
 /// least as early is armed.
 ///
-/// One clock: deadlines, and the time left to them, are the engine's (`Engine::now`, from
-/// `TwzHost::monotonic_ns`). Upstream's queue counts its own ticks, which under TCG run 3-4x
+/// One clock: deadlines, and the time left to them, are the host's `monotonic_ns`
+/// (`Engine::next_deadline_in` of one reading; integration guide, section 4). Upstream's queue counts its own ticks, which under TCG run 3-4x
 /// slower than time (a 300 ms wait fired 0.66-1.0 s late), so the wait is armed in steps:
 /// each step re-reads the engine's clock, learns how long the last step's ticks really took,
 /// and asks for half of what is left at that rate; the last steps are one tick. The chain
 /// ends at the first step on or after the deadline, whatever the ticks' rate. The callbacks
 /// run in the timeout thread (never in an interrupt), where the engine's locks are safe.
 fn arm_expiry() {
-    let Some(deadline) = ENGINE.next_deadline() else {
+    let now = TwzHost.monotonic_ns();
+    let Some(wait) = ENGINE.next_deadline_in(now) else {
         return;
     };
+    let deadline = now.saturating_add(wait);
     let armed = ARMED_DEADLINE.load(Ordering::Acquire);
     if deadline >= armed
         || ARMED_DEADLINE
@@ -251,14 +253,13 @@ fn arm_expiry() {
     {
         return;
     }
-    let left = deadline.saturating_sub(ENGINE.now());
     // No rate known yet: assume ticks up to 8x slower than time.
-    arm_step(deadline, (left / 8).max(TICK_NS));
+    arm_step(deadline, (wait / 8).max(TICK_NS));
 }
 
 /// Arms one step of the chain for `deadline`: a wait of `wait` ns as upstream's queue counts.
 fn arm_step(deadline: u64, wait: u64) {
-    let armed_at = ENGINE.now();
+    let armed_at = TwzHost.monotonic_ns();
     crate::clock::register_timeout_callback(wait, move |_| on_step(deadline, armed_at, wait), ());
 }
 
@@ -268,7 +269,7 @@ fn on_step(deadline: u64, armed_at: u64, asked: u64) {
         // An earlier deadline took the chain over; when it fires it arms the next one.
         return;
     }
-    let now = ENGINE.now();
+    let now = TwzHost.monotonic_ns();
     if now < deadline {
         let left = deadline - now;
         let took = now.saturating_sub(armed_at).max(1);
@@ -283,7 +284,7 @@ fn on_step(deadline: u64, armed_at: u64, asked: u64) {
     arm_expiry();
 }
 
-/// When the timer last ran `expire` (the engine's clock, ns) and the deadline it ran for.
+/// When the timer last ran `expire` (`monotonic_ns`) and the deadline it ran for.
 pub fn last_expiry() -> Option<(u64, u64)> {
     *LAST_EXPIRY.lock()
 }
@@ -294,15 +295,18 @@ pub fn last_expiry() -> Option<(u64, u64)> {
 /// upstream's `check_security`; the decision's ticket is kept on the thread for
 /// [`decision_is_current`], which the fault path's mapper asks under the page-table lock.
 ///
-/// Kernel-mode faults (`ip` in the kernel) and threads in the kernel's context are granted
-/// everything, as upstream does (README, gap 7, for what should change).
+/// Threads in the kernel's context (and faults with no current thread) are granted
+/// everything, as upstream does. A kernel-mode fault (`ip` in the kernel) on a user thread's
+/// behalf (a copy from or to user memory) is decided as that thread's own access (README,
+/// gap 7; integration guide, section 3): the kernel never maps, for the thread, what the
+/// thread could not map itself; a violation fails the copy.
 pub fn check_fault(
     obj: &ObjectRef,
     offset: usize,
     sctx_id: ObjID,
     addr: VirtAddr,
     cause: MemoryAccessKind,
-    ip: VirtAddr,
+    _ip: VirtAddr,
 ) -> Result<PermsInfo, UpcallInfo> {
     let all = PermsInfo {
         ctx: sctx_id,
@@ -316,7 +320,7 @@ pub fn check_fault(
         });
     };
     *thread.secctx.ticket.lock() = None;
-    if ip.is_kernel() || sctx_id == KERNEL_SCTX {
+    if sctx_id == KERNEL_SCTX {
         return Ok(all);
     }
     let (perms, ticket) = decide_ticketed(thread.secctx.hooks(), obj, offset, addr, cause)?;
@@ -376,7 +380,15 @@ fn decide_ticketed(
         MemoryAccessKind::Write => AccessKind::Write,
         MemoryAccessKind::InstructionFetch => AccessKind::Exec,
     };
-    let fault = Fault::new(to_hooks_id(obj.id()), object_info(obj), offset as u64, kind);
+    // Lazy: the default protections come from `check_id` (cached by upstream), the `kuid` is
+    // asked of `TwzHost::object` on a miss only, so a hit reads no metadata (gap 5).
+    let (_, default_prot) = obj.check_id();
+    let fault = Fault::lazy(
+        to_hooks_id(obj.id()),
+        to_hooks_prots(default_prot),
+        offset as u64,
+        kind,
+    );
     match ENGINE.decide(mgr, &fault) {
         Decision::Map {
             prots, ctx, ticket, ..
@@ -453,14 +465,14 @@ impl SecurityContext {
 }
 
 fn lookup_in(ctx: ObjID, id: ObjID, default_prots: Protections) -> PermsInfo {
-    let info = match lookup_object(id, LookupFlags::empty()) {
-        LookupResult::Found(obj) => object_info(&obj),
-        _ => ObjectInfo {
-            kuid: None,
-            default_prots: to_hooks_prots(default_prots),
-        },
-    };
-    match ENGINE.lookup(to_hooks_id(ctx), to_hooks_id(id), &info) {
+    // Lazy, as the fault path (`decide_for`): the lookup and the faults share one cache entry
+    // (an eager lookup would displace the faults' entry and unmap their pages), and the
+    // `kuid` is asked of `TwzHost::object` only if a record needs it.
+    match ENGINE.lookup_lazy(
+        to_hooks_id(ctx),
+        to_hooks_id(id),
+        to_hooks_prots(default_prots),
+    ) {
         Ok(p) => to_abi_perms(&p.as_perms_info()),
         Err(_) => PermsInfo {
             ctx,

@@ -41,6 +41,9 @@ pub enum DecodeError {
     },
     /// A signature-scheme tag that names no scheme.
     UnknownScheme(u8),
+    /// An algorithm this build leaves out (the `p256` or `sha256` cargo feature is off): a
+    /// record or key that uses it is refused, never verified.
+    NotBuiltIn(&'static str),
     /// A key or signature length that does not fit its scheme.
     BadLength {
         /// Which field.
@@ -90,6 +93,10 @@ impl fmt::Display for DecodeError {
                 )
             }
             Self::UnknownScheme(t) => write!(f, "unknown signature scheme tag {t}"),
+            Self::NotBuiltIn(what) => write!(
+                f,
+                "uses {what}, which this build leaves out (its cargo feature is off)"
+            ),
             Self::BadLength { what, len } => write!(f, "{what} has invalid length {len}"),
             Self::NonZeroPadding(what) => write!(f, "non-zero padding in {what}"),
             Self::InvalidKey => f.write_str("key bytes are not a valid key for their scheme"),

@@ -13,6 +13,7 @@ pub enum HashAlg {
     #[default]
     Blake3,
     /// SHA-256 (flag bit 1).
+    #[cfg(feature = "sha256")]
     Sha256,
 }
 
@@ -26,6 +27,7 @@ impl HashAlg {
     pub const fn flags(self) -> u16 {
         match self {
             Self::Blake3 => FLAG_HASH_BLAKE3,
+            #[cfg(feature = "sha256")]
             Self::Sha256 => FLAG_HASH_SHA256,
         }
     }
@@ -34,7 +36,10 @@ impl HashAlg {
     pub const fn from_flags(flags: u16) -> Result<Self, DecodeError> {
         match flags {
             FLAG_HASH_BLAKE3 => Ok(Self::Blake3),
+            #[cfg(feature = "sha256")]
             FLAG_HASH_SHA256 => Ok(Self::Sha256),
+            #[cfg(not(feature = "sha256"))]
+            FLAG_HASH_SHA256 => Err(DecodeError::NotBuiltIn("SHA-256")),
             other => Err(DecodeError::BadFlags(other)),
         }
     }
@@ -52,6 +57,7 @@ impl HashAlg {
     pub fn hasher(self) -> MessageHasher {
         match self {
             Self::Blake3 => MessageHasher::Blake3(blake3::Hasher::new()),
+            #[cfg(feature = "sha256")]
             Self::Sha256 => MessageHasher::Sha256(<sha2::Sha256 as sha2::Digest>::new()),
         }
     }
@@ -66,6 +72,7 @@ pub enum MessageHasher {
     /// BLAKE3 state.
     Blake3(blake3::Hasher),
     /// SHA-256 state.
+    #[cfg(feature = "sha256")]
     Sha256(sha2::Sha256),
 }
 
@@ -76,6 +83,7 @@ impl MessageHasher {
             Self::Blake3(h) => {
                 h.update(bytes);
             }
+            #[cfg(feature = "sha256")]
             Self::Sha256(h) => sha2::Digest::update(h, bytes),
         }
         self
@@ -85,6 +93,7 @@ impl MessageHasher {
     pub fn finalize(self) -> [u8; DIGEST_LEN] {
         match self {
             Self::Blake3(h) => *h.finalize().as_bytes(),
+            #[cfg(feature = "sha256")]
             Self::Sha256(h) => sha2::Digest::finalize(h).into(),
         }
     }

@@ -29,7 +29,9 @@ pub const SIG_ENCODED_LEN: usize = 2 + MAX_SIG_LEN;
 
 const ED25519_PUBLIC_LEN: usize = 32;
 const ED25519_SECRET_LEN: usize = 32;
+#[cfg(feature = "p256")]
 const P256_PUBLIC_LEN: usize = 65; // SEC1 uncompressed point
+#[cfg(feature = "p256")]
 const P256_SECRET_LEN: usize = 32;
 const SIGNATURE_LEN: usize = 64; // both schemes: R||s or r||s
 
@@ -42,6 +44,7 @@ pub enum SigningScheme {
     #[default]
     Ed25519 = 1,
     /// ECDSA over NIST P-256 with SHA-256, low-S, compatible with upstream Twizzler.
+    #[cfg(feature = "p256")]
     EcdsaP256 = 2,
 }
 
@@ -50,7 +53,10 @@ impl SigningScheme {
     pub const fn from_tag(tag: u8) -> Result<Self, DecodeError> {
         match tag {
             1 => Ok(Self::Ed25519),
+            #[cfg(feature = "p256")]
             2 => Ok(Self::EcdsaP256),
+            #[cfg(not(feature = "p256"))]
+            2 => Err(DecodeError::NotBuiltIn("ECDSA P-256")),
             t => Err(DecodeError::UnknownScheme(t)),
         }
     }
@@ -64,6 +70,7 @@ impl SigningScheme {
     pub const fn public_key_len(self) -> usize {
         match self {
             Self::Ed25519 => ED25519_PUBLIC_LEN,
+            #[cfg(feature = "p256")]
             Self::EcdsaP256 => P256_PUBLIC_LEN,
         }
     }
@@ -72,6 +79,7 @@ impl SigningScheme {
     pub const fn secret_key_len(self) -> usize {
         match self {
             Self::Ed25519 => ED25519_SECRET_LEN,
+            #[cfg(feature = "p256")]
             Self::EcdsaP256 => P256_SECRET_LEN,
         }
     }
@@ -85,6 +93,7 @@ impl SigningScheme {
     pub const fn name(self) -> &'static str {
         match self {
             Self::Ed25519 => "ed25519",
+            #[cfg(feature = "p256")]
             Self::EcdsaP256 => "p256",
         }
     }
@@ -160,6 +169,7 @@ impl Signature {
     pub fn to_openssl(&self) -> Result<alloc::vec::Vec<u8>, VerifyError> {
         match self.scheme {
             SigningScheme::Ed25519 => Ok(self.bytes.to_vec()),
+            #[cfg(feature = "p256")]
             SigningScheme::EcdsaP256 => {
                 let sig = p256::ecdsa::Signature::from_slice(&self.bytes)
                     .map_err(|_| VerifyError::MalformedSignature)?;
@@ -211,6 +221,7 @@ pub struct VerifyingKey(VerifyingInner);
 #[derive(Clone, PartialEq, Eq)]
 enum VerifyingInner {
     Ed25519(ed25519_dalek::VerifyingKey),
+    #[cfg(feature = "p256")]
     P256(p256::ecdsa::VerifyingKey),
 }
 
@@ -222,6 +233,7 @@ impl VerifyingKey {
     pub fn scheme(&self) -> SigningScheme {
         match self.0 {
             VerifyingInner::Ed25519(_) => SigningScheme::Ed25519,
+            #[cfg(feature = "p256")]
             VerifyingInner::P256(_) => SigningScheme::EcdsaP256,
         }
     }
@@ -246,6 +258,7 @@ impl VerifyingKey {
                 }
                 Ok(Self(VerifyingInner::Ed25519(key)))
             }
+            #[cfg(feature = "p256")]
             SigningScheme::EcdsaP256 => {
                 if bytes.len() != P256_PUBLIC_LEN {
                     return Err(bad_len());
@@ -265,6 +278,7 @@ impl VerifyingKey {
         let mut out = KeyBytes::new();
         let res = match &self.0 {
             VerifyingInner::Ed25519(k) => out.extend_from_slice(k.as_bytes()),
+            #[cfg(feature = "p256")]
             VerifyingInner::P256(k) => out.extend_from_slice(k.to_sec1_point(false).as_bytes()),
         };
         debug_assert!(res.is_ok(), "public keys fit MAX_KEY_LEN");
@@ -298,6 +312,7 @@ impl VerifyingKey {
                 k.verify_strict(msg, &s)
                     .map_err(|_| VerifyError::BadSignature)
             }
+            #[cfg(feature = "p256")]
             VerifyingInner::P256(k) => {
                 use p256::ecdsa::signature::Verifier;
                 let s = p256::ecdsa::Signature::from_slice(&sig.bytes)
@@ -360,6 +375,7 @@ pub struct SigningKey(SigningInner);
 #[derive(Clone)]
 enum SigningInner {
     Ed25519(ed25519_dalek::SigningKey),
+    #[cfg(feature = "p256")]
     P256(p256::ecdsa::SigningKey),
 }
 
@@ -374,6 +390,7 @@ impl SigningKey {
                     ed25519_dalek::SigningKey::from_bytes(&seed),
                 ))
             }
+            #[cfg(feature = "p256")]
             SigningScheme::EcdsaP256 => {
                 use p256::elliptic_curve::Generate;
                 Self(SigningInner::P256(
@@ -412,6 +429,7 @@ impl SigningKey {
                     ed25519_dalek::SigningKey::from_bytes(&seed),
                 )))
             }
+            #[cfg(feature = "p256")]
             SigningScheme::EcdsaP256 => {
                 // A 256-bit string is a valid scalar (in 1..n) except with probability about
                 // 2^-32; draw again with the next counter in that case.
@@ -433,6 +451,7 @@ impl SigningKey {
     pub fn scheme(&self) -> SigningScheme {
         match self.0 {
             SigningInner::Ed25519(_) => SigningScheme::Ed25519,
+            #[cfg(feature = "p256")]
             SigningInner::P256(_) => SigningScheme::EcdsaP256,
         }
     }
@@ -441,6 +460,7 @@ impl SigningKey {
     pub fn verifying_key(&self) -> VerifyingKey {
         match &self.0 {
             SigningInner::Ed25519(k) => VerifyingKey(VerifyingInner::Ed25519(k.verifying_key())),
+            #[cfg(feature = "p256")]
             SigningInner::P256(k) => VerifyingKey(VerifyingInner::P256(*k.verifying_key())),
         }
     }
@@ -459,6 +479,7 @@ impl SigningKey {
                     ed25519_dalek::SigningKey::from_bytes(arr),
                 )))
             }
+            #[cfg(feature = "p256")]
             SigningScheme::EcdsaP256 => {
                 if bytes.len() != P256_SECRET_LEN {
                     return Err(bad_len());
@@ -474,6 +495,7 @@ impl SigningKey {
     pub fn to_raw(&self) -> SecretBytes {
         match &self.0 {
             SigningInner::Ed25519(k) => SecretBytes::new(k.as_bytes()),
+            #[cfg(feature = "p256")]
             SigningInner::P256(k) => SecretBytes::new(&k.to_bytes()),
         }
     }
@@ -509,6 +531,7 @@ impl SigningKey {
                     bytes: s.to_bytes(),
                 })
             }
+            #[cfg(feature = "p256")]
             SigningInner::P256(k) => {
                 use p256::ecdsa::signature::Signer;
                 let s: p256::ecdsa::Signature = k.try_sign(msg).map_err(|_| SignError)?;

@@ -2,6 +2,7 @@
 //! and build steps, and booting it under QEMU with a timeout.
 
 use std::env;
+use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::thread;
@@ -117,9 +118,23 @@ pub(crate) fn kernel_boot(ws: &Workspace, cpus: u32) -> Result<(), String> {
     let mut child = Command::new(QEMU)
         .args(args)
         .stdin(Stdio::null())
+        .stdout(Stdio::piped())
         .current_dir(&ws.root)
         .spawn()
         .map_err(|e| format!("cannot run {QEMU}: {e}"))?;
+    // The kernel's serial output, echoed line by line; the conformance suite's lines kept.
+    let echo = child.stdout.take().map(|out| {
+        thread::spawn(move || {
+            let mut suite = Vec::new();
+            for line in BufReader::new(out).lines().map_while(Result::ok) {
+                println!("{line}");
+                if line.starts_with("conformance:") {
+                    suite.push(line);
+                }
+            }
+            suite
+        })
+    });
     let started = Instant::now();
     let status = loop {
         match child.try_wait() {
@@ -140,6 +155,8 @@ pub(crate) fn kernel_boot(ws: &Workspace, cpus: u32) -> Result<(), String> {
         "xtask: QEMU ran for {:.1} s",
         started.elapsed().as_secs_f64()
     );
+    let suite = echo.and_then(|h| h.join().ok()).unwrap_or_default();
+    conformance_verdict(&suite)?;
     match status.code() {
         Some(KERNEL_SUCCESS_STATUS) => Ok(()),
         Some(KERNEL_MISMATCH_STATUS) => Err(format!(
@@ -151,5 +168,62 @@ pub(crate) fn kernel_boot(ws: &Workspace, cpus: u32) -> Result<(), String> {
              reach isa-debug-exit (a triple fault or a boot failure; see the output above)"
         )),
         None => Err("QEMU was killed by a signal".to_owned()),
+    }
+}
+
+/// Reads the conformance suite's lines from the kernel's output (`conformance: <check>: pass`,
+/// `... FAIL: <why>`, and the summary `conformance: N checks, P pass, F fail, S skipped`):
+/// an error naming every failed check, or when the summary is missing (the suite did not run
+/// to its end).
+pub(crate) fn conformance_verdict(lines: &[String]) -> Result<(), String> {
+    let failed: Vec<&str> = lines
+        .iter()
+        .filter(|l| l.contains(": FAIL"))
+        .map(String::as_str)
+        .collect();
+    if !failed.is_empty() {
+        return Err(format!(
+            "{} conformance check(s) failed:\n{}",
+            failed.len(),
+            failed.join("\n")
+        ));
+    }
+    match lines.iter().find(|l| l.contains(" checks, ")) {
+        Some(summary) if summary.contains(" 0 fail") => Ok(()),
+        Some(summary) => Err(format!(
+            "the conformance suite reported failures: {summary}"
+        )),
+        None => Err("the kernel printed no conformance summary (the suite did not finish)".into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::conformance_verdict;
+
+    fn lines(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    #[test]
+    fn a_passing_suite_passes() {
+        let l = lines(&[
+            "conformance: one clock: pass",
+            "conformance: race: skipped: no",
+            "conformance: 2 checks, 1 pass, 0 fail, 1 skipped",
+        ]);
+        assert_eq!(conformance_verdict(&l), Ok(()));
+    }
+
+    #[test]
+    fn a_failed_check_or_a_missing_summary_fails() {
+        let l = lines(&[
+            "conformance: one clock: FAIL: still mapped",
+            "conformance: 1 checks, 0 pass, 1 fail, 0 skipped",
+        ]);
+        let err = conformance_verdict(&l).unwrap_err();
+        assert!(err.contains("one clock: FAIL: still mapped"), "{err}");
+        assert!(conformance_verdict(&lines(&["conformance: x: pass"])).is_err());
+        assert!(conformance_verdict(&[]).is_err());
     }
 }

@@ -85,16 +85,45 @@ pub(crate) fn test_steps() -> Vec<Step> {
         },
         Step {
             name: "bare-metal build (alloc)",
-            about: "the same, with --features alloc",
+            about: "the same, with --features alloc,p256,sha256",
             action: Action::Cargo(&[
                 "build",
                 "-p",
                 "twizzler-capsec",
                 "--no-default-features",
                 "--features",
-                "alloc",
+                "alloc,p256,sha256",
                 "--target",
                 BARE_METAL_TARGET,
+            ]),
+        },
+        Step {
+            name: "bare-metal build (kernel-hooks, Ed25519/BLAKE3 only)",
+            about: "cargo build -p kernel-hooks --no-default-features --target \
+                    x86_64-unknown-none: the engine without P-256 and SHA-256",
+            action: Action::Cargo(&[
+                "build",
+                "-p",
+                "kernel-hooks",
+                "--no-default-features",
+                "--target",
+                BARE_METAL_TARGET,
+            ]),
+        },
+        Step {
+            name: "without P-256 and SHA-256: records refused",
+            about: "cargo test -p twizzler-capsec --no-default-features --features alloc \
+                    --test not_built_in: a record or key using an algorithm left out is \
+                    refused with DecodeError::NotBuiltIn, never a panic",
+            action: Action::Cargo(&[
+                "test",
+                "-p",
+                "twizzler-capsec",
+                "--no-default-features",
+                "--features",
+                "alloc",
+                "--test",
+                "not_built_in",
             ]),
         },
         Step {
@@ -126,14 +155,14 @@ pub(crate) fn test_steps() -> Vec<Step> {
         },
         Step {
             name: "aarch64 bare-metal build (alloc)",
-            about: "the same, with --features alloc",
+            about: "the same, with --features alloc,p256,sha256",
             action: Action::Cargo(&[
                 "build",
                 "-p",
                 "twizzler-capsec",
                 "--no-default-features",
                 "--features",
-                "alloc",
+                "alloc,p256,sha256",
                 "--target",
                 AARCH64_BARE_METAL_TARGET,
             ]),
@@ -181,8 +210,9 @@ pub(crate) fn test_steps() -> Vec<Step> {
         },
         Step {
             name: "qemu kernel: boot, 1 CPU",
-            about: "boots it under QEMU (TCG, -smp 1) with a 120 s timeout; every scenario must \
-                    match (isa-debug-exit status 33)",
+            about: "boots it under QEMU (TCG, -smp 1) with a 120 s timeout; every conformance \
+                    check it prints must pass (or be skipped) and every scenario must match \
+                    (isa-debug-exit status 33)",
             action: Action::Custom(kernel_boot_one_cpu),
         },
         Step {

@@ -33,6 +33,7 @@ const REG_LVT_ERROR: u64 = 0x370;
 const REG_TIMER_INIT: u64 = 0x380;
 const REG_TIMER_CURRENT: u64 = 0x390;
 const REG_TIMER_DIVIDE: u64 = 0x3e0;
+const REG_IRR: u64 = 0x200;
 
 const SVR_ENABLE: u32 = 1 << 8;
 const LVT_MASKED: u32 = 1 << 16;
@@ -217,6 +218,14 @@ pub fn arm_in(ns: u64) {
     let ticks = u128::from(ns) * u128::from(hz) / 1_000_000_000;
     let count = u32::try_from(ticks).unwrap_or(u32::MAX).max(1);
     write_reg(REG_TIMER_INIT, count);
+}
+
+/// Whether interrupt `vector` is pending on the running CPU (its bit in the local APIC's
+/// interrupt request register): raised, not yet delivered (interrupts are masked).
+pub fn pending(vector: u8) -> bool {
+    // IRR: eight 32-bit registers from 0x200, 16 bytes apart.
+    let reg = REG_IRR + u64::from(vector / 32) * 0x10;
+    read_reg(reg) & (1 << (vector % 32)) != 0
 }
 
 /// The running CPU's local APIC id.

@@ -411,6 +411,7 @@ impl Host for KernelHost {
     }
 
     fn monotonic_ns(&self) -> u64 {
+        crate::timer::note_engine_call();
         bump(&CALLS_CLOCK);
         clock::monotonic_ns()
     }

@@ -249,7 +249,7 @@ pub fn user_pte(phys: u64, prots: Protections, tag: CtxTag) -> u64 {
 }
 
 /// The context tag of a leaf entry.
-fn pte_tag(pte: u64) -> CtxTag {
+pub fn pte_tag(pte: u64) -> CtxTag {
     CtxTag(((pte & PTE_TAG_MASK) >> PTE_TAG_SHIFT) as u8)
 }
 

@@ -151,6 +151,12 @@ fn catch_up(me: usize) {
     }
 }
 
+/// Flushes this CPU's TLB if a shootdown happened since it last did (from a ring-0
+/// interrupt: atomics and a CR3 reload only).
+pub fn catch_up_here() {
+    catch_up(current());
+}
+
 /// Called just before this CPU enters ring 3 (interrupts disabled).
 pub fn entering_user() {
     let me = current();
@@ -274,6 +280,32 @@ pub fn run_on<T: Send + 'static>(
         *out.lock() = Some(r);
     }));
     Some(Pending { cpu, result })
+}
+
+/// How long [`race`] waits for the other CPU's half before it ends the run.
+const RACE_TIMEOUT_NS: u64 = 10_000_000_000;
+
+/// Runs `a` on application processor 1 and `b` on this CPU at the same time, and returns once
+/// both have finished; `false` without running them if there is no idle second CPU. If CPU 1
+/// does not finish within [`RACE_TIMEOUT_NS`], the run ends with a failure (it may still use
+/// `a`, so this must not return).
+pub fn race(a: &(dyn Fn() + Sync), b: &(dyn Fn() + Sync)) -> bool {
+    // SAFETY: only the lifetime is extended. The job holding the reference runs on CPU 1 and
+    // this function does not return before the job has finished (`Pending::wait` saw it done)
+    // or the run has ended (`fatal` never returns), so `a` outlives every use. `dyn Fn + Sync`
+    // may be called from another CPU.
+    let a: &'static (dyn Fn() + Sync) = unsafe { core::mem::transmute(a) };
+    let Some(job) = run_on(1, a) else {
+        return false;
+    };
+    b();
+    if job.wait(RACE_TIMEOUT_NS).is_none() {
+        fatal(format_args!(
+            "a race's job on CPU 1 did not finish within {} s",
+            RACE_TIMEOUT_NS / 1_000_000_000
+        ));
+    }
+    true
 }
 
 fn idle(me: usize) -> ! {

@@ -300,6 +300,10 @@ pub fn run_shared_with_traps(
     timer::rearm();
     let mut traps = 0;
     let outcome = loop {
+        // What a ring-0 timer interrupt deferred runs here, on the way back to user mode.
+        if let Some(swept) = timer::run_deferred() {
+            timer_log.expiries.push(swept);
+        }
         trap::enter_user(&mut frame);
         let vector = u8::try_from(frame.vector).unwrap_or(0);
         if vector == trap::SHOOTDOWN_VECTOR {
@@ -365,7 +369,8 @@ fn decide(thread: &SecCtxMgr, fault: Fault, present: bool) -> (Decision, FaultRe
     let calls = objects::host_calls();
     let before = ENGINE.stats();
     let t0 = cpu::rdtsc();
-    let decision = ENGINE.decide(thread, &fault);
+    // With interrupts enabled: a ring-0 timer interrupt may land in the engine.
+    let decision = timer::in_engine(|| ENGINE.decide(thread, &fault));
     let t1 = cpu::rdtsc();
     let after = ENGINE.stats();
     let host = objects::host_calls().since(&calls);
@@ -382,6 +387,73 @@ fn decide(thread: &SecCtxMgr, fault: Fault, present: bool) -> (Decision, FaultRe
         invalidated: None,
     };
     (decision, record)
+}
+
+/// The fault path for a fault the kernel raises itself (the conformance suite): `thread`
+/// touches user address `addr` with `kind`, as a page fault from user mode would report it.
+/// `Ok` when the page is mapped or the access is to be retried.
+pub fn fault_as(thread: &SecCtxMgr, addr: u64, kind: AccessKind) -> Result<(), Outcome> {
+    let error = PF_USER
+        | match kind {
+            AccessKind::Read => 0,
+            AccessKind::Write => PF_WRITE,
+            AccessKind::Exec => PF_FETCH,
+        };
+    page_fault(thread, addr, error, addr, &mut Vec::new(), false)
+}
+
+/// The kernel reads (`Read`) or writes (`Write`, storing `value`) the byte at user address
+/// `addr` on `thread`'s behalf: a `copy_from_user` / `copy_to_user` of one byte. A
+/// kernel-mode fault on a user address is decided as the thread's own access, through the
+/// same fault path (the error code without `PF_USER`): the kernel never maps, for the thread,
+/// a page with more than the thread's contexts grant, and refuses the copy when they grant
+/// less. The byte itself is copied through the frame in the kernel's identity map. Returns
+/// the byte read (or written), or the outcome that refused it.
+pub fn kernel_access(
+    thread: &SecCtxMgr,
+    addr: u64,
+    kind: AccessKind,
+    value: u8,
+) -> Result<u8, Outcome> {
+    let refused = |why| Outcome::Denied {
+        addr,
+        kind,
+        present: false,
+        why,
+    };
+    let object = PageTables::slot_of(addr)
+        .and_then(|slot| table()?.in_slot(slot))
+        .ok_or(refused(Denial::NoObject(addr)))?;
+    let offset = addr % SLOT_SIZE;
+    let needed = kind.required();
+    let error = match kind {
+        AccessKind::Write => PF_WRITE,
+        _ => 0,
+    };
+    let tag = table().map_or(CtxTag::UNKNOWN, |t| t.tag_of(thread.active_id()));
+    let usable = || {
+        let mut paging = PAGING.lock();
+        let pte = paging.as_mut().map_or(0, |pt| pt.user_entry(addr));
+        crate::paging::pte_prots(pte).contains(needed) && crate::paging::pte_tag(pte) == tag
+    };
+    if !usable() {
+        // The kernel-mode fault: decided as the thread's access, mapped only as granted.
+        page_fault(thread, addr, error, addr, &mut Vec::new(), false)?;
+        if !usable() {
+            return Err(refused(Denial::TooLittle {
+                prots: mapped_prots(addr).unwrap_or(Protections::empty()),
+            }));
+        }
+    }
+    let frame = object.frame_at(offset).ok_or(refused(Denial::NoBacking {
+        target: object.id,
+        offset,
+    }))?;
+    if kind == AccessKind::Write {
+        frame.store_byte(offset, value);
+        return Ok(value);
+    }
+    Ok(frame.read_byte(offset))
 }
 
 /// Decisions whose ticket went stale before their page was installed (decided again).
@@ -485,7 +557,8 @@ fn page_fault(
         .and_then(|slot| table()?.in_slot(slot))
         .ok_or(deny(Denial::NoObject(addr)))?;
     let offset = addr % SLOT_SIZE;
-    let fault = Fault::new(object.id, object.info(), offset, kind);
+    // The default protections are at hand; the `kuid` is the engine's to ask for, on a miss.
+    let fault = Fault::lazy(object.id, object.default_prots, offset, kind);
 
     for _ in 0..MAX_DECIDE_RETRIES {
         match decide_and_map(

@@ -9,13 +9,17 @@
 //! returns from [`enter_user`] on the kernel stack. The kernel handles the trap in ordinary
 //! Rust, outside any interrupt context, and resumes the task by entering it again.
 //!
-//! Hardware interrupts (the local APIC timer, and spurious vectors) are taken only in ring 3:
-//! user tasks run with interrupts enabled, the kernel with them disabled (every gate here is
-//! an interrupt gate). They come back through the same path as traps, so the kernel handles
-//! the timer in ordinary code too, holding no lock.
+//! Hardware interrupts (the local APIC timer, and spurious vectors) are taken in ring 3 and,
+//! since issue 21, in ring 0 too: user tasks run with interrupts enabled, and so does the
+//! kernel while the engine decides a fault ([`with_interrupts`]), the longest thing it does,
+//! as Twizzler's kernel takes interrupts in kernel mode. From ring 3 they come back through
+//! the same path as traps, so the kernel handles the timer in ordinary code, holding no
+//! lock. From ring 0 they run [`kernel_interrupt`] on the interrupted stack, which may have
+//! interrupted the engine holding one of its spin locks: it only acknowledges, counts and
+//! defers (`timer::on_kernel_interrupt`), and never calls into the engine.
 //!
-//! A trap taken in ring 0 is a kernel bug: it is reported and QEMU exits with failure. The
-//! double fault runs on its own stack (IST1) and is always fatal.
+//! An exception taken in ring 0 is a kernel bug: it is reported and QEMU exits with failure.
+//! The double fault runs on its own stack (IST1) and is always fatal.
 
 use core::arch::{asm, global_asm};
 use core::cell::UnsafeCell;
@@ -182,7 +186,7 @@ trap_stub_8:                         /* double fault: IST stack, always fatal */
     /* [rsp] vector, [rsp+8] error, [rsp+16] rip, [rsp+24] cs, ... */
 trap_common:
     test qword ptr [rsp + 24], 3
-    jz trap_kernel
+    jz trap_ring0
     /* From ring 3: rsp is inside the task's UserFrame. The kernel's GS base (this
        processor's `smp::PerCpu`) comes back first, then the registers are filled in. */
     swapgs
@@ -211,6 +215,40 @@ trap_common:
     pop rbp
     pop rbx
     ret
+
+    /* From ring 0: an exception (or int 0x80) is a kernel bug; an interrupt (the timer, a
+       late shootdown IPI, a spurious vector) is handled on the interrupted stack and the
+       interrupted code resumes. The processor aligned rsp to 16 before pushing its 40-byte
+       frame; with the stub's 16 bytes and the nine registers below, rsp is aligned at the
+       call. The red zone is off for this target, and the kernel uses no SSE registers. */
+trap_ring0:
+    cmp qword ptr [rsp], 32
+    jb trap_kernel
+    cmp qword ptr [rsp], 128
+    je trap_kernel
+    push rax
+    push rcx
+    push rdx
+    push rsi
+    push rdi
+    push r8
+    push r9
+    push r10
+    push r11
+    mov rdi, [rsp + 72]
+    cld
+    call kernel_interrupt
+    pop r11
+    pop r10
+    pop r9
+    pop r8
+    pop rdi
+    pop rsi
+    pop rdx
+    pop rcx
+    pop rax
+    add rsp, 16
+    iretq
 
     /* A trap in ring 0 (or a double fault): report and exit. Never returns. */
 trap_kernel:
@@ -426,4 +464,34 @@ extern "C" fn kernel_trap(frame: &KernelTrapFrame) -> ! {
         crate::cpu::read_cr2()
     );
     exit::exit(Outcome::Failure)
+}
+
+/// An interrupt taken in ring 0 (see the module documentation): the code it interrupted may
+/// hold any lock, the engine's included, so nothing here takes one.
+#[unsafe(no_mangle)]
+extern "C" fn kernel_interrupt(vector: u64) {
+    match u8::try_from(vector) {
+        Ok(TIMER_VECTOR) => crate::timer::on_kernel_interrupt(),
+        Ok(SHOOTDOWN_VECTOR) => {
+            // Sent while this CPU ran user code; it has been in the kernel since, which
+            // catches up before it returns to user mode. Catch up now as well.
+            crate::smp::catch_up_here();
+            crate::apic::eoi();
+        }
+        // Spurious vectors are not acknowledged.
+        _ => {}
+    }
+}
+
+/// Runs `f` with interrupts enabled on this CPU (they are disabled again before it returns):
+/// the kernel code that may be interrupted in ring 0.
+pub fn with_interrupts<R>(f: impl FnOnce() -> R) -> R {
+    // SAFETY: `sti` only lets this CPU take the interrupts whose gates `init` filled; the
+    // ring-0 path of the stubs saves every register the interrupted code may use and returns
+    // to it (`kernel_interrupt` takes no lock).
+    unsafe { asm!("sti", options(nomem, nostack)) };
+    let r = f();
+    // SAFETY: `cli` only masks interrupts again, as the rest of the kernel expects.
+    unsafe { asm!("cli", options(nomem, nostack)) };
+    r
 }

@@ -206,6 +206,8 @@ pub enum WorldError {
     OutOfSlots,
     /// A context's bytes did not fit its frames.
     ContextFrames,
+    /// The conformance suite's world could not be added.
+    Conformance(alloc::string::String),
 }
 
 impl fmt::Display for WorldError {
@@ -222,6 +224,7 @@ impl fmt::Display for WorldError {
             Self::ProbesTooLarge => f.write_str("the user probes do not fit one page"),
             Self::OutOfSlots => f.write_str("more objects than slots"),
             Self::ContextFrames => f.write_str("a context does not fit its frames"),
+            Self::Conformance(e) => write!(f, "the conformance world: {e}"),
         }
     }
 }
@@ -584,6 +587,9 @@ pub fn build(rng: &mut RdRand, pt: &mut PageTables) -> Result<ObjectTable, World
     let mut junk = vec![0u8; 256];
     let Ok(()) = rand_core::TryRng::try_fill_bytes(rng, &mut junk);
     objects.push(context(pt, slot, CTX_JUNK, None, junk)?);
+
+    // The conformance suite's objects (`kernel_hooks::conformance`), in their own slots.
+    crate::conformance::add_world(pt, slot, &mut objects).map_err(WorldError::Conformance)?;
 
     Ok(ObjectTable::new(objects))
 }

@@ -153,6 +153,24 @@ impl VerifyCache {
         Some((r, Self::ticket(si, removals)))
     }
 
+    /// Runs `f` on the entry for (`ctx`, `target`) if it is current, whatever object metadata
+    /// it was stamped with: stamped with `epoch` and not expired at `now`. Under the set's
+    /// writer lock; `f` must only compute.
+    pub fn with_current<R>(
+        &self,
+        ctx: ObjID,
+        target: ObjID,
+        epoch: u64,
+        now: u64,
+        f: impl FnOnce(&CachedPerms) -> R,
+    ) -> Option<R> {
+        let (_, set) = self.set(ctx, target);
+        let current =
+            |e: &CachedPerms| e.snap.stamp.epoch == epoch && !e.snap.valid_until.is_expired(now);
+        set.lookup_locked(&key_words(ctx, target), |e| current(e).then(|| f(e)))
+            .map(|(r, _)| r)
+    }
+
     /// Counts a hit served from the set `ticket` names (see [`SeqSet::count_hit`]): the engine
     /// calls it once it keeps the answer (the epoch did not move).
     #[inline]

@@ -94,6 +94,16 @@ impl<H: Host> Engine<H> {
         inv
     }
 
+    /// Object `target`'s metadata changed: its `kuid`, whether its id verifies, or its
+    /// default protections. Forgets every decision about it and unmaps what they granted. A
+    /// host whose faults carry the metadata ([`crate::Fault::new`]) need not call it (a
+    /// decision stamped with other metadata misses); one whose faults leave the `kuid` to a
+    /// miss ([`crate::Fault::lazy`]) must.
+    pub fn invalidate_object(&self, target: ObjID) -> Invalidation {
+        let old = self.epoch.fetch_add(1, Ordering::AcqRel);
+        self.sweep(old, |e| e.snap.target == target)
+    }
+
     /// Forgets every cached decision (unmapping what they granted) and every remembered
     /// signature check: for memory pressure, or to measure cold faults.
     pub fn flush(&self) -> Invalidation {

@@ -22,8 +22,8 @@ use core::sync::atomic::{AtomicU64, Ordering};
 
 use spin::Mutex;
 use twizzler_capsec::{
-    Access, CtxFlags, Expiry, Grant, MAX_OBJECT_SIZE, ObjID, PAGE_SIZE, PermsInfo, Protections,
-    SecCtx, Verdict,
+    Access, AccessKind, CtxFlags, Expiry, Grant, MAX_OBJECT_SIZE, ObjID, PAGE_SIZE, PermsInfo,
+    Protections, SecCtx, Verdict,
 };
 
 pub use invalidate::{INVALIDATION_LIST, Invalidation};
@@ -33,7 +33,7 @@ use crate::cache::{
     CachedPerms, Deps, Evaluated, Explained, ObjectPerms, Served, Stamp, VerifyCache,
 };
 use crate::ctx_bytes::CtxBytes;
-use crate::fault::{Decision, DenyCause, Fault, Violation};
+use crate::fault::{Decision, DenyCause, Fault, KuidAt, Violation};
 use crate::host::{Host, ObjectInfo};
 use crate::memo::RecordMemo;
 use crate::mgr::{KERNEL_SCTX, SecCtxMgr};
@@ -55,6 +55,22 @@ pub const MAX_VERIFICATIONS_PER_FAULT: usize = 128;
 
 /// How often a lookup is redone when a revocation or invalidation races with it.
 const RACE_RETRIES: usize = 4;
+
+/// The faulting object as a lookup knows it: its metadata, and where its `kuid` is.
+#[derive(Clone, Copy)]
+struct Subject {
+    info: ObjectInfo,
+    kuid_at: KuidAt,
+}
+
+impl Subject {
+    fn of(fault: &Fault) -> Self {
+        Self {
+            info: fault.object,
+            kuid_at: fault.kuid_at,
+        }
+    }
+}
 
 /// One context's answer for one access.
 struct Looked {
@@ -176,6 +192,14 @@ impl<H: Host> Engine<H> {
         expiry_of_key(k)
             .at()
             .map(|t| t.saturating_sub(self.wall_offset.load(Ordering::Acquire)))
+    }
+
+    /// How long from `now`, a reading of [`Host::monotonic_ns`], until the earliest cached
+    /// grant expires: the one relative wait a host arms its timer with (`Some(0)` when it has
+    /// passed, `None` when no cached grant expires). The deadline is on the host's monotonic
+    /// clock, so a timer counting anything else (ticks of its own) must not be used for it.
+    pub fn next_deadline_in(&self, now: u64) -> Option<u64> {
+        self.next_deadline().map(|d| d.saturating_sub(now))
     }
 
     fn note_expiry(&self, e: Expiry) {
@@ -317,6 +341,38 @@ impl<H: Host> Engine<H> {
         }
     }
 
+    /// What the engine granted context `ctx` at byte `offset` of `target`: the most any fault
+    /// there by a thread in `ctx` was mapped with (a load or store, a fetch, or a fetch
+    /// entering through a code gate), from the cached decision. `None` when no current
+    /// decision is cached: then nothing granted under `ctx` for `target` may still be mapped
+    /// (it was unmapped when the decision left the cache).
+    ///
+    /// A host that takes write access away from a mapping and restores it later (Twizzler's
+    /// `InvalidateMode::WriteProtect`) restores at most this minus write, never the region's
+    /// protections: a read-only grant in a read-write-execute region stays read-only.
+    pub fn granted(&self, ctx: ObjID, target: ObjID, offset: u64) -> Option<Protections> {
+        if ctx == KERNEL_SCTX {
+            return (offset >= PAGE_SIZE).then_some(Protections::all());
+        }
+        let now = self.now();
+        let epoch = self.epoch.load(Ordering::Acquire);
+        self.cache.with_current(ctx, target, epoch, now, |e| {
+            [AccessKind::Read, AccessKind::Exec]
+                .into_iter()
+                .flat_map(|kind| {
+                    let a = Access {
+                        kind,
+                        offset,
+                        entering: false,
+                    };
+                    [a, a.as_entering()]
+                })
+                .fold(Protections::empty(), |p, a| {
+                    p | e.snap.evaluate(&a).perms.provide
+                })
+        })
+    }
+
     /// Whether a `Map` decision's ticket is still current: call it holding the lock that
     /// [`Host::unmap`] takes, and install the mapping only if it returns `true` (else decide
     /// again). See [`MapTicket`].
@@ -356,6 +412,40 @@ impl<H: Host> Engine<H> {
         ctx: ObjID,
         target: ObjID,
         object: &ObjectInfo,
+    ) -> Result<ObjectPerms, Violation> {
+        let object = Subject {
+            info: *object,
+            kuid_at: KuidAt::Fault,
+        };
+        self.lookup_subject(ctx, target, &object)
+    }
+
+    /// [`Engine::lookup`] for a host whose faults are [`Fault::lazy`]: the object's `kuid` is
+    /// asked of [`Host::object`] if a record needs it, and the decision is cached as a lazy
+    /// fault's is, so a lookup and the faults share one entry (with [`Engine::lookup`] and an
+    /// `ObjectInfo` carrying the `kuid`, the two would displace each other, unmapping each
+    /// time).
+    pub fn lookup_lazy(
+        &self,
+        ctx: ObjID,
+        target: ObjID,
+        default_prots: Protections,
+    ) -> Result<ObjectPerms, Violation> {
+        let object = Subject {
+            info: ObjectInfo {
+                kuid: None,
+                default_prots,
+            },
+            kuid_at: KuidAt::Miss,
+        };
+        self.lookup_subject(ctx, target, &object)
+    }
+
+    fn lookup_subject(
+        &self,
+        ctx: ObjID,
+        target: ObjID,
+        object: &Subject,
     ) -> Result<ObjectPerms, Violation> {
         if ctx == KERNEL_SCTX {
             return Ok(ObjectPerms {
@@ -436,7 +526,7 @@ impl<H: Host> Engine<H> {
     fn authority<'a>(
         &'a self,
         target: ObjID,
-        object: &ObjectInfo,
+        object: &Subject,
         budget: &'a Cell<u32>,
     ) -> EngineAuthority<'a, H> {
         EngineAuthority {
@@ -446,7 +536,7 @@ impl<H: Host> Engine<H> {
             budget,
             counters: &self.counters,
             target,
-            target_object: *object,
+            target_object: (object.kuid_at == KuidAt::Fault).then_some(object.info),
             deps: RefCell::new(Deps::EMPTY),
         }
     }
@@ -463,7 +553,7 @@ impl<H: Host> Engine<H> {
         &self,
         ctx_id: ObjID,
         target: ObjID,
-        object: &ObjectInfo,
+        object: &Subject,
         now: u64,
         budget: &Cell<u32>,
         want: Want,
@@ -475,7 +565,7 @@ impl<H: Host> Engine<H> {
             })
         };
         for _ in 0..RACE_RETRIES {
-            let stamp = self.stamp(object);
+            let stamp = self.stamp(&object.info);
             let base = match self.cache.with_fresh(ctx_id, target, &stamp, now, |e| *e) {
                 Some((e, ticket)) if want.served_by(&e) => {
                     // The entry matched a stamp read before the lookup. If the epoch moved
@@ -504,7 +594,7 @@ impl<H: Host> Engine<H> {
         // Invalidations kept racing with this lookup: decide from a fresh build. It is still
         // cached (an expiry or a revocation must find what it grants), and the decision
         // carries the epoch, which every revocation and invalidation moves.
-        let stamp = self.stamp(object);
+        let stamp = self.stamp(&object.info);
         let entry = build(stamp, None)?;
         let _ = self.insert(entry, now);
         Ok((f(&entry), MapTicket(Ticket::Epoch(stamp.epoch))))
@@ -524,7 +614,7 @@ impl<H: Host> Engine<H> {
         let ((eval, flags, cause), ticket) = self.with_entry(
             ctx_id,
             fault.target,
-            &fault.object,
+            &Subject::of(fault),
             now,
             budget,
             want,
@@ -571,7 +661,7 @@ impl<H: Host> Engine<H> {
         ctx_id: ObjID,
         ctx: &SecCtx<'_, CtxBytes<'_>>,
         target: ObjID,
-        object: &ObjectInfo,
+        object: &Subject,
         stamp: Stamp,
         now: u64,
         budget: &Cell<u32>,

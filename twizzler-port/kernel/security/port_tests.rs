@@ -179,20 +179,32 @@ fn port_fault_path_denies_a_user_context_without_rights() {
 }
 
 #[kernel_test]
-fn port_check_fault_keeps_upstreams_kernel_rules() {
-    // Kernel-mode ip, or a thread in the kernel's context: everything (upstream's rule; the
-    // README's gap 7 says what should change).
+fn port_check_fault_grants_the_kernels_context_everything_and_decides_the_rest() {
+    // A thread in the kernel's context gets every right (upstream's rule, kept). A fault in
+    // a user context with a kernel instruction pointer (the kernel copying user memory) is no
+    // longer granted by the pointer alone: it is decided as the thread's access
+    // (fault_path.rs has the same through the real fault handler on a user thread).
     let obj = Arc::new(Object::new_kernel());
     crate::obj::register_object(obj.clone());
     let kernel_ip = VirtAddr::new(0xffff_ffff_8010_0000).unwrap_or_else(|_| panic!("addr"));
     let user_addr = VirtAddr::new(0x4000_1000).unwrap_or_else(|_| panic!("addr"));
     let user_ip = VirtAddr::new(0x4000_0000).unwrap_or_else(|_| panic!("addr"));
-    let user_ctx = ObjID::new(0xdead_0005);
-    for (sctx, ip) in [(user_ctx, kernel_ip), (KERNEL_SCTX, user_ip)] {
-        let perms = check_fault(&obj, 0x1000, sctx, user_addr, MemoryAccessKind::Write, ip);
-        assert!(matches!(perms, Ok(p) if p.provide == Protections::all()));
-    }
-    let _ = SecurityContext::new(None);
+    let perms = check_fault(
+        &obj,
+        0x1000,
+        KERNEL_SCTX,
+        user_addr,
+        MemoryAccessKind::Write,
+        user_ip,
+    );
+    assert!(matches!(perms, Ok(p) if p.provide == Protections::all()));
+    let user_ctx = to_hooks_id(ObjID::new(0xdead_0005));
+    let hooks = kernel_hooks::SecCtxMgr::new(user_ctx);
+    assert!(
+        decide_for(&hooks, &obj, 0x1000, user_addr, MemoryAccessKind::Write).is_err(),
+        "a user context the kernel has no object for grants nothing, whoever asks"
+    );
+    let _ = (kernel_ip, SecurityContext::new(None));
 }
 
 /// A kernel object with `bytes` written at its base (past the null page), registered in the

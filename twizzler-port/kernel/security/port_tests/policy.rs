@@ -275,8 +275,11 @@ fn port_expiry_from_the_kernels_timer() {
     // A capability that expires 300 ms from now: the grant carries its deadline, the engine
     // reports it as its next deadline, and the kernel's timer (armed by the adapter from the
     // engine's own clock) runs `expire` without anyone calling it. Lateness is printed.
-    let deadline = ENGINE.now() + EXPIRY_IN_NS;
-    let (_key, target, ctx) = one_cap(Caps::READ, |g| g.expires = Expiry::from_raw(deadline));
+    // Deadlines are in the host's clock (monotonic_ns); a capability's expiry is in the
+    // engine's (that clock plus the wall-clock offset the kernel set, if any).
+    let deadline = TwzHost.monotonic_ns() + EXPIRY_IN_NS;
+    let expires = Expiry::from_raw(deadline + ENGINE.wall_clock_offset());
+    let (_key, target, ctx) = one_cap(Caps::READ, |g| g.expires = expires);
     let mgr = thread(ctx, &[]);
     let addr = crate::arch::VirtAddr::new(0x4000_1000).unwrap_or_else(|_| panic!("addr"));
     let perms = super::super::decide_for(
@@ -301,7 +304,7 @@ fn port_expiry_from_the_kernels_timer() {
         );
         schedule(SchedFlags::YIELD | SchedFlags::REINSERT);
     }
-    let late_ns = ENGINE.now().saturating_sub(deadline);
+    let late_ns = TwzHost.monotonic_ns().saturating_sub(deadline);
     let ran = super::super::last_expiry();
     assert!(
         ran.is_some_and(|(at, _)| at >= deadline),
