@@ -389,3 +389,29 @@ fn check_active_and_search_access_mirror_twizzler() {
     // search_access does not switch.
     assert_eq!(t.active_id(), CTX_A);
 }
+
+#[test]
+fn a_fetch_between_entry_points_is_denied_after_another_thread_entered_the_gate() {
+    // The order the port's in-kernel test found: a thread enters B through an entry point
+    // (B's decision for LIB is then cached), then a fresh thread in A fetches between two
+    // entry points. The cached entry must not let it in.
+    let w = World::new();
+    let mut g = CapGrant::new(LIB, CTX_B, RX);
+    g.gate = Gate::new(0x1000, 0x100, 0x40).unwrap();
+    let cap = w.cap_with(g);
+    w.write_ctx(CTX_B, &ctx_with(&[&cap]));
+
+    let first = SecCtxMgr::new(CTX_A);
+    first.attach(CTX_B).unwrap();
+    assert_eq!(mapped(&w.decide(&first, LIB, 0x1040, Exec)), Some(RX));
+    assert_eq!(first.active_id(), CTX_B);
+
+    let second = SecCtxMgr::new(CTX_A);
+    second.attach(CTX_B).unwrap();
+    let d = w.decide(&second, LIB, 0x1044, Exec);
+    assert!(
+        matches!(d, Decision::Violation(Violation::Denied { ctx, .. }) if ctx == CTX_A),
+        "a fetch between entry points entered B: {d:?}"
+    );
+    assert_eq!(second.active_id(), CTX_A);
+}

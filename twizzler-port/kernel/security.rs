@@ -16,7 +16,9 @@
 use alloc::{collections::BTreeMap, collections::BTreeSet, sync::Arc};
 use core::sync::atomic::{AtomicU64, Ordering};
 
-use kernel_hooks::{CtxBytes, Decision, Engine, Fault, Host, ObjectInfo, Unmap, UnmapGranularity};
+use kernel_hooks::{
+    CtxBytes, Decision, Engine, Fault, Host, MapTicket, ObjectInfo, Unmap, UnmapGranularity,
+};
 use twizzler_abi::{
     device::CacheType,
     object::{MAX_SIZE, NULLPAGE_SIZE, ObjID, Protections},
@@ -217,15 +219,26 @@ impl Host for TwzHost {
     }
 }
 
-/// The earliest deadline a timer is armed for (monotonic ns; `u64::MAX`: none).
+/// The deadline the timer chain is armed for (`monotonic_ns`; `u64::MAX`: none).
 static ARMED_DEADLINE: AtomicU64 = AtomicU64::new(u64::MAX);
 
-/// Arms the kernel's timeout queue for the engine's next deadline, unless one at least as
-/// early is armed. The callback runs in the timeout thread (not in an interrupt), where the
-/// engine may be called (integration guide, section 4: never from an interrupt handler that
-/// may have interrupted the engine). The wait is `next_deadline_in` of one reading of the
-/// engine's clock (`monotonic_ns`); upstream's queue counts its own ticks, so it fires late
-/// (README, gap 1) until the timer counts that clock.
+/// When the timer last ran `expire` (`monotonic_ns`) and for which deadline: what the
+/// port's expiry test reads to measure lateness.
+static LAST_EXPIRY: Spinlock<Option<(u64, u64)>> = Spinlock::new(None);
+
+/// One tick of upstream's timeout queue: the shortest wait it can be asked for.
+const TICK_NS: u64 = 1_000_000;
+
+/// Arms the kernel's timeout queue for the engine's next deadline, unless a chain for one at
+/// least as early is armed.
+///
+/// One clock: deadlines, and the time left to them, are the host's `monotonic_ns`
+/// (`Engine::next_deadline_in` of one reading; integration guide, section 4). Upstream's queue counts its own ticks, which under TCG run 3-4x
+/// slower than time (a 300 ms wait fired 0.66-1.0 s late), so the wait is armed in steps:
+/// each step re-reads the engine's clock, learns how long the last step's ticks really took,
+/// and asks for half of what is left at that rate; the last steps are one tick. The chain
+/// ends at the first step on or after the deadline, whatever the ticks' rate. The callbacks
+/// run in the timeout thread (never in an interrupt), where the engine's locks are safe.
 fn arm_expiry() {
     let now = TwzHost.monotonic_ns();
     let Some(wait) = ENGINE.next_deadline_in(now) else {
@@ -240,22 +253,47 @@ fn arm_expiry() {
     {
         return;
     }
-    let wait = wait.max(1_000_000);
-    crate::clock::register_timeout_callback(
-        wait,
-        |_| {
-            ARMED_DEADLINE.store(u64::MAX, Ordering::Release);
-            ENGINE.expire();
-            arm_expiry();
-        },
-        (),
-    );
+    // No rate known yet: assume ticks up to 8x slower than time.
+    arm_step(deadline, (wait / 8).max(TICK_NS));
+}
+
+/// Arms one step of the chain for `deadline`: a wait of `wait` ns as upstream's queue counts.
+fn arm_step(deadline: u64, wait: u64) {
+    let armed_at = TwzHost.monotonic_ns();
+    crate::clock::register_timeout_callback(wait, move |_| on_step(deadline, armed_at, wait), ());
+}
+
+/// A step of the chain for `deadline`, armed at `armed_at` for `asked` ns, has fired.
+fn on_step(deadline: u64, armed_at: u64, asked: u64) {
+    if ARMED_DEADLINE.load(Ordering::Acquire) != deadline {
+        // An earlier deadline took the chain over; when it fires it arms the next one.
+        return;
+    }
+    let now = TwzHost.monotonic_ns();
+    if now < deadline {
+        let left = deadline - now;
+        let took = now.saturating_sub(armed_at).max(1);
+        // Half of what is left, at the rate the last step's ticks ran.
+        let wait = (u128::from(left) * u128::from(asked) / (2 * u128::from(took))) as u64;
+        arm_step(deadline, wait.clamp(TICK_NS, left.max(TICK_NS)));
+        return;
+    }
+    ARMED_DEADLINE.store(u64::MAX, Ordering::Release);
+    ENGINE.expire();
+    *LAST_EXPIRY.lock() = Some((now, deadline));
+    arm_expiry();
+}
+
+/// When the timer last ran `expire` (`monotonic_ns`) and the deadline it ran for.
+pub fn last_expiry() -> Option<(u64, u64)> {
+    *LAST_EXPIRY.lock()
 }
 
 /// Decides a page fault on object `obj` at byte `offset` of the object (the fault address's
 /// byte, not its page: an instruction fetch is checked against a gate's entry point) for the
 /// current thread, through the engine. Called by `page_fault_to_region` in place of
-/// upstream's `check_security`.
+/// upstream's `check_security`; the decision's ticket is kept on the thread for
+/// [`decision_is_current`], which the fault path's mapper asks under the page-table lock.
 ///
 /// Threads in the kernel's context (and faults with no current thread) are granted
 /// everything, as upstream does. A kernel-mode fault (`ip` in the kernel) on a user thread's
@@ -275,17 +313,47 @@ pub fn check_fault(
         provide: Protections::all(),
         restrict: Protections::empty(),
     };
-    if sctx_id == KERNEL_SCTX {
-        return Ok(all);
-    }
     let Some(thread) = crate::thread::current_thread_ref() else {
         return Ok(PermsInfo {
             ctx: KERNEL_SCTX,
             ..all
         });
     };
-    decide_for(thread.secctx.hooks(), obj, offset, addr, cause)
+    *thread.secctx.ticket.lock() = None;
+    if sctx_id == KERNEL_SCTX {
+        return Ok(all);
+    }
+    let (perms, ticket) = decide_ticketed(thread.secctx.hooks(), obj, offset, addr, cause)?;
+    *thread.secctx.ticket.lock() = Some(ticket);
+    #[cfg(test)]
+    if let Some(hook) = AFTER_DECISION.lock().take() {
+        hook();
+    }
+    Ok(perms)
 }
+
+/// Whether the current thread's last fault decision still holds: the fault path's mapper
+/// asks this holding the lock the engine's unmaps take (the memory context's table of
+/// security contexts, `with_arch`), and installs nothing if it does not (the access faults
+/// again and is decided anew). A decision without a ticket (kernel rules) always holds.
+pub fn decision_is_current() -> bool {
+    let Some(thread) = crate::thread::current_thread_ref() else {
+        return true;
+    };
+    let ticket = *thread.secctx.ticket.lock();
+    ticket.is_none_or(|t| ENGINE.is_current(&t))
+}
+
+/// Runs `hook` once, right after the next fault decision by `check_fault` and before the
+/// fault path installs it: how the port's tests put a revocation in that window.
+#[cfg(test)]
+pub fn after_next_decision(hook: alloc::boxed::Box<dyn FnOnce() + Send>) {
+    *AFTER_DECISION.lock() = Some(hook);
+}
+
+#[cfg(test)]
+static AFTER_DECISION: Spinlock<Option<alloc::boxed::Box<dyn FnOnce() + Send>>> =
+    Spinlock::new(None);
 
 /// The engine's decision for a fault by a thread whose contexts are `mgr`, as upstream's
 /// `PermsInfo` (the granting context in `ctx`, for the caller's switch) or the upcall.
@@ -296,6 +364,17 @@ pub fn decide_for(
     addr: VirtAddr,
     cause: MemoryAccessKind,
 ) -> Result<PermsInfo, UpcallInfo> {
+    decide_ticketed(mgr, obj, offset, addr, cause).map(|(perms, _)| perms)
+}
+
+/// [`decide_for`], with the ticket of a grant.
+fn decide_ticketed(
+    mgr: &kernel_hooks::SecCtxMgr,
+    obj: &ObjectRef,
+    offset: usize,
+    addr: VirtAddr,
+    cause: MemoryAccessKind,
+) -> Result<(PermsInfo, MapTicket), UpcallInfo> {
     let kind = match cause {
         MemoryAccessKind::Read => AccessKind::Read,
         MemoryAccessKind::Write => AccessKind::Write,
@@ -311,13 +390,16 @@ pub fn decide_for(
         kind,
     );
     match ENGINE.decide(mgr, &fault) {
-        Decision::Map { prots, ctx, .. } => {
+        Decision::Map {
+            prots, ctx, ticket, ..
+        } => {
             arm_expiry();
-            Ok(PermsInfo {
+            let perms = PermsInfo {
                 ctx: to_abi_id(ctx),
                 provide: to_abi_prots(prots),
                 restrict: Protections::empty(),
-            })
+            };
+            Ok((perms, ticket))
         }
         Decision::Violation(v) => {
             log::debug!("security violation at {:?}: {:?}", addr, v);
@@ -386,7 +468,11 @@ fn lookup_in(ctx: ObjID, id: ObjID, default_prots: Protections) -> PermsInfo {
     // Lazy, as the fault path (`decide_for`): the lookup and the faults share one cache entry
     // (an eager lookup would displace the faults' entry and unmap their pages), and the
     // `kuid` is asked of `TwzHost::object` only if a record needs it.
-    match ENGINE.lookup_lazy(to_hooks_id(ctx), to_hooks_id(id), to_hooks_prots(default_prots)) {
+    match ENGINE.lookup_lazy(
+        to_hooks_id(ctx),
+        to_hooks_id(id),
+        to_hooks_prots(default_prots),
+    ) {
         Ok(p) => to_abi_perms(&p.as_perms_info()),
         Err(_) => PermsInfo {
             ctx,
@@ -401,6 +487,8 @@ fn lookup_in(ctx: ObjID, id: ObjID, default_prots: Protections) -> PermsInfo {
 pub struct SecCtxMgr {
     hooks: kernel_hooks::SecCtxMgr,
     held: Mutex<BTreeMap<ObjID, SecurityContextRef>>,
+    /// The ticket of this thread's last fault decision ([`decision_is_current`]).
+    ticket: Spinlock<Option<MapTicket>>,
 }
 
 impl SecCtxMgr {
@@ -417,6 +505,7 @@ impl SecCtxMgr {
         Self {
             hooks,
             held: Mutex::new(held),
+            ticket: Spinlock::new(None),
         }
     }
 
@@ -524,6 +613,7 @@ impl Clone for SecCtxMgr {
         Self {
             hooks: self.hooks.clone(),
             held: Mutex::new(self.held.lock().clone()),
+            ticket: Spinlock::new(None),
         }
     }
 }

@@ -45,16 +45,34 @@ pub(crate) const OVMF: &str = "/usr/share/ovmf/OVMF.fd";
 const BOOT_TIMEOUT: Duration = Duration::from_secs(1800);
 /// The port's directory in this repository.
 const PORT_DIR: &str = "twizzler-port";
-/// Where our kernel files go in the checkout (the adapter replaces upstream's module).
-const OUR_FILES: [(&str, &str); 2] = [
+/// Where our kernel files go in the checkout (the adapter replaces upstream's module; the
+/// rest are its in-kernel tests).
+const OUR_FILES: [(&str, &str); 5] = [
     ("kernel/security.rs", "src/kernel/src/security.rs"),
     (
         "kernel/security/port_tests.rs",
         "src/kernel/src/security/port_tests.rs",
     ),
+    (
+        "kernel/security/port_tests/policy.rs",
+        "src/kernel/src/security/port_tests/policy.rs",
+    ),
+    (
+        "kernel/security/port_tests/fault_path.rs",
+        "src/kernel/src/security/port_tests/fault_path.rs",
+    ),
+    (
+        "kernel/security/port_tests/timing.rs",
+        "src/kernel/src/security/port_tests/timing.rs",
+    ),
 ];
+/// What our timing test prints before each figure (`port_tests/timing.rs`, the expiry test).
+const TIMING_PREFIX: &str = "port timing: ";
 /// The kernel's target spec, relative to the checkout.
 const TARGET_SPEC: &str = "src/kernel/target-spec/x86_64-unknown-none.json";
+/// How long, and for how many lines, the serial log is read after a panic.
+const PANIC_TAIL: Duration = Duration::from_secs(10);
+const PANIC_TAIL_LINES: usize = 40;
 /// The test names of ours start with this (the runner prints bare function names).
 const OUR_TEST_PREFIX: &str = "port_";
 
@@ -171,11 +189,15 @@ fn run_all(
     let ours_expected = if opts.upstream_only {
         0
     } else {
-        let tests = ws.root.join(PORT_DIR).join(OUR_FILES[1].0);
-        fs::read_to_string(&tests)
-            .map_err(|e| format!("read {}: {e}", tests.display()))?
-            .matches("#[kernel_test]")
-            .count()
+        let mut count = 0;
+        for (src, _) in &OUR_FILES[1..] {
+            let tests = ws.root.join(PORT_DIR).join(src);
+            count += fs::read_to_string(&tests)
+                .map_err(|e| format!("read {}: {e}", tests.display()))?
+                .matches("#[kernel_test]")
+                .count();
+        }
+        count
     };
     let report = boot(opts, &elf)?;
     report.rows(rows, ours_expected);
@@ -481,7 +503,14 @@ fn build(opts: &Options) -> Result<PathBuf, String> {
     let sysroot = write_stub_sysroot(&opts.upstream)?;
     let kernel = opts.upstream.join("src/kernel");
     let spec = opts.upstream.join(TARGET_SPEC).display().to_string();
-    let target_dir = opts.upstream.join("target/kernel").display().to_string();
+    // One target directory per build: the port's rustflags (the curve25519 backend) differ
+    // from upstream's, and sharing one directory rebuilt the whole graph at every switch.
+    let target_dir = if opts.upstream_only {
+        "target/kernel-upstream"
+    } else {
+        "target/kernel"
+    };
+    let target_dir = opts.upstream.join(target_dir).display().to_string();
     let sysroot = sysroot.display().to_string();
     let args = [
         "-n",
@@ -537,14 +566,22 @@ struct Report {
     running: Option<String>,
     finished: bool,
     panic: Option<String>,
+    /// The line after the panic's location: its message.
+    panic_message: Option<String>,
     timed_out: bool,
     boot_to_tests: Option<Duration>,
     tests_time: Option<Duration>,
+    /// `port timing:` lines: what was timed, and the figure.
+    timings: Vec<(String, String)>,
 }
 
 impl Report {
     fn feed(&mut self, line: &str, since_boot: Duration, tests_started: &mut Option<Instant>) {
-        if let Some(rest) = line.split("[kernel::test] running ").nth(1) {
+        if let Some(rest) = line.split(TIMING_PREFIX).nth(1) {
+            let (what, figure) = rest.rsplit_once(": ").unwrap_or((rest, ""));
+            self.timings
+                .push((format!("  {}", what.trim()), figure.trim().to_owned()));
+        } else if let Some(rest) = line.split("[kernel::test] running ").nth(1) {
             self.announced = rest.split(' ').next().and_then(|n| n.parse().ok());
             self.boot_to_tests = Some(since_boot);
             *tests_started = Some(Instant::now());
@@ -560,6 +597,13 @@ impl Report {
             self.tests_time = tests_started.map(|t| t.elapsed());
         } else if line.contains("panicked at") || line.contains("PANIC") {
             self.panic.get_or_insert_with(|| line.trim().to_owned());
+        }
+    }
+
+    /// A line after the panic's: the first that is not empty is the panic's message.
+    fn note_after_panic(&mut self, line: &str) {
+        if self.panic_message.is_none() && !line.trim().is_empty() {
+            self.panic_message = Some(line.trim().to_owned());
         }
     }
 
@@ -596,11 +640,26 @@ impl Report {
             self.finished && self.announced == Some(self.passed.len()),
         ));
         rows.push(("test run".into(), timing(self.tests_time), self.finished));
+        if !self.timings.is_empty() {
+            rows.push((
+                "timings in this boot (port_tests/timing.rs):".into(),
+                String::new(),
+                true,
+            ));
+            rows.extend(
+                self.timings
+                    .iter()
+                    .map(|(w, f)| (w.clone(), f.clone(), true)),
+            );
+        }
         if let Some(name) = &self.running {
             rows.push((format!("FAILED: {name}"), "did not finish".into(), false));
         }
         if let Some(p) = &self.panic {
             rows.push((format!("panic: {p}"), String::new(), false));
+            if let Some(m) = &self.panic_message {
+                rows.push((format!("  {m}"), String::new(), false));
+            }
         }
         if self.timed_out {
             rows.push((
@@ -705,22 +764,39 @@ fn boot(opts: &Options, elf: &Path) -> Result<Report, String> {
     let started = Instant::now();
     let mut report = Report::default();
     let mut tests_started = None;
+    // After a panic, the lines that follow (the message, the backtrace) are read for a short
+    // while before QEMU is stopped: the location alone rarely says what failed.
+    let mut after_panic: Option<(Instant, usize)> = None;
     loop {
-        let left = BOOT_TIMEOUT.saturating_sub(started.elapsed());
+        let mut left = BOOT_TIMEOUT.saturating_sub(started.elapsed());
+        if let Some((since, lines)) = after_panic {
+            if lines >= PANIC_TAIL_LINES {
+                break;
+            }
+            left = left.min(PANIC_TAIL.saturating_sub(since.elapsed()));
+        }
         if left.is_zero() {
-            report.timed_out = true;
+            report.timed_out = after_panic.is_none();
             break;
         }
         match rx.recv_timeout(left) {
             Ok(line) => {
                 println!("{line}");
+                if let Some((_, lines)) = after_panic.as_mut() {
+                    *lines += 1;
+                    report.note_after_panic(&line);
+                    continue;
+                }
                 report.feed(&line, started.elapsed(), &mut tests_started);
-                if report.finished || report.panic.is_some() {
+                if report.finished {
                     break;
+                }
+                if report.panic.is_some() {
+                    after_panic = Some((Instant::now(), 0));
                 }
             }
             Err(mpsc::RecvTimeoutError::Timeout) => {
-                report.timed_out = true;
+                report.timed_out = after_panic.is_none();
                 break;
             }
             Err(mpsc::RecvTimeoutError::Disconnected) => break,

@@ -1,0 +1,271 @@
+//! In-kernel tests through the real fault handler (`do_page_fault`) on a user memory context:
+//! what reaches the page tables of each security context.
+
+use twizzler_abi::{
+    device::CacheType,
+    object::{MAX_SIZE, ObjID, Protections},
+    syscall::MapFlags,
+    upcall::{MemoryAccessKind, UpcallInfo},
+};
+use twizzler_capsec::{Gate, Protections as Caps, SecCtxEditor};
+use twizzler_kernel_macros::kernel_test;
+
+use super::super::get_sctx;
+use super::{context_object, keyed_object, mint, new_key, pte, run_in_user_context};
+use crate::{
+    arch::VirtAddr,
+    memory::context::{
+        ObjectContextInfo, UserContext,
+        virtmem::{PageFaultFlags, Slot, fault::do_page_fault},
+    },
+    obj::ObjectRef,
+    thread::current_memory_context,
+};
+
+/// Maps `target` at slot 17 of the current (user) memory context with `prots`, and returns
+/// the slot's base address.
+fn map_at_slot(target: &ObjectRef, prots: Protections) -> u64 {
+    let Some(ctx) = current_memory_context() else {
+        panic!("the job runs in a user memory context");
+    };
+    let base = (17 * MAX_SIZE) as u64;
+    let slot = Slot::try_from(VirtAddr::new(base).unwrap_or_else(|_| panic!("addr")))
+        .unwrap_or_else(|_| panic!("slot"));
+    ctx.insert_object(
+        slot,
+        &ObjectContextInfo::new(
+            target.clone(),
+            prots,
+            CacheType::WriteBack,
+            MapFlags::empty(),
+        ),
+    )
+    .unwrap_or_else(|_| panic!("insert"));
+    base
+}
+
+fn va(raw: u64) -> VirtAddr {
+    VirtAddr::new(raw).unwrap_or_else(|_| panic!("canonical address {raw:#x}"))
+}
+
+fn active_id() -> ObjID {
+    let Some(ct) = crate::thread::current_thread_ref() else {
+        panic!("on a thread");
+    };
+    ct.secctx.active_id()
+}
+
+/// A code object, signed by a fresh key, and a context holding `r-x` on it through a code
+/// gate with entry points every 16 bytes of 0x2000..0x2100 (the reference kernel's).
+fn code_gate() -> (ObjectRef, ObjID) {
+    let key = new_key();
+    let code = keyed_object(key.obj, &[0x90; 64]);
+    let gate_ctx = context_object(None, |ctx| {
+        let mut e = SecCtxEditor::new();
+        e.add_cap(&mint(&key, code.id(), ctx, Caps::READ | Caps::EXEC, |g| {
+            g.gate = Gate::new(0x2000, 0x100, 16).unwrap_or_else(|e| panic!("gate: {e:?}"));
+        }));
+        e
+    });
+    (code, gate_ctx)
+}
+
+#[kernel_test]
+fn port_real_fault_enters_a_code_gate_at_its_byte_offset_and_switches() {
+    // An instruction fetch at entry point 0x2010 (not page-aligned) by a thread whose active
+    // context is empty and which has the gate's context attached: the fault path passes the
+    // fault's byte offset, the engine grants through the gate, and the thread is switched to
+    // the gate's context, under whose page tables the page is mapped executable.
+    let (code, gate_ctx) = code_gate();
+    let empty = context_object(None, |_| SecCtxEditor::new());
+    let active = get_sctx(empty).unwrap_or_else(|_| panic!("context"));
+    let gate = get_sctx(gate_ctx).unwrap_or_else(|_| panic!("context"));
+    let first_code = code.clone();
+    run_in_user_context(active, &[gate.clone()], move || {
+        let base = map_at_slot(&first_code, Protections::READ | Protections::EXEC);
+        let entry = va(base + 0x2010);
+        let fetch = do_page_fault(
+            entry,
+            MemoryAccessKind::InstructionFetch,
+            PageFaultFlags::USER,
+            entry,
+        );
+        assert!(fetch.is_ok(), "a fetch at an entry point is granted");
+        assert_eq!(
+            active_id(),
+            gate_ctx,
+            "the thread entered the gate's context"
+        );
+        let got = pte(gate_ctx, entry);
+        assert!(
+            got.is_some_and(|p| p.contains(Protections::EXEC)),
+            "the page is executable under the gate's context: {got:?}"
+        );
+    });
+    let empty = context_object(None, |_| SecCtxEditor::new());
+    let active = get_sctx(empty).unwrap_or_else(|_| panic!("context"));
+    run_in_user_context(active, &[gate], move || {
+        let base = map_at_slot(&code, Protections::READ | Protections::EXEC);
+        let between = va(base + 0x2008);
+        let fetch = do_page_fault(
+            between,
+            MemoryAccessKind::InstructionFetch,
+            PageFaultFlags::USER,
+            between,
+        );
+        assert!(
+            matches!(fetch, Err(UpcallInfo::SecurityViolation(_))),
+            "a fetch between entry points does not enter the gate: the fault path gave \
+             {fetch:?}, the engine now says {:?}",
+            super::super::ENGINE.decide(
+                &{
+                    let m = kernel_hooks::SecCtxMgr::new(super::super::to_hooks_id(empty));
+                    let _ = m.attach(super::super::to_hooks_id(gate_ctx));
+                    m
+                },
+                &kernel_hooks::Fault::new(
+                    super::super::to_hooks_id(code.id()),
+                    super::super::object_info(&code),
+                    0x2008,
+                    twizzler_capsec::AccessKind::Exec,
+                ),
+            )
+        );
+        assert_eq!(active_id(), empty, "and the thread stays where it was");
+    });
+}
+
+#[kernel_test]
+fn port_two_contexts_on_one_read_only_object_each_see_their_own_grant() {
+    // A read-only (no WRITE), non-STABLE region: upstream serves it through one shared page
+    // table linked into every security context's tables. Context A holds r-- on one page
+    // (a data gate over 0x2000..0x3000); context B holds r-x on the whole object. After A
+    // reads its page and B reads another page and executes A's, A must see neither B's page
+    // nor execute rights on its own.
+    let key = new_key();
+    let target = keyed_object(key.obj, &[0x77; 64]);
+    let a = context_object(None, |ctx| {
+        let mut e = SecCtxEditor::new();
+        e.add_cap(&mint(&key, target.id(), ctx, Caps::READ, |g| {
+            g.gate = Gate::new(0x2000, 0x1000, 1).unwrap_or_else(|e| panic!("gate: {e:?}"));
+        }));
+        e
+    });
+    let b = context_object(None, |ctx| {
+        let mut e = SecCtxEditor::new();
+        e.add_cap(&mint(
+            &key,
+            target.id(),
+            ctx,
+            Caps::READ | Caps::EXEC,
+            |_| {},
+        ));
+        e
+    });
+    let a_ref = get_sctx(a).unwrap_or_else(|_| panic!("context"));
+    let b_ref = get_sctx(b).unwrap_or_else(|_| panic!("context"));
+    run_in_user_context(a_ref, &[b_ref], move || {
+        let base = map_at_slot(&target, Protections::READ | Protections::EXEC);
+        let ip = va(base + 0x8000);
+        let a_page = va(base + 0x2008);
+        let b_page = va(base + 0x3008);
+        assert!(do_page_fault(a_page, MemoryAccessKind::Read, PageFaultFlags::USER, ip).is_ok());
+        let got = pte(a, a_page);
+        assert!(
+            got.is_some_and(|p| !p.contains(Protections::EXEC)),
+            "A's page is mapped for A without execute: {got:?}"
+        );
+
+        let Some(ct) = crate::thread::current_thread_ref() else {
+            panic!("on a thread");
+        };
+        assert_eq!(
+            ct.secctx.switch_context(b),
+            super::super::SwitchResult::Switched
+        );
+        assert!(do_page_fault(b_page, MemoryAccessKind::Read, PageFaultFlags::USER, ip).is_ok());
+        let fetch = do_page_fault(
+            a_page,
+            MemoryAccessKind::InstructionFetch,
+            PageFaultFlags::USER,
+            a_page,
+        );
+        assert!(fetch.is_ok(), "B may execute the object");
+
+        assert_eq!(
+            pte(a, b_page),
+            None,
+            "B's page must not show through in A's page tables (A's gate excludes it)"
+        );
+        let got = pte(a, a_page);
+        assert!(
+            !got.is_some_and(|p| p.contains(Protections::EXEC)),
+            "B's execute right must not reach A's mapping: {got:?}"
+        );
+    });
+}
+
+#[kernel_test]
+fn port_revocation_between_a_decision_and_its_install_leaves_no_mapping() {
+    // The key is revoked after the engine granted the read and before the fault path
+    // installs the page (the window a revocation on another CPU can land in). Its unmap then
+    // finds nothing to remove; the fault path must see that the decision is no longer
+    // current (the ticket, checked under the lock the unmap takes) and install nothing.
+    let s = super::signed_setup(Caps::READ);
+    let sctx = get_sctx(s.ctx).unwrap_or_else(|_| panic!("context"));
+    let (target, ctx_id, kuid) = (s.target.clone(), s.ctx, s.key_obj);
+    run_in_user_context(sctx, &[], move || {
+        let base = map_at_slot(&target, Protections::READ | Protections::WRITE);
+        let addr = va(base + 0x2008);
+        let ip = va(base + 0x8000);
+        super::super::after_next_decision(alloc::boxed::Box::new(move || {
+            super::super::revoke_key(kuid)
+        }));
+        let first = do_page_fault(addr, MemoryAccessKind::Read, PageFaultFlags::USER, ip);
+        assert!(
+            first.is_ok(),
+            "the fault itself returns (the access is retried)"
+        );
+        assert_eq!(
+            pte(ctx_id, addr),
+            None,
+            "a grant decided before a revocation is never installed after it"
+        );
+        let again = do_page_fault(addr, MemoryAccessKind::Read, PageFaultFlags::USER, ip);
+        assert!(
+            matches!(again, Err(UpcallInfo::SecurityViolation(_))),
+            "the retried access is denied"
+        );
+        assert_eq!(pte(ctx_id, addr), None);
+    });
+}
+
+#[kernel_test]
+fn port_kernel_access_to_user_memory_is_decided_as_the_threads() {
+    // A kernel-mode fault (no USER flag, a kernel instruction pointer) on a user address, as a
+    // system call copying from a user buffer takes: upstream maps the page with the region's
+    // full protections without asking security. It must get what the thread could get, and
+    // no more: here nothing (the thread's context holds no capability for the object).
+    let (_, target, _) = {
+        let s = super::signed_setup(Caps::READ);
+        (s.key_obj, s.target, s.ctx)
+    };
+    let empty = context_object(None, |_| SecCtxEditor::new());
+    let sctx = get_sctx(empty).unwrap_or_else(|_| panic!("context"));
+    run_in_user_context(sctx, &[], move || {
+        let base = map_at_slot(&target, Protections::READ | Protections::WRITE);
+        let addr = va(base + 0x2008);
+        let kernel_ip = va(0xffff_ffff_8010_0000);
+        let copy = do_page_fault(
+            addr,
+            MemoryAccessKind::Read,
+            PageFaultFlags::empty(),
+            kernel_ip,
+        );
+        assert!(
+            matches!(copy, Err(UpcallInfo::SecurityViolation(_))),
+            "the kernel reading for a thread without rights is refused"
+        );
+        assert_eq!(pte(empty, addr), None, "and nothing is mapped");
+    });
+}
