@@ -1,16 +1,14 @@
 //! The `dist-bridge` binary: starts from a config file, serves, stops on SIGTERM with exit
 //! code 0; refuses bad configurations with a one-line error.
 
-mod net;
-
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use crate::net::*;
 use dist_bridge::client::Reach;
 use dist_bridge::*;
-use net::*;
 
 const BIN: &str = env!("CARGO_BIN_EXE_dist-bridge");
 

@@ -3,13 +3,11 @@
 //! and unfinished header blocks are closed; a connection the node ends is told to go away
 //! first, and its requests in flight are served; other clients are served meanwhile.
 
-mod net;
-
 use std::time::{Duration, Instant};
 
+use crate::net::*;
 use dist_bridge::client::Reach;
 use dist_bridge::*;
-use net::*;
 
 /// The HTTP/2 client preface and an empty SETTINGS frame.
 const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00";

@@ -1,8 +1,6 @@
 //! Export: a signed capability, checked against the object's kuid key, becomes a guard.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use dist_bridge::*;
 use secctx::keypair::{self, KdfParams};
 use secctx::revocations::RevocationList;

@@ -5,14 +5,12 @@
 //! local process (or a TLS terminator or proxy on the same host) could export a capability
 //! granted to another context. Every test here connects from loopback.
 
-mod net;
-
 use std::time::Duration;
 
+use crate::net::*;
 use dist_bridge::export_proof::{ExportClaim, NONCE_LEN, proof_message};
 use dist_bridge::pb;
 use dist_bridge::*;
-use net::*;
 use secctx::ObjectStore;
 use twizzler_capsec::{SigningKey, SigningScheme};
 

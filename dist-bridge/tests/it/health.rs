@@ -1,8 +1,6 @@
 //! The standard gRPC health service on a node.
 
-mod net;
-
-use net::*;
+use crate::net::*;
 use tonic_health::ServingStatus;
 use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_client::HealthClient;

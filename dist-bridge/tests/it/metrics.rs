@@ -1,11 +1,9 @@
 //! Prometheus metrics: served on their own address, counting what the node does.
 
-mod net;
-
 use std::net::SocketAddr;
 
+use crate::net::*;
 use dist_bridge::*;
-use net::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// One HTTP/1.1 request; the status line and the body.

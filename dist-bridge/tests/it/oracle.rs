@@ -6,11 +6,9 @@
 //! unauthenticated prober rebuilt the exact set of live guard indices. Now every failed check
 //! reaches a plain client as the same status, and the reasons reach operators only.
 
-mod net;
-
+use crate::net::*;
 use dist_bridge::token::HEADER_LEN;
 use dist_bridge::*;
-use net::*;
 use tonic::Code;
 
 /// Every answer a plain client gets for a probe, as (code, kind, message, metadata keys).

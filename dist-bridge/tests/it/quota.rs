@@ -1,9 +1,7 @@
 //! One exported guard's holders may derive at most `max_derived` guards from it, in all
 //! generations together: a holder with DERIVE cannot fill the guard table.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use dist_bridge::*;
 
 fn quota(n: u32) -> Fixture {

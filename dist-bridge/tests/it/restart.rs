@@ -1,12 +1,10 @@
 //! Controller versions: durable, monotonic across restarts and simulated crashes; a restarted
 //! owner refuses every earlier token.
 
-mod common;
-
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use common::*;
+use crate::common::*;
 use dist_bridge::controller::{VERSION_FILE_LEN, encode_version_file};
 use dist_bridge::token::HEADER_LEN;
 use dist_bridge::*;

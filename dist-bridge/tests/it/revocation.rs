@@ -1,12 +1,10 @@
 //! Revocation: the guard derivation tree, entry reuse, and revocation racing invocations.
 
-mod common;
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread;
 
-use common::*;
+use crate::common::*;
 use dist_bridge::*;
 use twizzler_capsec::Expiry;
 

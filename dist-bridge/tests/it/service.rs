@@ -2,13 +2,11 @@
 //! owners, invoked, attenuated, derived, revoked; restarts; reused guard entries; concurrent
 //! revocation; bad tokens; and the broadcast baseline's message counts.
 
-mod net;
-
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::net::*;
 use dist_bridge::*;
-use net::*;
 use secctx::ObjectStore;
 use tonic::Code;
 use twizzler_capsec::{Cap, CapGrant, Expiry, ObjID, Protections};

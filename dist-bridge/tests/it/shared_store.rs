@@ -3,14 +3,12 @@
 //! is lost, nobody sees half a change, and a revocation another process commits reaches the
 //! node's guards.
 
-mod net;
-
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use crate::net::*;
 use dist_bridge::*;
-use net::*;
 use secctx::{DbStore, ObjMeta, Object, ObjectStore, StoreError, Txn};
 use twizzler_capsec::ObjID;
 
@@ -40,7 +38,7 @@ fn spawn_writer(store: &Path) -> std::process::Child {
     Command::new(std::env::current_exe().expect("current exe"))
         .args([
             "--exact",
-            "child_store_writer",
+            &crate::test_path(module_path!(), "child_store_writer"),
             "--nocapture",
             "--test-threads=1",
         ])
@@ -111,7 +109,7 @@ async fn a_node_and_two_writer_processes_share_one_store() {
         let status = Command::new(std::env::current_exe().expect("current exe"))
             .args([
                 "--exact",
-                "child_store_writer",
+                &crate::test_path(module_path!(), "child_store_writer"),
                 "--nocapture",
                 "--test-threads=1",
             ])

@@ -1,12 +1,10 @@
 //! A shutdown ends by its deadline whatever clients do: a client that keeps a stream open
 //! cannot keep the node, or its version file's lock, from stopping.
 
-mod net;
-
 use std::time::{Duration, Instant};
 
+use crate::net::*;
 use dist_bridge::*;
-use net::*;
 use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_client::HealthClient;
 

@@ -5,15 +5,13 @@
 //! messages. Now every connection is mutually authenticated against the cluster CA, the node
 //! is the node its certificate names, and a peer is the node its certificate names.
 
-mod net;
-
 use std::time::Duration;
 
+use crate::net::*;
 use dist_bridge::certs::DevCa;
 use dist_bridge::client::Reach;
 use dist_bridge::node::Peer;
 use dist_bridge::*;
-use net::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// A plaintext HTTP/2 client gets no HTTP/2 from a TLS node: its connection preface is not

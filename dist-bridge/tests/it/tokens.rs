@@ -1,9 +1,7 @@
 //! Tokens: offline attenuation, the invocation check, and refusal of truncated, forged and
 //! other-node tokens; the encoding's round trip and totality.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use dist_bridge::token::{BODY_LEN, HEADER_LEN, MIN_TOKEN_LEN, SCOPE_LEN};
 use dist_bridge::*;
 use proptest::prelude::*;

@@ -1,9 +1,7 @@
 //! Version-range upgrade in a tiny version space: after many revocations and upgrades, no
 //! stale token is accepted, and live tokens keep working once renewed.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use dist_bridge::*;
 use rand_core::Rng;
 

@@ -2,11 +2,9 @@
 //! grants more than the capability, and once a revocation returns, no fault that starts after
 //! it is granted under what it revoked.
 
-mod common;
-
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use common::*;
+use crate::common::*;
 use kernel_hooks::{Decision, SecCtxMgr};
 use twizzler_capsec::{AccessKind, Cap, CapGrant, ObjID, SecCtxEditor};
 

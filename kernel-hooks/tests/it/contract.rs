@@ -3,13 +3,11 @@
 //! and `kuid`s that change, many inactive contexts, the manager's kernel and clone forms,
 //! object-wide lookups, per-object unmaps, and the clock.
 
-mod common;
-
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering, fence};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use kernel_hooks::{
     CtxBytes, Decision, Engine, Fault, Host, KERNEL_SCTX, ObjectInfo, SecCtxMgr, SwitchResult,
     Unmap, UnmapGranularity, Violation,

@@ -2,9 +2,7 @@
 //! (generation), key and record revocation, expiry, detach, switch, explicit invalidation and
 //! eviction.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use kernel_hooks::{Decision, SecCtxMgr, Unmap};
 use twizzler_capsec::{
     AccessKind::{Read, Write},

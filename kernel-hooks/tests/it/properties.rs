@@ -2,9 +2,7 @@
 //! (`twizzler_capsec::evaluate`) says, never maps a page with more than the rule grants for
 //! it, and never panics on arbitrary context bytes.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use kernel_hooks::{Decision, SecCtxMgr, Violation};
 use proptest::prelude::*;
 use twizzler_capsec::{

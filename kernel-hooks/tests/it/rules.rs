@@ -1,9 +1,7 @@
 //! The permission rule as the engine enforces it, one case per rule, with the reason for
 //! every denial.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use kernel_hooks::{Decision, DenyCause, SecCtxMgr, Violation};
 use twizzler_capsec::{
     AccessKind::{Exec, Read, Write},

@@ -5,13 +5,11 @@
 //! call that took it away has returned, no mapping may exist and none may be installed until
 //! the grant is back.
 
-mod common;
-
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use common::*;
+use crate::common::*;
 use kernel_hooks::{CtxBytes, Decision, Engine, Fault, Host, SecCtxMgr, Unmap};
 use twizzler_capsec::{AccessKind::Read, ObjID};
 

@@ -210,12 +210,17 @@ impl Drop for Kid {
 fn spawn_child(role: &str, dir: &TestDir, extra: &[(&str, String)]) -> Kid {
     let exe = std::env::current_exe().expect("the test binary's path");
     let mut cmd = Command::new(exe);
-    cmd.args(["--exact", role, "--nocapture", "--test-threads=1"])
-        .env(CHILD_ROLE_ENV, role)
-        .env(CHILD_DIR_ENV, &dir.0)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+    cmd.args([
+        "--exact",
+        &crate::test_path(module_path!(), role),
+        "--nocapture",
+        "--test-threads=1",
+    ])
+    .env(CHILD_ROLE_ENV, role)
+    .env(CHILD_DIR_ENV, &dir.0)
+    .stdin(Stdio::null())
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
     for (k, v) in extra {
         cmd.env(k, v);
     }

@@ -665,7 +665,7 @@ fn two_processes_appending_concurrently_lose_nothing() {
             Command::new(&exe)
                 .args([
                     "--exact",
-                    "child_appender",
+                    &crate::test_path(module_path!(), "child_appender"),
                     "--nocapture",
                     "--test-threads=1",
                 ])

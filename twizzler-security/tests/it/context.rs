@@ -2,11 +2,9 @@
 //! the editor (generation, round trips, lookups), a model-based property test of the editor and
 //! the reader, and robustness of the reader and the rule against corrupted bytes.
 
-mod fixture;
-
 use std::collections::{BTreeMap, BTreeSet};
 
-use fixture::*;
+use crate::fixture::*;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 use twizzler_capsec::ctx::{

@@ -2,9 +2,7 @@
 //! must read exactly like the dense encoding, and an added record must leave the old heap's
 //! bytes where they were.
 
-mod fixture;
-
-use fixture::*;
+use crate::fixture::*;
 use proptest::prelude::*;
 use twizzler_capsec::ctx::HEADER_LEN;
 use twizzler_capsec::{ObjID, Protections, SecCtx, SecCtxEditor, SigningScheme};

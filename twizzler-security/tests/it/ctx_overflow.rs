@@ -1,9 +1,7 @@
 //! Format version 2: the overflow table. Lookups search it beside the entry table, and it is
 //! checked like the entry table (sorted, known kinds, items inside the heap, inside the bytes).
 
-mod fixture;
-
-use fixture::*;
+use crate::fixture::*;
 use proptest::prelude::*;
 use twizzler_capsec::ctx::{CTX_VERSION_OVERFLOW, ENTRY_LEN, HEADER_LEN};
 use twizzler_capsec::{

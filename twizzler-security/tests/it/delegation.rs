@@ -2,9 +2,7 @@
 //! amplify or break the provider/holder link (rejected by `check_chain` even with valid
 //! signatures), expiry along the chain, and signatures by the wrong provider key.
 
-mod common_keys;
-
-use common_keys::*;
+use crate::common_keys::*;
 use twizzler_capsec::{
     Amplification, Cap, CapGrant, DEL_MAGIC, DecodeError, Del, DelGrant, DelegateError, Expiry,
     Gate, HashAlg, KeyLookupError, MAX_CHAIN_DEPTH, MAX_DEL_LEN, ObjID, Protections, Record,

@@ -2,12 +2,10 @@
 //! (round trips and every decode error), scheme mismatch, P-256 low-S enforcement, PEM, and
 //! interoperability with OpenSSL when it is installed.
 
-mod common_keys;
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common_keys::{SCHEMES, hex, key};
+use crate::common_keys::{SCHEMES, hex, key};
 use twizzler_capsec::{
     Cap, CapGrant, DecodeError, HashAlg, KEY_ENCODED_LEN, MAX_KEY_LEN, MAX_SIG_LEN, ObjID,
     PemError, Protections, SIG_ENCODED_LEN, Signature, SigningKey, SigningScheme, VerifyError,

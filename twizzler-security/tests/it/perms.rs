@@ -2,9 +2,7 @@
 //! `evaluate_explained` (and `evaluate`, which must agree), and checks what is provided, whether
 //! the access is granted, and the verdict of each record filed under the target.
 
-mod fixture;
-
-use fixture::*;
+use crate::fixture::*;
 use twizzler_capsec::ctx::HEADER_LEN;
 use twizzler_capsec::{
     Access, AccessKind, CAP_MAGIC, CapGrant, CtxFlags, DEL_MAGIC, DecodeError, Del, DelGrant,

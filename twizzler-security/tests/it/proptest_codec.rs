@@ -2,11 +2,9 @@
 //! decoder (arbitrary bytes, valid encodings with random edits, and valid headers followed by
 //! random bytes never panic, and whatever is accepted re-encodes to the same bytes).
 
-mod common_keys;
-
 use std::sync::LazyLock;
 
-use common_keys::{MapAuth, key};
+use crate::common_keys::{MapAuth, key};
 use proptest::prelude::*;
 use proptest::test_runner::Config;
 use twizzler_capsec::{

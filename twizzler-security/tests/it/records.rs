@@ -2,9 +2,7 @@
 //! domain separation, tamper evidence (every single-bit flip of an encoded capability or
 //! delegation is rejected), revocation by record id, and canonical encodings.
 
-mod common_keys;
-
-use common_keys::*;
+use crate::common_keys::*;
 use twizzler_capsec::{
     CAP_BODY_LEN, CAP_DOMAIN, CAP_LEN, CAP_MAGIC, Cap, CapGrant, DEL_DOMAIN, DEL_MAGIC,
     DecodeError, Del, DelGrant, Expiry, Gate, HashAlg, KeyLookupError, ObjID, Protections, Record,

@@ -1,9 +1,7 @@
 //! `SecCtx::reopen` and `SecCtx::peek_generation`: the constant-time paths the kernel's fault
 //! path uses after a full validation.
 
-mod fixture;
-
-use fixture::*;
+use crate::fixture::*;
 use proptest::prelude::*;
 use twizzler_capsec::{CapGrant, CtxError, ObjID, SecCtx, SecCtxEditor, SigningScheme};
 
