@@ -11,7 +11,7 @@
 //! One node on loopback (tonic, mutual TLS), client and node in one process on the bench
 //! runtime (2 workers); the writer and the forgers are tasks on the same runtime.
 
-#[path = "../tests/net/mod.rs"]
+#[path = "../tests/it/net/mod.rs"]
 mod net;
 
 use std::sync::Arc;

@@ -9,7 +9,7 @@
 //!   owner, whatever N; the guard it revokes is derived in the untimed setup) and `broadcast_revoke/N` (the baseline: the revoking node sends a
 //!   Broadcast request to each of the N − 1 peers and waits for every reply).
 
-#[path = "../tests/net/mod.rs"]
+#[path = "../tests/it/net/mod.rs"]
 mod net;
 
 use std::time::Duration;

@@ -16,7 +16,7 @@
 //! run of each configuration prints p50 and p99 latency (and the rate) to stderr and to
 //! `target/criterion/dist_throughput_latency.txt`.
 
-#[path = "../tests/net/mod.rs"]
+#[path = "../tests/it/net/mod.rs"]
 mod net;
 
 use std::net::SocketAddr;

@@ -26,7 +26,7 @@
 //! (its builder then sees the epoch moved and verifies again, but the entry stays). A lookup
 //! that read the same old stamp could hit it and take a ticket that already counts the sweep.
 //! So a hit, like an insert, counts only if the epoch still equals the stamp it was matched
-//! against; the QEMU-style race in `tests/window.rs` found this (one stale install in about 50
+//! against; the QEMU-style race in `tests/it/window.rs` found this (one stale install in about 50
 //! runs before the check).
 //!
 //! A decision made after revocations kept racing with its lookup carries the engine's epoch

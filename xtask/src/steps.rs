@@ -65,7 +65,7 @@ pub(crate) fn test_steps() -> Vec<Step> {
         },
         Step {
             name: "loom: lock-free cache lookups",
-            about: "RUSTFLAGS=\"--cfg loom -D warnings\" cargo test -p kernel-hooks --test loom_cache --release, \
+            about: "RUSTFLAGS=\"--cfg loom -D warnings\" cargo test -p kernel-hooks --test loom_cache --profile loom, \
                     in target/loom: every interleaving (two preemptions) of a fault's lock-free \
                     hit racing a revocation sweep, an eviction and a stale insert",
             action: Action::Custom(loom_cache),
@@ -237,8 +237,8 @@ pub(crate) fn check_format(ws: &Workspace) -> Result<(), String> {
 /// Step: the loom model of the cache's lock-free lookups (`kernel-hooks/tests/loom_cache.rs`).
 ///
 /// `--cfg loom` changes every crate's build, so it gets its own target directory rather than
-/// invalidating the workspace's; release mode, because loom runs the model hundreds of
-/// thousands of times.
+/// invalidating the workspace's; the `loom` profile (release without debug info, in the root
+/// `Cargo.toml`), because loom runs the model hundreds of thousands of times.
 pub(crate) fn loom_cache(ws: &Workspace) -> Result<(), String> {
     let target_dir = ws.root.join("target").join("loom");
     let target_dir = target_dir.to_string_lossy();
@@ -255,7 +255,8 @@ pub(crate) fn loom_cache(ws: &Workspace) -> Result<(), String> {
             "kernel-hooks",
             "--test",
             "loom_cache",
-            "--release",
+            "--profile",
+            "loom",
         ],
     )
 }

@@ -6,7 +6,7 @@
 //! [`Outcome`]: a pass, a failure with its reason, or a skip when the harness cannot do what
 //! the check needs (several CPUs, for the race). Hosts that run it:
 //!
-//! - the std test host (`kernel-hooks/tests/conformance.rs`, with threads for the race);
+//! - the std test host (`kernel-hooks/tests/it/conformance.rs`, with threads for the race);
 //! - the QEMU reference kernel (`kernel-hooks/kernel`), at boot: its lines
 //!   (`conformance: <check>: pass`) are read by `cargo xtask test`'s boot steps;
 //! - the Twizzler port (`twizzler-port/`).

@@ -1,0 +1,15 @@
+//! Integration tests of the page-fault decision engine. The loom model, `tests/loom_cache.rs`,
+//! is a binary of its own: it is built with `--cfg loom`.
+//!
+//! One test binary for the crate's integration tests (`cargo test -p kernel-hooks --test it`):
+//! each module was a binary of its own, and each linked the whole dependency graph again.
+
+#[macro_use]
+mod common;
+mod concurrency;
+mod conformance;
+mod contract;
+mod invalidation;
+mod properties;
+mod rules;
+mod window;

@@ -1,0 +1,23 @@
+//! Integration tests of the userspace object store, contexts and names.
+//!
+//! One test binary for the crate's integration tests (`cargo test -p secctx --test it`):
+//! each module was a binary of its own, and each linked the whole dependency graph again.
+//! A test that re-runs this binary as a child process names itself with [`test_path`].
+
+mod context_append;
+mod db_store;
+mod db_store_processes;
+mod dir_store;
+mod names;
+mod userspace;
+
+/// The name libtest gives test `name` of the module whose `module_path!()` is `module`: the
+/// module path without the crate's name. A test that re-runs this binary as a child process,
+/// filtered with `--exact` to one routine, must name the routine so; under any other name the
+/// child would run nothing and succeed.
+pub(crate) fn test_path(module: &str, name: &str) -> String {
+    match module.split_once("::") {
+        Some((_, path)) => format!("{path}::{name}"),
+        None => name.to_owned(),
+    }
+}
