@@ -116,7 +116,7 @@ async fn a_node_and_two_writer_processes_share_one_store() {
             let status = Command::new(std::env::current_exe().expect("current exe"))
                 .args([
                     "--exact",
-                    "child_store_writer",
+                    &crate::test_path(module_path!(), "child_store_writer"),
                     "--nocapture",
                     "--test-threads=1",
                 ])
