@@ -366,12 +366,7 @@ fn patched_files(patch: &str) -> Vec<String> {
 }
 
 /// Resets every file `patch` changes to `commit`, then applies it with `git apply`.
-fn apply_patch(repo: &Path, commit: &str, patch: &Path) -> Result<(), String> {
-    let text = fs::read_to_string(patch).map_err(|e| format!("read {}: {e}", patch.display()))?;
-    for file in patched_files(&text) {
-        let pinned = pinned_text(repo, commit, &file)?;
-        write(&repo.join(&file), &pinned)?;
-    }
+fn apply_patch(repo: &Path, patch: &Path) -> Result<(), String> {
     let patch_arg = patch.to_string_lossy().into_owned();
     let repo_arg = repo.to_string_lossy().into_owned();
     run_env(
@@ -380,6 +375,29 @@ fn apply_patch(repo: &Path, commit: &str, patch: &Path) -> Result<(), String> {
         "git",
         &["-C", &repo_arg, "apply", "--whitespace=nowarn", &patch_arg],
     )
+}
+
+/// Resets every file any of `patches` touches to the pinned commit, then applies them in
+/// order. (The reset is done once for the group: resetting per patch undid an earlier
+/// patch's edits to a file a later patch also edits.)
+fn apply_patches(repo: &Path, commit: &str, patches: &[PathBuf]) -> Result<(), String> {
+    reset_patched_files(repo, commit, patches)?;
+    for p in patches {
+        apply_patch(repo, p)?;
+    }
+    Ok(())
+}
+
+/// Writes back, from the pinned commit, every file any of `patches` touches.
+fn reset_patched_files(repo: &Path, commit: &str, patches: &[PathBuf]) -> Result<(), String> {
+    for p in patches {
+        let text = fs::read_to_string(p).map_err(|e| format!("read {}: {e}", p.display()))?;
+        for file in patched_files(&text) {
+            let pinned = pinned_text(repo, commit, &file)?;
+            write(&repo.join(&file), &pinned)?;
+        }
+    }
+    Ok(())
 }
 
 /// The `.patch` files in `dir`, in name order.
@@ -420,12 +438,16 @@ fn prepare(ws: &Workspace, opts: &Options) -> Result<(), String> {
     )?;
     write(&opts.upstream.join("Cargo.toml"), &manifest)?;
     println!("xtask: wrote the trimmed workspace manifest");
-    for p in patches_in(&port.join("patches/backtracer"))? {
-        apply_patch(&opts.backtracer, BACKTRACER_COMMIT, &p)?;
-    }
-    for p in patches_in(&port.join("patches/build"))? {
-        apply_patch(&opts.upstream, UPSTREAM_COMMIT, &p)?;
-    }
+    apply_patches(
+        &opts.backtracer,
+        BACKTRACER_COMMIT,
+        &patches_in(&port.join("patches/backtracer"))?,
+    )?;
+    apply_patches(
+        &opts.upstream,
+        UPSTREAM_COMMIT,
+        &patches_in(&port.join("patches/build"))?,
+    )?;
     // Our files: removed first, so an --upstream-only run after a port run is upstream's.
     for (_, dest) in OUR_FILES {
         let dest = opts.upstream.join(dest);
@@ -434,14 +456,7 @@ fn prepare(ws: &Workspace, opts: &Options) -> Result<(), String> {
         }
     }
     let port_patches = patches_in(&port.join("patches/port"))?;
-    for p in &port_patches {
-        for file in
-            patched_files(&fs::read_to_string(p).map_err(|e| format!("read {}: {e}", p.display()))?)
-        {
-            let pinned = pinned_text(&opts.upstream, UPSTREAM_COMMIT, &file)?;
-            write(&opts.upstream.join(&file), &pinned)?;
-        }
-    }
+    reset_patched_files(&opts.upstream, UPSTREAM_COMMIT, &port_patches)?;
     let pinned_security = pinned_text(&opts.upstream, UPSTREAM_COMMIT, OUR_FILES[0].1)?;
     write(&opts.upstream.join(OUR_FILES[0].1), &pinned_security)?;
     if opts.upstream_only {
@@ -456,7 +471,7 @@ fn prepare(ws: &Workspace, opts: &Options) -> Result<(), String> {
         println!("xtask: {src} -> {dest}");
     }
     for p in &port_patches {
-        apply_patch(&opts.upstream, UPSTREAM_COMMIT, p)?;
+        apply_patch(&opts.upstream, p)?;
     }
     // The kernel depends on our crates by path: this repository's.
     let cargo_toml = opts.upstream.join("src/kernel/Cargo.toml");

@@ -423,14 +423,18 @@ extern "C" fn job_trampoline() {
     // until the timeout (one run; with the context kept, 39/39 passed twice). Dropping a
     // `VirtContext` whose page tables a thread of it used is the suspect; not yet understood
     // (README, "Status").
+    // Every job's context is kept, never replaced: replacing the last one dropped the one
+    // before it under the spinlock (a `VirtContext` dropped with interrupts off, its TLB
+    // shootdown waiting on the other CPU), and the next test hung in "TLB complete pause"
+    // once several tests ran jobs.
     if let Some(mc) = current_memory_context() {
-        *KEPT_CONTEXT.lock() = Some(mc);
+        KEPT_CONTEXTS.lock().push(mc);
     }
     crate::thread::exit(0);
 }
 
-/// The memory context of the last job thread (see `job_trampoline`).
-static KEPT_CONTEXT: Spinlock<Option<ContextRef>> = Spinlock::new(None);
+/// The memory contexts of every job thread (see `job_trampoline`).
+static KEPT_CONTEXTS: Spinlock<alloc::vec::Vec<ContextRef>> = Spinlock::new(alloc::vec::Vec::new());
 
 /// Runs `job` on a new thread whose memory context is a fresh user context and whose active
 /// security context is `sctx`, and waits for it. The thread then exits; its memory context

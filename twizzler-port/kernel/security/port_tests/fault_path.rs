@@ -264,7 +264,9 @@ fn port_kernel_access_to_user_memory_is_decided_as_the_threads() {
         );
         assert!(
             matches!(copy, Err(UpcallInfo::SecurityViolation(_))),
-            "the kernel reading for a thread without rights is refused"
+            "the kernel reading for a thread without rights is refused: got {copy:?}, \
+             PTE {:?}",
+            pte(empty, addr)
         );
         assert_eq!(pte(empty, addr), None, "and nothing is mapped");
     });
