@@ -279,8 +279,9 @@ fn on_step(deadline: u64, armed_at: u64, asked: u64) {
         return;
     }
     ARMED_DEADLINE.store(u64::MAX, Ordering::Release);
-    ENGINE.expire();
+    // Recorded before `expire` runs: whoever sees its effect sees this too.
     *LAST_EXPIRY.lock() = Some((now, deadline));
+    ENGINE.expire();
     arm_expiry();
 }
 

@@ -113,7 +113,7 @@ fn port_timings_in_upstreams_kernel() {
 
     logln!("port timing: hit, kuid in hand: {} ns", hit);
     logln!(
-        "port timing: hit, kuid read per fault (the adapter today): {} ns",
+        "port timing: hit, kuid read per fault (Fault::new; the adapter now uses Fault::lazy): {} ns",
         hit_with_kuid
     );
     logln!("port timing: kuid read (check_id + read_meta): {} ns", kuid);
