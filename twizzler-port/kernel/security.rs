@@ -320,10 +320,12 @@ pub fn check_fault(
             ..all
         });
     };
-    *thread.secctx.ticket.lock() = None;
     if sctx_id == KERNEL_SCTX {
+        // Nothing to check at install time: no ticket.
+        *thread.secctx.ticket.lock() = None;
         return Ok(all);
     }
+    // A denial installs nothing, so only a grant's ticket needs keeping: one lock per fault.
     let (perms, ticket) = decide_ticketed(thread.secctx.hooks(), obj, offset, addr, cause)?;
     *thread.secctx.ticket.lock() = Some(ticket);
     #[cfg(test)]
@@ -392,9 +394,17 @@ fn decide_ticketed(
     );
     match ENGINE.decide(mgr, &fault) {
         Decision::Map {
-            prots, ctx, ticket, ..
+            prots,
+            ctx,
+            ticket,
+            valid_until,
+            ..
         } => {
-            arm_expiry();
+            // Only a grant that expires can need the timer: a hit on a grant that never
+            // expires reads no clock here.
+            if valid_until.at().is_some() {
+                arm_expiry();
+            }
             let perms = PermsInfo {
                 ctx: to_abi_id(ctx),
                 provide: to_abi_prots(prots),

@@ -186,7 +186,6 @@ fn port_check_fault_grants_the_kernels_context_everything_and_decides_the_rest()
     // (fault_path.rs has the same through the real fault handler on a user thread).
     let obj = Arc::new(Object::new_kernel());
     crate::obj::register_object(obj.clone());
-    let kernel_ip = VirtAddr::new(0xffff_ffff_8010_0000).unwrap_or_else(|_| panic!("addr"));
     let user_addr = VirtAddr::new(0x4000_1000).unwrap_or_else(|_| panic!("addr"));
     let user_ip = VirtAddr::new(0x4000_0000).unwrap_or_else(|_| panic!("addr"));
     let perms = check_fault(
@@ -204,7 +203,7 @@ fn port_check_fault_grants_the_kernels_context_everything_and_decides_the_rest()
         decide_for(&hooks, &obj, 0x1000, user_addr, MemoryAccessKind::Write).is_err(),
         "a user context the kernel has no object for grants nothing, whoever asks"
     );
-    let _ = (kernel_ip, SecurityContext::new(None));
+    let _ = SecurityContext::new(None);
 }
 
 /// A kernel object with `bytes` written at its base (past the null page), registered in the
