@@ -26,7 +26,7 @@ pub(crate) fn cmd_demo(ws: &Workspace) -> ExitCode {
     heading("the QEMU test kernel: real page faults decided by kernel-hooks");
     let kernel = ensure_bare_metal_target(ws)
         .and_then(|()| ensure_qemu(ws))
-        .and_then(|()| kernel_build(ws))
+        .and_then(|()| kernel_build(ws, &[]))
         .and_then(|()| kernel_boot(ws, 4));
     exit_code(kernel)
 }

@@ -8,7 +8,7 @@ use std::process::{Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::run::{Workspace, command_line, in_ci, run_in};
+use crate::run::{Workspace, command_line, in_ci, run_env, run_in};
 use crate::{
     BARE_METAL_TARGET, KERNEL_BIN, KERNEL_DIR, KERNEL_MISMATCH_STATUS, KERNEL_SUCCESS_STATUS, QEMU,
     QEMU_HEADLESS, QEMU_TIMEOUT,
@@ -34,27 +34,12 @@ pub(crate) fn kernel_format(ws: &Workspace) -> Result<(), String> {
     }
 }
 
-/// Step: clippy on the kernel crate, warnings denied.
-pub(crate) fn kernel_clippy(ws: &Workspace) -> Result<(), String> {
-    kernel_cargo(
-        ws,
-        &[
-            "clippy",
-            "--release",
-            "--locked",
-            "--target",
-            BARE_METAL_TARGET,
-            "--",
-            "-D",
-            "warnings",
-        ],
-    )
-}
-
-/// Step: builds the kernel ELF.
-pub(crate) fn kernel_build(ws: &Workspace) -> Result<(), String> {
-    kernel_cargo(
-        ws,
+/// Builds the kernel ELF, with `env` (the clippy wrapper, in `cargo xtask test`).
+pub(crate) fn kernel_build(ws: &Workspace, env: &[(&str, &str)]) -> Result<(), String> {
+    run_env(
+        &kernel_dir(ws),
+        env,
+        "cargo",
         &[
             "build",
             "--release",

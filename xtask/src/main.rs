@@ -18,6 +18,7 @@ mod fuzz;
 mod help;
 mod install;
 mod kernel;
+mod lint;
 mod model;
 mod run;
 mod steps;

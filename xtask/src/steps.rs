@@ -4,9 +4,8 @@
 use crate::install::{
     ensure_aarch64_targets, ensure_aarch64_tools, ensure_bare_metal_target, ensure_qemu,
 };
-use crate::kernel::{
-    kernel_boot_four_cpus, kernel_boot_one_cpu, kernel_build, kernel_clippy, kernel_format,
-};
+use crate::kernel::{kernel_boot_four_cpus, kernel_boot_one_cpu, kernel_build, kernel_format};
+use crate::lint::host_env;
 use crate::run::{Workspace, in_ci, run_cargo, run_env};
 use crate::{
     AARCH64_BARE_METAL_TARGET, AARCH64_GCC, AARCH64_LINUX_TARGET, AARCH64_SYSROOT,
@@ -47,21 +46,18 @@ pub(crate) fn test_steps() -> Vec<Step> {
             action: Action::Custom(check_format),
         },
         Step {
-            name: "clippy",
-            about: "cargo clippy --workspace --all-targets -- -D warnings",
-            action: Action::Cargo(&[
-                "clippy",
-                "--workspace",
-                "--all-targets",
-                "--",
-                "-D",
-                "warnings",
-            ]),
+            name: "clippy, and the test builds",
+            about: "RUSTC_WORKSPACE_WRAPPER=clippy-driver RUSTFLAGS=\"-D warnings\" cargo test \
+                    --workspace --all-targets --no-run: the lints of `cargo clippy --workspace \
+                    --all-targets -- -D warnings`, run while the tests are built, so the \
+                    dependencies are compiled once instead of checked and then compiled",
+            action: Action::Custom(lint_and_build_tests),
         },
         Step {
             name: "tests",
-            about: "cargo test --workspace   (unit, integration and doc tests)",
-            action: Action::Cargo(&["test", "--workspace"]),
+            about: "cargo test --workspace   (unit, integration and doc tests; the same \
+                    environment, so nothing is rebuilt)",
+            action: Action::Custom(workspace_tests),
         },
         Step {
             name: "loom: lock-free cache lookups",
@@ -115,16 +111,7 @@ pub(crate) fn test_steps() -> Vec<Step> {
             about: "cargo test -p twizzler-capsec --no-default-features --features alloc \
                     --test not_built_in: a record or key using an algorithm left out is \
                     refused with DecodeError::NotBuiltIn, never a panic",
-            action: Action::Cargo(&[
-                "test",
-                "-p",
-                "twizzler-capsec",
-                "--no-default-features",
-                "--features",
-                "alloc",
-                "--test",
-                "not_built_in",
-            ]),
+            action: Action::Custom(not_built_in),
         },
         Step {
             name: "aarch64 targets",
@@ -181,8 +168,8 @@ pub(crate) fn test_steps() -> Vec<Step> {
         Step {
             name: "aarch64 tests (qemu-aarch64)",
             about: "cargo test -p twizzler-capsec -p kernel-hooks --target aarch64-unknown-linux-gnu \
-                    (unit, integration and doc tests), linked by aarch64-linux-gnu-gcc and run \
-                    under `qemu-aarch64 -L /usr/aarch64-linux-gnu`",
+                    (unit, integration and doc tests), our crates at opt-level 1, linked by \
+                    aarch64-linux-gnu-gcc and run under `qemu-aarch64 -L /usr/aarch64-linux-gnu`",
             action: Action::Custom(aarch64_tests),
         },
         Step {
@@ -197,16 +184,11 @@ pub(crate) fn test_steps() -> Vec<Step> {
             action: Action::Custom(kernel_format),
         },
         Step {
-            name: "qemu kernel: clippy",
-            about: "cargo clippy --release --locked --target x86_64-unknown-none -- -D warnings, \
-                    in kernel-hooks/kernel",
-            action: Action::Custom(kernel_clippy),
-        },
-        Step {
-            name: "qemu kernel: build",
-            about: "cargo build --release --locked --target x86_64-unknown-none, \
-                    in kernel-hooks/kernel",
-            action: Action::Custom(kernel_build),
+            name: "qemu kernel: clippy and build",
+            about: "RUSTC_WORKSPACE_WRAPPER=clippy-driver cargo build --release --locked --target \
+                    x86_64-unknown-none, in kernel-hooks/kernel: clippy's lints while it \
+                    builds, warnings denied by the target's rustflags",
+            action: Action::Custom(kernel_lint_and_build),
         },
         Step {
             name: "qemu kernel: boot, 1 CPU",
@@ -232,6 +214,50 @@ pub(crate) fn check_format(ws: &Workspace) -> Result<(), String> {
     } else {
         run_cargo(ws, &["fmt", "--all", "--check"])
     }
+}
+
+/// Step: builds every target of the workspace for the tests with clippy's lints
+/// (`crate::lint`), warnings denied.
+fn lint_and_build_tests(ws: &Workspace) -> Result<(), String> {
+    let env = host_env(ws)?;
+    run_env(
+        &ws.root,
+        &env.vars(),
+        "cargo",
+        &["test", "--workspace", "--all-targets", "--no-run"],
+    )
+}
+
+/// Step: runs the workspace's tests, built by the step before in the same environment.
+fn workspace_tests(ws: &Workspace) -> Result<(), String> {
+    let env = host_env(ws)?;
+    run_env(&ws.root, &env.vars(), "cargo", &["test", "--workspace"])
+}
+
+/// Step: the core built without P-256 and SHA-256 refuses records that use them.
+fn not_built_in(ws: &Workspace) -> Result<(), String> {
+    let env = host_env(ws)?;
+    run_env(
+        &ws.root,
+        &env.vars(),
+        "cargo",
+        &[
+            "test",
+            "-p",
+            "twizzler-capsec",
+            "--no-default-features",
+            "--features",
+            "alloc",
+            "--test",
+            "not_built_in",
+        ],
+    )
+}
+
+/// Step: the reference kernel, linted while it builds (`crate::lint`).
+fn kernel_lint_and_build(ws: &Workspace) -> Result<(), String> {
+    let env = host_env(ws)?;
+    kernel_build(ws, &env.wrapper())
 }
 
 /// Step: the loom model of the cache's lock-free lookups (`kernel-hooks/tests/loom_cache.rs`).
@@ -282,6 +308,10 @@ pub(crate) fn aarch64_tests(ws: &Workspace) -> Result<(), String> {
             "CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUSTFLAGS",
             "-D warnings",
         ),
+        // Our crates optimised (the dependencies already are, by the profile): emulated, the
+        // unoptimised test code was two thirds of this step (113 s of 171 on a quiet machine,
+        // most of it the property tests), and this build's artifacts are used by nothing else.
+        ("CARGO_PROFILE_TEST_OPT_LEVEL", "1"),
     ];
     run_env(
         &ws.root,
