@@ -45,7 +45,7 @@ impl Kt {
     /// `keytool` in the test environment, in a session of its own (util-linux `setsid`): without
     /// a controlling terminal, so it never asks for a passphrase on the terminal `cargo test`
     /// may run in.
-    fn cmd(&self, args: &[&str]) -> Command {
+    pub(crate) fn cmd(&self, args: &[&str]) -> Command {
         let mut c = Command::new("setsid");
         c.arg("--wait")
             .arg(env!("CARGO_BIN_EXE_keytool"))

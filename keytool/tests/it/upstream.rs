@@ -563,3 +563,109 @@ fn import_raw_p256_refuses_what_is_not_a_scalar() {
     let e = kt.fails(&["import", "k.hex", "--no-passphrase"], 2);
     assert!(e.contains("PEM"), "{e}");
 }
+
+/// The docs promise that revoking a converted capability also covers converting it again:
+/// signatures are deterministic, so the second conversion is the same record.
+#[test]
+fn a_revoked_conversion_stays_revoked_when_converted_again() {
+    let kt = setup();
+    let f = fields(1, 1);
+    kt.write(
+        "r.json",
+        doc(&f, &sign(&f, &SCALAR, false)).to_string().as_bytes(),
+    );
+    let first = kt.json(&convert(
+        "r.json",
+        &["--out", "1.cap", "--add-to", "0x5678"],
+    ));
+    assert!(granted(&kt, "0x1000", "read"));
+    kt.ok(&["revoke", "--record", "1.cap"]);
+    assert!(!granted(&kt, "0x1000", "read"));
+    // The high-S form of the same upstream signature converts to the same record too.
+    kt.write(
+        "r2.json",
+        doc(&f, &sign(&f, &SCALAR, true)).to_string().as_bytes(),
+    );
+    let again = kt.json(&convert(
+        "r2.json",
+        &["--out", "2.cap", "--add-to", "0x5678"],
+    ));
+    assert_eq!(again["id"], first["id"]);
+    assert_eq!(again["added_to"]["already_held"], true, "{again}");
+    assert!(!granted(&kt, "0x1000", "read"));
+    let v = kt.json_code(&["verify", "2.cap"], 1);
+    assert!(s(&v["reason"]).contains("revoked"), "{v}");
+}
+
+/// A sealed upstream key asks for its passphrase as every signing command does; a target the
+/// store does not hold needs --unchecked.
+#[test]
+fn a_sealed_key_and_a_target_kept_elsewhere() {
+    let kt = Kt::new();
+    kt.write("owner.hex", hexs(&SCALAR).as_bytes());
+    kt.write("owner.pub.hex", public(&SCALAR).as_bytes());
+    let mut c = kt.cmd(&[
+        "import",
+        "owner.hex",
+        "--raw-p256",
+        "--name",
+        "owner",
+        "--passphrase-env",
+        "PASS",
+    ]);
+    let o = c
+        .env("PASS", "upstream horse")
+        .output()
+        .expect("run keytool");
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let f = fields(3, 2);
+    kt.write(
+        "rw.json",
+        doc(&f, &sign(&f, &SCALAR, false)).to_string().as_bytes(),
+    );
+    // No passphrase, no terminal: refused.
+    let e = kt.fails(&convert("rw.json", &["--out", "rw.cap", "--unchecked"]), 2);
+    assert!(e.contains("passphrase"), "{e}");
+    // The target 0x1234 is not in this store.
+    let mut c = kt.cmd(&convert(
+        "rw.json",
+        &["--out", "rw.cap", "--passphrase-env", "PASS"],
+    ));
+    let o = c
+        .env("PASS", "upstream horse")
+        .output()
+        .expect("run keytool");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("--unchecked"), "{err}");
+    assert!(!kt.path("rw.cap").exists());
+    let mut c = kt.cmd(&convert(
+        "rw.json",
+        &[
+            "--out",
+            "rw.cap",
+            "--passphrase-env",
+            "PASS",
+            "--unchecked",
+            "--json",
+        ],
+    ));
+    let o = c
+        .env("PASS", "upstream horse")
+        .output()
+        .expect("run keytool");
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let j: Value = serde_json::from_slice(&o.stdout).expect("JSON");
+    assert_eq!(j["prots"], "rw-", "{j}");
+    assert!(kt.path("rw.cap").exists());
+}
