@@ -92,6 +92,9 @@ Unknown, missing or repeated fields are refused. Upstream's Debug prints ids as 
 0x, the protections by name (translate them to the bits above), the flags' bits, the
 revocation as `inner`, and the signature's `buf` as a list of bytes.
 
+The result is signed with ECDSA P-256 and the upstream hash: a kernel verifies it only when
+built with P-256 (and SHA-256 for flags 2); the Twizzler port as patched leaves both out.
+
 Revocation does not carry over: upstream has no revocation list, so a capability retired there
 is still validly signed. Convert only the ones that should live on; revoke a converted one with
 `keytool revoke` (converting it again gives the same record, still revoked).
