@@ -59,6 +59,53 @@ Example session:
   keytool revoke --record rw.cap
   keytool check --ctx CTX --target OBJ --offset 0x1000 --access write   # now denied (exit 1)";
 
+const UPSTREAM_HELP: &str = "\
+Upstream Twizzler (its twizzler-security crate) signs a capability over 78 bytes, all
+little-endian: accessor and target (16 bytes each), protections and flags (2 each), revocation
+(16), gate offset, length and align (8 each), then two zero bytes. It hashes them with BLAKE3
+(flags 1) or SHA-256 (flags 2) and signs the digest with ECDSA P-256. This command rebuilds
+that message, checks the signature with --upstream-key, and signs the same grant in this
+format with --key, which must be that same key (so only its holder can convert). Every field
+maps one to one, or nothing is written:
+  target, accessor  the same ids
+  protections       READ 1, WRITE 2, EXEC 4; any other bit is refused
+  flags             exactly 1 or 2; the converted capability uses the same hash
+  revocation        the expiry, ns since the epoch; 0 (upstream's default) is never; a time
+                    that has passed, or one after 2554 (our expiry is 64 bits), is refused
+  gate              the same offset, length and align; length 0, align 0 or an end past 1 GiB
+                    is refused. Upstream's default, 0:1000000000:1, is not the whole 1 GiB
+                    object and is converted as it is (with a warning)
+
+The capability file (upstream's Cap shows these fields with {:?}; its flags, gate and
+signature have no other public view):
+  {
+    \"format\": \"twizzler-upstream-cap/1\",
+    \"target\": \"0x1234\",               object ids: up to 32 hex digits
+    \"accessor\": \"0x5678\",
+    \"protections\": 1,
+    \"flags\": 2,
+    \"revocation\": 0,                  or a string of decimal digits (up to 2^128 - 1)
+    \"gate\": { \"offset\": 0, \"length\": 1000000000, \"align\": 1 },
+    \"signature\": \"<128 hex digits>\"  r then s; or a list of 64 byte values
+  }
+Unknown, missing or repeated fields are refused. Upstream's Debug prints ids as hex without
+0x, the protections by name (translate them to the bits above), the flags' bits, the
+revocation as `inner`, and the signature's `buf` as a list of bytes.
+
+The result is signed with ECDSA P-256 and the upstream hash: a kernel verifies it only when
+built with P-256 (and SHA-256 for flags 2); the Twizzler port as patched leaves both out.
+
+Revocation does not carry over: upstream has no revocation list, so a capability retired there
+is still validly signed. Convert only the ones that should live on; revoke a converted one with
+`keytool revoke` (converting it again gives the same record, still revoked).
+
+Examples:
+  keytool import owner.hex --raw-p256 --name owner        # prints the public key
+  keytool obj new --id 0x1234 --kuid owner
+  keytool ctx new --id 0x5678
+  keytool convert-upstream-cap cap.json --upstream-key owner.pub.hex --key owner \\
+      --out cap.cap --add-to 0x5678";
+
 /// Mint keys, capabilities and delegations for Twizzler's capability security, edit security
 /// contexts, and check what they grant.
 #[derive(Parser, Debug)]
@@ -373,12 +420,21 @@ Accepts Ed25519 and P-256 keys as OpenSSL writes them (`openssl genpkey -algorit
 seals the imported signing key in the store: for a private key, import asks for one on the
 terminal as keygen does, unless --passphrase-file, --passphrase-env or --no-passphrase is given.
 
-Example:
+--raw-p256 imports upstream Twizzler's signing key instead: FILE holds its 32-byte P-256
+secret scalar (what upstream's SigningKey::as_bytes gives) as 64 hex digits. The key pair
+made signs exactly as the upstream key does; import prints its public key, which is upstream's
+VerifyingKey bytes (`convert-upstream-cap` takes them).
+
+Examples:
   openssl genpkey -algorithm ed25519 -out key.pem
-  keytool import key.pem --passphrase-file ~/.keytool-pass")]
+  keytool import key.pem --passphrase-file ~/.keytool-pass
+  keytool import owner.hex --raw-p256 --name owner")]
     Import {
-        /// The PEM file
+        /// The PEM file (with --raw-p256: the hex file)
         file: PathBuf,
+        /// FILE is upstream Twizzler's P-256 signing key: its secret scalar as 64 hex digits
+        #[arg(long)]
+        raw_p256: bool,
         /// The id of the new verifying-key object [default: random]
         #[arg(long, value_name = "ID", value_parser = parse::obj_id)]
         id: Option<ObjID>,
@@ -389,6 +445,33 @@ Example:
         pass: NewPassArgs,
         #[command(flatten)]
         kdf: KdfArgs,
+    },
+
+    /// Convert an upstream Twizzler capability: verify upstream's signature, re-sign it here
+    #[command(after_help = UPSTREAM_HELP)]
+    ConvertUpstreamCap {
+        /// The upstream capability, in the neutral JSON form below
+        file: PathBuf,
+        /// The target's upstream verifying key: its 65 bytes (uncompressed SEC1) as hex, or PEM
+        #[arg(long, value_name = "FILE")]
+        upstream_key: PathBuf,
+        /// The signing key in the store: the upstream key itself (import --raw-p256)
+        #[arg(long, value_name = "ID", value_parser = parse::id_ref)]
+        key: IdRef,
+        /// Write the converted capability to FILE (--out, --add-to or both)
+        #[arg(long, value_name = "FILE", required_unless_present = "add_to")]
+        out: Option<PathBuf>,
+        /// Replace FILE if it exists
+        #[arg(long)]
+        force: bool,
+        /// Add the converted capability to this context (its accessor)
+        #[arg(long, value_name = "CTX", value_parser = parse::id_ref)]
+        add_to: Option<IdRef>,
+        /// Skip the store check that the target names the key as its kuid
+        #[arg(long)]
+        unchecked: bool,
+        #[command(flatten)]
+        pass: PassArgs,
     },
 
     /// Revoke a verifying key (everything it signed) or a single record, store-wide
@@ -647,7 +730,11 @@ impl Cmd {
             | Cmd::Obj(ObjCmd::Show { .. })
             | Cmd::Ctx(CtxCmd::Show { .. })
             | Cmd::Revoke { list: true, .. }
-            | Cmd::Store(StoreCmd::Info) => StoreAccess::Read,
+            | Cmd::Store(StoreCmd::Info)
+            | Cmd::ConvertUpstreamCap { add_to: None, .. } => StoreAccess::Read,
+            Cmd::ConvertUpstreamCap {
+                add_to: Some(_), ..
+            } => StoreAccess::Write,
             Cmd::Keygen { .. }
             | Cmd::Import { .. }
             | Cmd::Revoke { list: false, .. }

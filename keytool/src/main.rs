@@ -11,6 +11,7 @@ mod error;
 mod files;
 mod output;
 mod parse;
+mod upstream;
 
 use std::process::ExitCode;
 

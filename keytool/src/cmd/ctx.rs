@@ -6,7 +6,7 @@ use std::path::Path;
 use secctx::context::{self, ContextError, Removal};
 use secctx::{DbStore, StoreError, keypair};
 use serde_json::json;
-use twizzler_capsec::{CtxFlags, ObjID, Protections, RecordId};
+use twizzler_capsec::{CtxFlags, ObjID, Protections, Record, RecordId};
 
 use crate::cmd::obj;
 use crate::env;
@@ -62,22 +62,8 @@ pub fn new(
 /// one locked edit, like `secctx::context::add_record`'s.
 pub fn add(store: &DbStore, out: Out, ctx: ObjID, file: &Path) -> Result<Status> {
     let record = files::read_record(file)?;
+    let (generation, held) = add_record(store, ctx, &record)?;
     let rid = record.id();
-    let mut held = false;
-    let generation = context::edit(store, ctx, |ed| {
-        if record.holder() != ctx {
-            return Err(ContextError::NotForThisContext {
-                id: ctx,
-                holder: record.holder(),
-            });
-        }
-        held = ed.records().any(|(_, id, _)| id == rid);
-        if !held {
-            ed.add_record(&record);
-        }
-        Ok(())
-    })
-    .map_err(ctx_err(store, ctx))?;
     let kind = kind_name(record.kind());
     let (ctx_label, target) = (env::label(store, ctx), env::label(store, record.target()));
     out.emit(
@@ -100,6 +86,36 @@ pub fn add(store: &DbStore, out: Out, ctx: ObjID, file: &Path) -> Result<Status>
         },
     );
     Ok(Status::Yes)
+}
+
+/// Adds `record` to context `ctx` unless it holds it already, in one locked edit that first
+/// checks the record is for `ctx`. Returns the context's generation after the edit and whether
+/// the record was held already (then nothing changed).
+pub fn add_record(store: &DbStore, ctx: ObjID, record: &Record) -> Result<(u64, bool)> {
+    let rid = record.id();
+    let mut held = false;
+    let generation = context::edit(store, ctx, |ed| {
+        if record.holder() != ctx {
+            return Err(ContextError::NotForThisContext {
+                id: ctx,
+                holder: record.holder(),
+            });
+        }
+        held = ed.records().any(|(_, id, _)| id == rid);
+        if !held {
+            ed.add_record(record);
+        }
+        Ok(())
+    })
+    .map_err(ctx_err(store, ctx))?;
+    Ok((generation, held))
+}
+
+/// Checks, before anything is signed or written, that context `ctx` exists and is a readable
+/// context.
+pub fn check_exists(store: &DbStore, ctx: ObjID) -> Result<()> {
+    context::read(store, ctx).map_err(ctx_err(store, ctx))?;
+    Ok(())
 }
 
 /// The record id and its target, from a file or from the context.

@@ -167,25 +167,103 @@ pub fn export(
     Ok(Status::Yes)
 }
 
+/// Upstream Twizzler's signing key: a P-256 secret scalar as 64 hex digits (whitespace around
+/// and between them ignored, `0x` optional), as upstream's `SigningKey::as_bytes` gives it.
+fn upstream_p256_key(file: &Path, text: &str) -> Result<SigningKey> {
+    let digits = Zeroizing::new(text.split_whitespace().collect::<String>());
+    let digits = digits.strip_prefix("0x").unwrap_or(&digits);
+    let bad = || {
+        fail!(
+            "{}: not a raw P-256 signing key (64 hex digits: upstream's 32-byte secret scalar)",
+            file.display()
+        )
+    };
+    if digits.len() != 64 || !digits.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(bad());
+    }
+    let mut scalar = Zeroizing::new([0u8; 32]);
+    for (o, pair) in scalar.iter_mut().zip(digits.as_bytes().chunks_exact(2)) {
+        let pair = std::str::from_utf8(pair).map_err(|_| bad())?;
+        *o = u8::from_str_radix(pair, 16).map_err(|_| bad())?;
+    }
+    SigningKey::from_raw(SigningScheme::EcdsaP256, scalar.as_slice()).map_err(|e| {
+        fail!(
+            "{}: not a P-256 signing key (the scalar must be 1..n-1): {e}",
+            file.display()
+        )
+    })
+}
+
+/// The file `keytool import` reads, and how.
+#[derive(Debug, Clone, Copy)]
+pub struct ImportFile<'a> {
+    /// The file.
+    pub path: &'a Path,
+    /// It holds upstream Twizzler's raw P-256 scalar in hex, not PEM.
+    pub raw_p256: bool,
+}
+
 /// `keytool import`.
 pub fn import(
     store: &DbStore,
     out: Out,
-    file: &Path,
+    src: ImportFile<'_>,
     vid: Option<ObjID>,
     name: Option<&str>,
     pass: &NewPassArgs,
     kdf: &KdfArgs,
 ) -> Result<Status> {
+    let (file, raw_p256) = (src.path, src.raw_p256);
     check_free(store, name)?;
     let bytes = Zeroizing::new(files::read(file)?);
+    let kind = if raw_p256 { "hex" } else { "PEM" };
     let text = std::str::from_utf8(&bytes)
-        .map_err(|_| fail!("{}: not a PEM file (not text)", file.display()))?;
+        .map_err(|_| fail!("{}: not a {kind} file (not text)", file.display()))?;
     let mut rng = env::rng()?;
     let verifying = match vid {
         Some(v) => v,
         None => keypair::random_id(&mut rng),
     };
+    if raw_p256 {
+        let sk = upstream_p256_key(file, text)?;
+        let pp = env::new_passphrase(pass)?;
+        let ids = KeyPairIds {
+            signing: keypair::random_id(&mut rng),
+            verifying,
+        };
+        keypair::store_keypair_named(
+            store,
+            &sk,
+            ids,
+            pass_str(&pp),
+            env::kdf(kdf),
+            &mut rng,
+            name,
+        )?;
+        let public = hex(&sk.verifying_key().to_raw());
+        out.emit(
+            json!({
+                "scheme": sk.scheme().name(),
+                "signing": id(ids.signing),
+                "verifying": id(ids.verifying),
+                "protected": pp.is_some(),
+                "public_key": public,
+            }),
+            || {
+                format!(
+                    "imported upstream's P-256 key pair{}\nsigning key    {}\nverifying key  {}\npublic key     {public}  (upstream's VerifyingKey bytes)",
+                    if pp.is_some() {
+                        ", sealed with the passphrase"
+                    } else {
+                        " (signing key not encrypted)"
+                    },
+                    ids.signing,
+                    ids.verifying
+                )
+            },
+        );
+        return Ok(Status::Yes);
+    }
     if text.contains("-----BEGIN ENCRYPTED PRIVATE KEY-----") {
         return Err(fail!(
             "{}: encrypted PKCS#8 is not supported; decrypt it first (openssl pkcs8 -in {0} -out plain.pem) and import with --passphrase-file",

@@ -8,6 +8,7 @@ pub mod obj;
 pub mod records;
 pub mod revoke;
 pub mod store;
+pub mod upstream;
 
 use std::path::{Path, PathBuf};
 
@@ -71,11 +72,46 @@ fn with_store(s: &DbStore, out: Out, cmd: Cmd) -> Result<Status> {
         } => keys::export(s, out, r(&key)?, file, secret, force, &pass),
         Cmd::Import {
             file,
+            raw_p256,
             id,
             name,
             pass,
             kdf,
-        } => keys::import(s, out, &file, id, name.as_deref(), &pass, &kdf),
+        } => keys::import(
+            s,
+            out,
+            keys::ImportFile {
+                path: &file,
+                raw_p256,
+            },
+            id,
+            name.as_deref(),
+            &pass,
+            &kdf,
+        ),
+        Cmd::ConvertUpstreamCap {
+            file,
+            upstream_key,
+            key,
+            out: out_file,
+            force,
+            add_to,
+            unchecked,
+            pass,
+        } => upstream::convert_cap(
+            s,
+            out,
+            &upstream::Request {
+                file: &file,
+                upstream_key: &upstream_key,
+                key: r(&key)?,
+                out: out_file.as_deref(),
+                force,
+                add_to: r_opt(&add_to)?,
+                unchecked,
+                pass: &pass,
+            },
+        ),
         Cmd::Obj(ObjCmd::New {
             id,
             name,

@@ -29,7 +29,7 @@ fn hash_of(h: Hash) -> HashAlg {
 }
 
 /// Checks, unless `--unchecked`, that object `oid` names `vk` as its kuid.
-fn check_signs_for(
+pub fn check_signs_for(
     store: &DbStore,
     oid: ObjID,
     what: &str,

@@ -12,22 +12,22 @@ use serde_json::{Value, json};
 use tempfile::TempDir;
 
 /// A temporary working directory with a store in it.
-struct Kt {
+pub(crate) struct Kt {
     dir: TempDir,
 }
 
 impl Kt {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self {
             dir: tempfile::tempdir().expect("temporary directory"),
         }
     }
 
-    fn path(&self, name: &str) -> PathBuf {
+    pub(crate) fn path(&self, name: &str) -> PathBuf {
         self.dir.path().join(name)
     }
 
-    fn store(&self) -> PathBuf {
+    pub(crate) fn store(&self) -> PathBuf {
         self.path("store")
     }
 
@@ -45,7 +45,7 @@ impl Kt {
     /// `keytool` in the test environment, in a session of its own (util-linux `setsid`): without
     /// a controlling terminal, so it never asks for a passphrase on the terminal `cargo test`
     /// may run in.
-    fn cmd(&self, args: &[&str]) -> Command {
+    pub(crate) fn cmd(&self, args: &[&str]) -> Command {
         let mut c = Command::new("setsid");
         c.arg("--wait")
             .arg(env!("CARGO_BIN_EXE_keytool"))
@@ -135,12 +135,12 @@ impl Kt {
         (code, text())
     }
 
-    fn run(&self, args: &[&str]) -> Output {
+    pub(crate) fn run(&self, args: &[&str]) -> Output {
         self.cmd(args).output().expect("run keytool")
     }
 
     /// Runs, expects exit 0, returns stdout.
-    fn ok(&self, args: &[&str]) -> String {
+    pub(crate) fn ok(&self, args: &[&str]) -> String {
         let o = self.run(args);
         assert!(
             o.status.success(),
@@ -152,7 +152,7 @@ impl Kt {
     }
 
     /// Runs with `--json`, expects exit `code`, returns the document.
-    fn json_code(&self, args: &[&str], code: i32) -> Value {
+    pub(crate) fn json_code(&self, args: &[&str], code: i32) -> Value {
         let mut a = args.to_vec();
         a.push("--json");
         let o = self.run(&a);
@@ -170,12 +170,12 @@ impl Kt {
         })
     }
 
-    fn json(&self, args: &[&str]) -> Value {
+    pub(crate) fn json(&self, args: &[&str]) -> Value {
         self.json_code(args, 0)
     }
 
     /// Runs, expects exit `code` with one `keytool: ...` line on stderr; returns that line.
-    fn fails(&self, args: &[&str], code: i32) -> String {
+    pub(crate) fn fails(&self, args: &[&str], code: i32) -> String {
         let o = self.run(args);
         let err = String::from_utf8_lossy(&o.stderr).into_owned();
         assert_eq!(o.status.code(), Some(code), "keytool {args:?}: {err}");
@@ -193,20 +193,20 @@ impl Kt {
         (s(&j["signing"]), s(&j["verifying"]))
     }
 
-    fn write(&self, name: &str, bytes: &[u8]) -> PathBuf {
+    pub(crate) fn write(&self, name: &str, bytes: &[u8]) -> PathBuf {
         let p = self.path(name);
         std::fs::write(&p, bytes).expect("write test file");
         p
     }
 }
 
-fn s(v: &Value) -> String {
+pub(crate) fn s(v: &Value) -> String {
     v.as_str()
         .unwrap_or_else(|| panic!("not a string: {v}"))
         .to_owned()
 }
 
-fn p(path: &Path) -> &str {
+pub(crate) fn p(path: &Path) -> &str {
     path.to_str().expect("UTF-8 path")
 }
 
@@ -1263,6 +1263,7 @@ fn help_carries_an_example_for_every_command() {
         vec!["check"],
         vec!["export"],
         vec!["import"],
+        vec!["convert-upstream-cap"],
         vec!["revoke"],
         vec!["completions"],
         vec!["man"],

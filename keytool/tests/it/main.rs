@@ -5,3 +5,4 @@
 
 mod cli;
 mod readme;
+mod upstream;
