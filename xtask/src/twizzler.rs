@@ -356,16 +356,7 @@ fn trimmed_manifest(pinned: &str, backtracer: &Path) -> Result<String, String> {
     ))
 }
 
-/// The files a patch changes (its `+++ b/…` lines).
-fn patched_files(patch: &str) -> Vec<String> {
-    patch
-        .lines()
-        .filter_map(|l| l.strip_prefix("+++ b/"))
-        .map(str::to_owned)
-        .collect()
-}
-
-/// Resets every file `patch` changes to `commit`, then applies it with `git apply`.
+/// Applies one patch with `git apply` (the files it changes were reset by [`reset_to_pinned`]).
 fn apply_patch(repo: &Path, patch: &Path) -> Result<(), String> {
     let patch_arg = patch.to_string_lossy().into_owned();
     let repo_arg = repo.to_string_lossy().into_owned();
@@ -380,23 +371,74 @@ fn apply_patch(repo: &Path, patch: &Path) -> Result<(), String> {
 /// Resets every file any of `patches` touches to the pinned commit, then applies them in
 /// order. (The reset is done once for the group: resetting per patch undid an earlier
 /// patch's edits to a file a later patch also edits.)
+/// Applies `patches`, in order, to `repo` (reset first with [`reset_to_pinned`]).
 fn apply_patches(repo: &Path, commit: &str, patches: &[PathBuf]) -> Result<(), String> {
-    reset_patched_files(repo, commit, patches)?;
+    reset_to_pinned(repo, commit)?;
     for p in patches {
         apply_patch(repo, p)?;
     }
     Ok(())
 }
 
-/// Writes back, from the pinned commit, every file any of `patches` touches.
-fn reset_patched_files(repo: &Path, commit: &str, patches: &[PathBuf]) -> Result<(), String> {
-    for p in patches {
-        let text = fs::read_to_string(p).map_err(|e| format!("read {}: {e}", p.display()))?;
-        for file in patched_files(&text) {
-            let pinned = pinned_text(repo, commit, &file)?;
-            write(&repo.join(&file), &pinned)?;
-        }
+/// Writes back, from the pinned commit, every tracked file of `repo` that differs from it
+/// (submodules aside; `Cargo.lock` kept, see below), so a run starts from upstream's files
+/// whatever an earlier run, or a patch no longer in the set, left in them.
+///
+/// Resetting only the files today's patches touch was not enough: a file an earlier run had
+/// patched kept that edit once its patch left the set, so a run "without" a patch still had
+/// it (issue 21: the shared-page-table test passed "without" its patch that way). The lock
+/// file is the build's resolution of our crates' dependencies, not source: it is kept so a
+/// run does not resolve (and download) the graph again.
+fn reset_to_pinned(repo: &Path, commit: &str) -> Result<(), String> {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(repo)
+        .args([
+            "diff",
+            "--name-only",
+            "--no-renames",
+            "--ignore-submodules=all",
+            commit,
+            "--",
+        ])
+        .output()
+        .map_err(|e| format!("cannot run git: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "`git diff --name-only {commit}` in {} {}",
+            repo.display(),
+            crate::run::describe_status(out.status)
+        ));
     }
+    let listed = String::from_utf8_lossy(&out.stdout);
+    let changed: Vec<&str> = listed
+        .lines()
+        .filter(|f| !f.is_empty() && *f != "Cargo.lock")
+        .collect();
+    if changed.is_empty() {
+        return Ok(());
+    }
+    let status = Command::new("git")
+        .arg("-C")
+        .arg(repo)
+        .args(["checkout", commit, "--"])
+        .args(&changed)
+        .status()
+        .map_err(|e| format!("cannot run git: {e}"))?;
+    if !status.success() {
+        return Err(format!(
+            "`git checkout {commit} -- <{} files>` in {} {}",
+            changed.len(),
+            repo.display(),
+            crate::run::describe_status(status)
+        ));
+    }
+    println!(
+        "xtask: reset {} file(s) of {} to {}",
+        changed.len(),
+        repo.display(),
+        &commit[..commit.len().min(12)]
+    );
     Ok(())
 }
 
@@ -432,33 +474,33 @@ fn write_stub_sysroot(upstream: &Path) -> Result<PathBuf, String> {
 
 fn prepare(ws: &Workspace, opts: &Options) -> Result<(), String> {
     let port = ws.root.join(PORT_DIR);
+    apply_patches(
+        &opts.backtracer,
+        BACKTRACER_COMMIT,
+        &patches_in(&port.join("patches/backtracer"))?,
+    )?;
+    // Every tracked file back to the pinned commit (our `security.rs` included), then the
+    // build fixes.
+    apply_patches(
+        &opts.upstream,
+        UPSTREAM_COMMIT,
+        &patches_in(&port.join("patches/build"))?,
+    )?;
     let manifest = trimmed_manifest(
         &pinned_text(&opts.upstream, UPSTREAM_COMMIT, "Cargo.toml")?,
         &opts.backtracer,
     )?;
     write(&opts.upstream.join("Cargo.toml"), &manifest)?;
     println!("xtask: wrote the trimmed workspace manifest");
-    apply_patches(
-        &opts.backtracer,
-        BACKTRACER_COMMIT,
-        &patches_in(&port.join("patches/backtracer"))?,
-    )?;
-    apply_patches(
-        &opts.upstream,
-        UPSTREAM_COMMIT,
-        &patches_in(&port.join("patches/build"))?,
-    )?;
-    // Our files: removed first, so an --upstream-only run after a port run is upstream's.
-    for (_, dest) in OUR_FILES {
+    // Our new files: removed, so an --upstream-only run after a port run is upstream's (the
+    // first, `security.rs`, is upstream's own file, reset above).
+    for (_, dest) in &OUR_FILES[1..] {
         let dest = opts.upstream.join(dest);
         if dest.exists() {
             fs::remove_file(&dest).map_err(|e| format!("rm {}: {e}", dest.display()))?;
         }
     }
     let port_patches = patches_in(&port.join("patches/port"))?;
-    reset_patched_files(&opts.upstream, UPSTREAM_COMMIT, &port_patches)?;
-    let pinned_security = pinned_text(&opts.upstream, UPSTREAM_COMMIT, OUR_FILES[0].1)?;
-    write(&opts.upstream.join(OUR_FILES[0].1), &pinned_security)?;
     if opts.upstream_only {
         return Ok(());
     }
