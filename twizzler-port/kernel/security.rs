@@ -13,7 +13,12 @@
 //!
 //! What is not done yet is listed in `twizzler-port/README.md` ("Status").
 
-use alloc::{collections::BTreeMap, collections::BTreeSet, sync::Arc};
+use alloc::{
+    collections::BTreeMap,
+    collections::BTreeSet,
+    sync::{Arc, Weak},
+    vec::Vec,
+};
 use core::sync::atomic::{AtomicU64, Ordering};
 
 use kernel_hooks::{
@@ -34,7 +39,8 @@ use crate::{
     arch::VirtAddr,
     instant::Instant,
     memory::context::{
-        KernelMemoryContext, KernelObject, ObjectContextInfo, UserContext, kernel_context,
+        Context, ContextRef, KernelMemoryContext, KernelObject, ObjectContextInfo, UserContext,
+        kernel_context,
     },
     mutex::Mutex,
     obj::{InvalidateMode, LookupFlags, LookupResult, ObjectRef, PageNumber, lookup_object},
@@ -133,10 +139,10 @@ const KEY_BYTES_MAX: usize = twizzler_capsec::KEY_ENCODED_LEN;
 pub struct TwzHost;
 
 impl Host for TwzHost {
-    // Unmapping one object under one security context needs a per-context invalidate that
-    // upstream does not have yet (README, "Upstream changes"): every unmap is of the object
-    // everywhere, which takes away more than needed and never less.
-    const UNMAP_GRANULARITY: UnmapGranularity = UnmapGranularity::PerObject;
+    // Twizzler keeps page tables per security context, so an unmap takes the object's pages
+    // (or every page) from that context's tables only; other contexts keep what they were
+    // granted (`0004-per-context-unmap.patch` adds the invalidate that does it).
+    const UNMAP_GRANULARITY: UnmapGranularity = UnmapGranularity::PerContext;
 
     fn object(&self, id: twizzler_capsec::ObjID) -> Option<ObjectInfo> {
         match lookup_object(to_abi_id(id), LookupFlags::empty()) {
@@ -205,18 +211,66 @@ impl Host for TwzHost {
     }
 
     fn unmap(&self, what: Unmap) {
-        let target = match what {
-            Unmap::ObjectEverywhere(t) | Unmap::Object { target: t, .. } => t,
-            // A whole context's pages: PerObject hosts are never sent this.
-            Unmap::Context(_) => return,
-        };
-        if let LookupResult::Found(obj) = lookup_object(to_abi_id(target), LookupFlags::empty()) {
-            obj.invalidate(
-                PageNumber::from(0usize)..PageNumber::meta_page().next(),
-                InvalidateMode::Full,
-            );
+        let whole = PageNumber::from(0usize)..PageNumber::meta_page().next();
+        match what {
+            Unmap::Object { ctx, target } => {
+                if let LookupResult::Found(obj) =
+                    lookup_object(to_abi_id(target), LookupFlags::empty())
+                {
+                    obj.invalidate_in(to_abi_id(ctx), whole);
+                }
+            }
+            Unmap::Context(ctx) => {
+                let ctx = to_abi_id(ctx);
+                for mc in memory_contexts_of(ctx) {
+                    mc.unmap_sctx(ctx);
+                }
+            }
+            // Sent to PerObject hosts only; kept exact should the granularity change.
+            Unmap::ObjectEverywhere(target) => {
+                if let LookupResult::Found(obj) =
+                    lookup_object(to_abi_id(target), LookupFlags::empty())
+                {
+                    obj.invalidate(whole, InvalidateMode::Full);
+                }
+            }
         }
     }
+}
+
+/// For each security context, the memory contexts it was attached or switched to in (held
+/// weakly): where `Unmap::Context` must reach. A memory context has page tables for a
+/// security context only after registering it (`register_sctx`, by the attach system call
+/// just before `SecCtxMgr::attach`), so noting it at attach and at every switch finds every
+/// memory context in which pages can have been mapped under that security context.
+static SCTX_MEMORY: Once<Mutex<BTreeMap<ObjID, Vec<Weak<Context>>>>> = Once::new();
+
+fn sctx_memory() -> &'static Mutex<BTreeMap<ObjID, Vec<Weak<Context>>>> {
+    SCTX_MEMORY.call_once(|| Mutex::new(BTreeMap::new()))
+}
+
+/// Notes that pages may be mapped under security context `sctx` in memory context `mc`.
+pub fn note_sctx_in(mc: &ContextRef, sctx: ObjID) {
+    if sctx == KERNEL_SCTX {
+        return;
+    }
+    let mut map = sctx_memory().lock();
+    let list = map.entry(sctx).or_default();
+    list.retain(|w| w.strong_count() > 0);
+    if !list
+        .iter()
+        .any(|w| core::ptr::eq(w.as_ptr(), Arc::as_ptr(mc)))
+    {
+        list.push(Arc::downgrade(mc));
+    }
+}
+
+/// The live memory contexts noted for `sctx`, collected under the lock and used after it.
+fn memory_contexts_of(sctx: ObjID) -> Vec<ContextRef> {
+    let map = sctx_memory().lock();
+    map.get(&sctx)
+        .map(|list| list.iter().filter_map(Weak::upgrade).collect())
+        .unwrap_or_default()
 }
 
 /// The deadline the timer chain is armed for (`monotonic_ns`; `u64::MAX`: none).
@@ -591,6 +645,7 @@ impl SecCtxMgr {
             kernel_hooks::SwitchResult::NotAttached => return SwitchResult::NotAttached,
         };
         if let Some(mc) = current_memory_context() {
+            note_sctx_in(&mc, id);
             mc.switch_to(id);
         }
         res
@@ -604,6 +659,11 @@ impl SecCtxMgr {
             .attach(to_hooks_id(id))
             .map_err(|_| NamingError::AlreadyBound)?;
         held.insert(id, sctx);
+        drop(held);
+        // The attach system call registered the context in the caller's memory context.
+        if let Some(mc) = current_memory_context() {
+            note_sctx_in(&mc, id);
+        }
         Ok(())
     }
 }

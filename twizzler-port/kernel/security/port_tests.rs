@@ -450,9 +450,11 @@ fn run_in_user_context(
     // context before a thread with it attached runs in it.
     let mem = Arc::new(Context::new());
     mem.register_sctx(sctx.id(), ArchContext::new());
+    super::note_sctx_in(&mem, sctx.id());
     let secctx = SecCtxMgr::new(sctx);
     for other in attached {
         mem.register_sctx(other.id(), ArchContext::new());
+        super::note_sctx_in(&mem, other.id());
         assert!(secctx.attach(other.clone()).is_ok(), "attach");
     }
     let mut thread = Thread::new(Some(mem), None, Priority::USER);

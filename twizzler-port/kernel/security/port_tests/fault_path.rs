@@ -1,6 +1,7 @@
 //! In-kernel tests through the real fault handler (`do_page_fault`) on a user memory context:
 //! what reaches the page tables of each security context.
 
+use kernel_hooks::Host as _;
 use twizzler_abi::{
     device::CacheType,
     object::{MAX_SIZE, ObjID, Protections},
@@ -25,10 +26,16 @@ use crate::{
 /// Maps `target` at slot 17 of the current (user) memory context with `prots`, and returns
 /// the slot's base address.
 fn map_at_slot(target: &ObjectRef, prots: Protections) -> u64 {
+    map_at_slot_n(target, 17, prots)
+}
+
+/// Maps `target` at slot `n` of the current (user) memory context with `prots`, and returns
+/// the slot's base address.
+fn map_at_slot_n(target: &ObjectRef, n: usize, prots: Protections) -> u64 {
     let Some(ctx) = current_memory_context() else {
         panic!("the job runs in a user memory context");
     };
-    let base = (17 * MAX_SIZE) as u64;
+    let base = (n * MAX_SIZE) as u64;
     let slot = Slot::try_from(VirtAddr::new(base).unwrap_or_else(|_| panic!("addr")))
         .unwrap_or_else(|_| panic!("slot"));
     ctx.insert_object(
@@ -269,5 +276,81 @@ fn port_kernel_access_to_user_memory_is_decided_as_the_threads() {
             pte(empty, addr)
         );
         assert_eq!(pte(empty, addr), None, "and nothing is mapped");
+    });
+}
+
+#[kernel_test]
+fn port_revocation_unmaps_only_the_context_it_concerns() {
+    // Gap 4: Twizzler keeps page tables per security context, so taking a grant away from
+    // one context must leave another context's pages of the same object in place (the port
+    // unmaps per context). Contexts A and B each hold their own read capability for the same
+    // object; both read the same page, each into its own page tables. Revoking A's record
+    // takes A's page only. Then, at the host: unmapping context B (what an edit of B's
+    // context object sends) takes every page B mapped, of every object, and none of A's.
+    let key = new_key();
+    let target = keyed_object(key.obj, &[0x31; 64]);
+    let other = keyed_object(key.obj, &[0x32; 64]);
+    let mut a_record = None;
+    let a = context_object(None, |ctx| {
+        let cap = mint(&key, target.id(), ctx, Caps::READ, |_| {});
+        a_record = Some(cap.id());
+        let mut e = SecCtxEditor::new();
+        e.add_cap(&cap);
+        e.add_cap(&mint(&key, other.id(), ctx, Caps::READ, |_| {}));
+        e
+    });
+    let Some(a_record) = a_record else {
+        panic!("A's context was built");
+    };
+    let b = context_object(None, |ctx| {
+        let mut e = SecCtxEditor::new();
+        e.add_cap(&mint(&key, target.id(), ctx, Caps::READ, |_| {}));
+        e.add_cap(&mint(&key, other.id(), ctx, Caps::READ, |_| {}));
+        e
+    });
+    let a_ref = get_sctx(a).unwrap_or_else(|_| panic!("context"));
+    let b_ref = get_sctx(b).unwrap_or_else(|_| panic!("context"));
+    run_in_user_context(a_ref, &[b_ref], move || {
+        // Mapped writable (never through a shared page table), granted read.
+        let base = map_at_slot(&target, Protections::READ | Protections::WRITE);
+        let other_base = map_at_slot_n(&other, 18, Protections::READ | Protections::WRITE);
+        let ip = va(base + 0x8000);
+        let page = va(base + 0x2008);
+        let other_page = va(other_base + 0x2008);
+        let read = |addr| do_page_fault(addr, MemoryAccessKind::Read, PageFaultFlags::USER, ip);
+        assert!(
+            read(page).is_ok() && read(other_page).is_ok(),
+            "A reads both"
+        );
+        let Some(ct) = crate::thread::current_thread_ref() else {
+            panic!("on a thread");
+        };
+        assert_eq!(
+            ct.secctx.switch_context(b),
+            super::super::SwitchResult::Switched
+        );
+        assert!(
+            read(page).is_ok() && read(other_page).is_ok(),
+            "B reads both"
+        );
+        for (ctx, addr) in [(a, page), (b, page), (a, other_page), (b, other_page)] {
+            assert!(pte(ctx, addr).is_some(), "mapped before the revocation");
+        }
+
+        super::super::revoke_record(a_record);
+        assert_eq!(pte(a, page), None, "A's grant of the page was revoked");
+        assert!(
+            pte(b, page).is_some_and(|p| p.contains(Protections::READ)),
+            "B's own grant of the same page must stay mapped"
+        );
+        assert!(
+            pte(a, other_page).is_some(),
+            "A's other object is untouched"
+        );
+
+        super::super::TwzHost.unmap(kernel_hooks::Unmap::Context(super::super::to_hooks_id(b)));
+        assert_eq!(pte(b, page), None, "unmapping context B takes its pages");
+        assert_eq!(pte(b, other_page), None, "of every object");
+        assert!(pte(a, other_page).is_some(), "and none of A's");
     });
 }
