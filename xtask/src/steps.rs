@@ -5,7 +5,7 @@ use crate::install::{
     ensure_aarch64_targets, ensure_aarch64_tools, ensure_bare_metal_target, ensure_qemu,
 };
 use crate::kernel::{kernel_boot_four_cpus, kernel_boot_one_cpu, kernel_build, kernel_format};
-use crate::lint::host_env;
+use crate::lint::lint_env;
 use crate::run::{Workspace, in_ci, run_cargo, run_env};
 use crate::{
     AARCH64_BARE_METAL_TARGET, AARCH64_GCC, AARCH64_LINUX_TARGET, AARCH64_SYSROOT,
@@ -46,18 +46,21 @@ pub(crate) fn test_steps() -> Vec<Step> {
             action: Action::Custom(check_format),
         },
         Step {
-            name: "clippy, and the test builds",
-            about: "RUSTC_WORKSPACE_WRAPPER=clippy-driver RUSTFLAGS=\"-D warnings\" cargo test \
-                    --workspace --all-targets --no-run: the lints of `cargo clippy --workspace \
-                    --all-targets -- -D warnings`, run while the tests are built, so the \
-                    dependencies are compiled once instead of checked and then compiled",
-            action: Action::Custom(lint_and_build_tests),
+            name: "clippy",
+            about: "cargo clippy --workspace --all-targets -- -D warnings",
+            action: Action::Cargo(&[
+                "clippy",
+                "--workspace",
+                "--all-targets",
+                "--",
+                "-D",
+                "warnings",
+            ]),
         },
         Step {
             name: "tests",
-            about: "cargo test --workspace   (unit, integration and doc tests; the same \
-                    environment, so nothing is rebuilt)",
-            action: Action::Custom(workspace_tests),
+            about: "cargo test --workspace   (unit, integration and doc tests)",
+            action: Action::Cargo(&["test", "--workspace"]),
         },
         Step {
             name: "loom: lock-free cache lookups",
@@ -111,7 +114,16 @@ pub(crate) fn test_steps() -> Vec<Step> {
             about: "cargo test -p twizzler-capsec --no-default-features --features alloc \
                     --test not_built_in: a record or key using an algorithm left out is \
                     refused with DecodeError::NotBuiltIn, never a panic",
-            action: Action::Custom(not_built_in),
+            action: Action::Cargo(&[
+                "test",
+                "-p",
+                "twizzler-capsec",
+                "--no-default-features",
+                "--features",
+                "alloc",
+                "--test",
+                "not_built_in",
+            ]),
         },
         Step {
             name: "aarch64 targets",
@@ -216,47 +228,9 @@ pub(crate) fn check_format(ws: &Workspace) -> Result<(), String> {
     }
 }
 
-/// Step: builds every target of the workspace for the tests with clippy's lints
-/// (`crate::lint`), warnings denied.
-fn lint_and_build_tests(ws: &Workspace) -> Result<(), String> {
-    let env = host_env(ws)?;
-    run_env(
-        &ws.root,
-        &env.vars(),
-        "cargo",
-        &["test", "--workspace", "--all-targets", "--no-run"],
-    )
-}
-
-/// Step: runs the workspace's tests, built by the step before in the same environment.
-fn workspace_tests(ws: &Workspace) -> Result<(), String> {
-    let env = host_env(ws)?;
-    run_env(&ws.root, &env.vars(), "cargo", &["test", "--workspace"])
-}
-
-/// Step: the core built without P-256 and SHA-256 refuses records that use them.
-fn not_built_in(ws: &Workspace) -> Result<(), String> {
-    let env = host_env(ws)?;
-    run_env(
-        &ws.root,
-        &env.vars(),
-        "cargo",
-        &[
-            "test",
-            "-p",
-            "twizzler-capsec",
-            "--no-default-features",
-            "--features",
-            "alloc",
-            "--test",
-            "not_built_in",
-        ],
-    )
-}
-
 /// Step: the reference kernel, linted while it builds (`crate::lint`).
 fn kernel_lint_and_build(ws: &Workspace) -> Result<(), String> {
-    let env = host_env(ws)?;
+    let env = lint_env(ws)?;
     kernel_build(ws, &env.wrapper())
 }
 
