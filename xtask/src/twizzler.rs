@@ -43,6 +43,10 @@ pub(crate) const OVMF: &str = "/usr/share/ovmf/OVMF.fd";
 /// 590 s from QEMU's start on the 2-core machine at a load of 15-20 (225 s of it booting);
 /// on a quiet machine about a minute.
 const BOOT_TIMEOUT: Duration = Duration::from_secs(1800);
+/// How long the kernel may print nothing before it counts as hung: a deadlock is reported
+/// after this, not after [`BOOT_TIMEOUT`]. The longest silences seen in passing runs were
+/// under a minute (booting, and upstream's longest tests, at a load of 15).
+const SILENCE_TIMEOUT: Duration = Duration::from_secs(300);
 /// The port's directory in this repository.
 const PORT_DIR: &str = "twizzler-port";
 /// Where our kernel files go in the checkout (the adapter replaces upstream's module; the
@@ -625,7 +629,9 @@ struct Report {
     panic: Option<String>,
     /// The line after the panic's location: its message.
     panic_message: Option<String>,
-    timed_out: bool,
+    /// Why the run was stopped before the tests' result line, if it was: no output for
+    /// [`SILENCE_TIMEOUT`], or [`BOOT_TIMEOUT`] reached.
+    timed_out: Option<String>,
     boot_to_tests: Option<Duration>,
     tests_time: Option<Duration>,
     /// `port timing:` lines: what was timed, and the figure.
@@ -718,12 +724,8 @@ impl Report {
                 rows.push((format!("  {m}"), String::new(), false));
             }
         }
-        if self.timed_out {
-            rows.push((
-                format!("timed out after {} s", BOOT_TIMEOUT.as_secs()),
-                String::new(),
-                false,
-            ));
+        if let Some(why) = &self.timed_out {
+            rows.push((why.clone(), String::new(), false));
         }
     }
 }
@@ -833,10 +835,13 @@ fn boot(opts: &Options, elf: &Path) -> Result<Report, String> {
             left = left.min(PANIC_TAIL.saturating_sub(since.elapsed()));
         }
         if left.is_zero() {
-            report.timed_out = after_panic.is_none();
+            if after_panic.is_none() {
+                report.timed_out = Some(format!("timed out after {} s", BOOT_TIMEOUT.as_secs()));
+            }
             break;
         }
-        match rx.recv_timeout(left) {
+        let silence = after_panic.is_none() && left > SILENCE_TIMEOUT;
+        match rx.recv_timeout(left.min(SILENCE_TIMEOUT)) {
             Ok(line) => {
                 println!("{line}");
                 if let Some((_, lines)) = after_panic.as_mut() {
@@ -853,7 +858,13 @@ fn boot(opts: &Options, elf: &Path) -> Result<Report, String> {
                 }
             }
             Err(mpsc::RecvTimeoutError::Timeout) => {
-                report.timed_out = after_panic.is_none();
+                if after_panic.is_none() {
+                    report.timed_out = Some(if silence {
+                        format!("hung: no output for {} s", SILENCE_TIMEOUT.as_secs())
+                    } else {
+                        format!("timed out after {} s", BOOT_TIMEOUT.as_secs())
+                    });
+                }
                 break;
             }
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
