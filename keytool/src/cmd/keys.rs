@@ -224,54 +224,25 @@ pub fn import(
         Some(v) => v,
         None => keypair::random_id(&mut rng),
     };
-    if raw_p256 {
-        let sk = upstream_p256_key(file, text)?;
-        let pp = env::new_passphrase(pass)?;
-        let ids = KeyPairIds {
-            signing: keypair::random_id(&mut rng),
-            verifying,
-        };
-        keypair::store_keypair_named(
-            store,
-            &sk,
-            ids,
-            pass_str(&pp),
-            env::kdf(kdf),
-            &mut rng,
-            name,
-        )?;
-        let public = hex(&sk.verifying_key().to_raw());
-        out.emit(
-            json!({
-                "scheme": sk.scheme().name(),
-                "signing": id(ids.signing),
-                "verifying": id(ids.verifying),
-                "protected": pp.is_some(),
-                "public_key": public,
-            }),
-            || {
-                format!(
-                    "imported upstream's P-256 key pair{}\nsigning key    {}\nverifying key  {}\npublic key     {public}  (upstream's VerifyingKey bytes)",
-                    if pp.is_some() {
-                        ", sealed with the passphrase"
-                    } else {
-                        " (signing key not encrypted)"
-                    },
-                    ids.signing,
-                    ids.verifying
-                )
-            },
-        );
-        return Ok(Status::Yes);
-    }
-    if text.contains("-----BEGIN ENCRYPTED PRIVATE KEY-----") {
+    let upstream = if raw_p256 {
+        Some(upstream_p256_key(file, text)?)
+    } else {
+        None
+    };
+    if upstream.is_none() && text.contains("-----BEGIN ENCRYPTED PRIVATE KEY-----") {
         return Err(fail!(
             "{}: encrypted PKCS#8 is not supported; decrypt it first (openssl pkcs8 -in {0} -out plain.pem) and import with --passphrase-file",
             file.display()
         ));
     }
-    if text.contains("-----BEGIN PRIVATE KEY-----") {
-        let sk = SigningKey::from_pkcs8_pem(text).map_err(|e| fail!("{}: {e}", file.display()))?;
+    let private = match upstream {
+        Some(sk) => Some(sk),
+        None if text.contains("-----BEGIN PRIVATE KEY-----") => {
+            Some(SigningKey::from_pkcs8_pem(text).map_err(|e| fail!("{}: {e}", file.display()))?)
+        }
+        None => None,
+    };
+    if let Some(sk) = private {
         let pp = env::new_passphrase(pass)?;
         let ids = KeyPairIds {
             signing: keypair::random_id(&mut rng),
@@ -286,27 +257,37 @@ pub fn import(
             &mut rng,
             name,
         )?;
-        out.emit(
-            json!({
-                "scheme": sk.scheme().name(),
-                "signing": id(ids.signing),
-                "verifying": id(ids.verifying),
-                "protected": pp.is_some(),
-            }),
-            || {
+        let sealed = if pp.is_some() {
+            ", sealed with the passphrase"
+        } else {
+            " (signing key not encrypted)"
+        };
+        let mut report = json!({
+            "scheme": sk.scheme().name(),
+            "signing": id(ids.signing),
+            "verifying": id(ids.verifying),
+            "protected": pp.is_some(),
+        });
+        if raw_p256 {
+            // Printed so the adopter can compare it with upstream's verifying key.
+            let public = hex(&sk.verifying_key().to_raw());
+            report["public_key"] = json!(public);
+            out.emit(report, || {
                 format!(
-                    "imported a {} key pair{}\nsigning key    {}\nverifying key  {}",
+                    "imported upstream's P-256 key pair{sealed}\nsigning key    {}\nverifying key  {}\npublic key     {public}  (upstream's VerifyingKey bytes)",
+                    ids.signing, ids.verifying
+                )
+            });
+        } else {
+            out.emit(report, || {
+                format!(
+                    "imported a {} key pair{sealed}\nsigning key    {}\nverifying key  {}",
                     sk.scheme(),
-                    if pp.is_some() {
-                        ", sealed with the passphrase"
-                    } else {
-                        " (signing key not encrypted)"
-                    },
                     ids.signing,
                     ids.verifying
                 )
-            },
-        );
+            });
+        }
         return Ok(Status::Yes);
     }
     if text.contains("-----BEGIN PUBLIC KEY-----") {
