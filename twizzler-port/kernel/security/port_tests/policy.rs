@@ -324,3 +324,35 @@ fn port_expiry_from_the_kernels_timer() {
         other => panic!("after its expiry: {other:?}"),
     }
 }
+
+#[kernel_test]
+fn port_expiry_chain_survives_full_timeout_windows() {
+    // Upstream's timeout queue holds 32 timeouts per window (one tick); past that, `insert`
+    // runs the new timeout's callback at once, under the queue's lock. The windows around a
+    // wait are filled, then the expiry chain is armed for a deadline at that wait: its step
+    // must not run the chain (arming again there would take the queue's lock a second time:
+    // a hang) and must not lose the deadline either: `expire` still runs for it.
+    const TICK: u64 = super::super::TICK_NS;
+    let wait = 400 * TICK;
+    for k in 0..28u64 {
+        for _ in 0..32 {
+            crate::clock::register_timeout_callback(wait - 4 * TICK + k * TICK, |_| {}, ());
+        }
+    }
+    let deadline = TwzHost.monotonic_ns() + wait;
+    super::super::ARMED_DEADLINE.store(deadline, core::sync::atomic::Ordering::Release);
+    super::super::arm_step(deadline, wait);
+    let give_up = TwzHost.monotonic_ns() + 60_000_000_000;
+    while !super::super::last_expiry().is_some_and(|(_, d)| d == deadline) {
+        assert!(
+            TwzHost.monotonic_ns() < give_up,
+            "the chain never ran expire for a deadline 60 s past"
+        );
+        schedule(SchedFlags::YIELD | SchedFlags::REINSERT);
+    }
+    let ran = super::super::last_expiry();
+    assert!(
+        ran.is_some_and(|(at, _)| at >= deadline),
+        "expire ran at or after the deadline, never before: {ran:?}"
+    );
+}
