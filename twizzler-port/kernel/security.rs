@@ -19,7 +19,7 @@ use alloc::{
     sync::{Arc, Weak},
     vec::Vec,
 };
-use core::sync::atomic::{AtomicU64, Ordering};
+use core::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 
 use kernel_hooks::{
     CtxBytes, Decision, Engine, Fault, Host, MapTicket, ObjectInfo, Unmap, UnmapGranularity,
@@ -311,14 +311,70 @@ fn arm_expiry() {
     arm_step(deadline, (wait / 8).max(TICK_NS));
 }
 
+/// How many windows (ticks) past a full one a step tries before it gives up.
+const FULL_WINDOW_RETRIES: u64 = 64;
+
+/// [`SecCtxMgr`]'s `arming`: the thread is not arming a step.
+const ARM_IDLE: u8 = 0;
+/// The thread is inside `register_timeout_callback` for a step.
+const ARM_INSIDE: u8 = 1;
+/// The step's callback ran inside that call: its window was full.
+const ARM_RAN_INSIDE: u8 = 2;
+
 /// Arms one step of the chain for `deadline`: a wait of `wait` ns as upstream's queue counts.
+///
+/// Upstream's `TimeoutQueue::insert` runs the new timeout's callback at once, under the
+/// queue's lock, when the window it falls in is full (32 timeouts). The step's callback must
+/// then do nothing (the chain's work, and arming again, would run under that lock; arming
+/// takes it a second time and hangs): the thread marks that it is arming, the callback sees
+/// the mark and records that it ran inside, and the step is armed again a tick later, in the
+/// next window. Past [`FULL_WINDOW_RETRIES`] full windows the chain is dropped and the next
+/// grant that expires arms it again (`arm_expiry`).
 fn arm_step(deadline: u64, wait: u64) {
-    let armed_at = TwzHost.monotonic_ns();
-    crate::clock::register_timeout_callback(wait, move |_| on_step(deadline, armed_at, wait), ());
+    let ct = crate::thread::current_thread_ref();
+    let arming = ct.as_ref().map(|t| &t.secctx.arming);
+    for extra in 0..FULL_WINDOW_RETRIES {
+        let wait = wait.saturating_add(extra * TICK_NS);
+        let armed_at = TwzHost.monotonic_ns();
+        if let Some(a) = arming {
+            a.store(ARM_INSIDE, Ordering::Relaxed);
+        }
+        crate::clock::register_timeout_callback(
+            wait,
+            move |_| on_step(deadline, armed_at, wait),
+            (),
+        );
+        let ran_inside =
+            arming.is_some_and(|a| a.swap(ARM_IDLE, Ordering::Relaxed) == ARM_RAN_INSIDE);
+        if !ran_inside {
+            return;
+        }
+    }
+    log::warn!(
+        "security: {FULL_WINDOW_RETRIES} timeout windows in a row were full; expiry chain dropped"
+    );
+    let _ =
+        ARMED_DEADLINE.compare_exchange(deadline, u64::MAX, Ordering::AcqRel, Ordering::Acquire);
 }
 
 /// A step of the chain for `deadline`, armed at `armed_at` for `asked` ns, has fired.
 fn on_step(deadline: u64, armed_at: u64, asked: u64) {
+    // Run by `insert` itself, under the queue's lock, because the window was full: the
+    // arming call sees this and arms the step in the next window (see `arm_step`).
+    if let Some(ct) = crate::thread::current_thread_ref()
+        && ct
+            .secctx
+            .arming
+            .compare_exchange(
+                ARM_INSIDE,
+                ARM_RAN_INSIDE,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            )
+            .is_ok()
+    {
+        return;
+    }
     if ARMED_DEADLINE.load(Ordering::Acquire) != deadline {
         // An earlier deadline took the chain over; when it fires it arms the next one.
         return;
@@ -554,6 +610,9 @@ pub struct SecCtxMgr {
     held: Mutex<BTreeMap<ObjID, SecurityContextRef>>,
     /// The ticket of this thread's last fault decision ([`decision_is_current`]).
     ticket: Spinlock<Option<MapTicket>>,
+    /// Whether this thread is arming an expiry step (`arm_step`): `ARM_IDLE`, `ARM_INSIDE`
+    /// or `ARM_RAN_INSIDE`.
+    arming: AtomicU8,
 }
 
 impl SecCtxMgr {
@@ -571,6 +630,7 @@ impl SecCtxMgr {
             hooks,
             held: Mutex::new(held),
             ticket: Spinlock::new(None),
+            arming: AtomicU8::new(ARM_IDLE),
         }
     }
 
@@ -685,6 +745,7 @@ impl Clone for SecCtxMgr {
             hooks: self.hooks.clone(),
             held: Mutex::new(self.held.lock().clone()),
             ticket: Spinlock::new(None),
+            arming: AtomicU8::new(ARM_IDLE),
         }
     }
 }

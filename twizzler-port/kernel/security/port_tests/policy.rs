@@ -277,19 +277,37 @@ fn port_expiry_from_the_kernels_timer() {
     // engine's own clock) runs `expire` without anyone calling it. Lateness is printed.
     // Deadlines are in the host's clock (monotonic_ns); a capability's expiry is in the
     // engine's (that clock plus the wall-clock offset the kernel set, if any).
-    let deadline = TwzHost.monotonic_ns() + EXPIRY_IN_NS;
-    let expires = Expiry::from_raw(deadline + ENGINE.wall_clock_offset());
-    let (_key, target, ctx) = one_cap(Caps::READ, |g| g.expires = expires);
-    let mgr = thread(ctx, &[]);
+    // Making the key, the objects and the context takes time (signing, in an unoptimised
+    // kernel under TCG, on a machine that may be busy): if that took the capability's whole
+    // life, it is denied as expired before it could be granted, and the test starts again
+    // with twice the life. The outcome does not depend on the machine's speed.
+    let mut life = EXPIRY_IN_NS;
     let addr = crate::arch::VirtAddr::new(0x4000_1000).unwrap_or_else(|_| panic!("addr"));
-    let perms = super::super::decide_for(
-        &mgr,
-        &target,
-        0x1000,
-        addr,
-        twizzler_abi::upcall::MemoryAccessKind::Read,
-    );
-    assert!(perms.is_ok(), "granted before its expiry");
+    let (deadline, target, mgr) = loop {
+        let deadline = TwzHost.monotonic_ns() + life;
+        let expires = Expiry::from_raw(deadline + ENGINE.wall_clock_offset());
+        let (_key, target, ctx) = one_cap(Caps::READ, |g| g.expires = expires);
+        let mgr = thread(ctx, &[]);
+        let perms = super::super::decide_for(
+            &mgr,
+            &target,
+            0x1000,
+            addr,
+            twizzler_abi::upcall::MemoryAccessKind::Read,
+        );
+        if perms.is_ok() {
+            break (deadline, target, mgr);
+        }
+        assert!(
+            TwzHost.monotonic_ns() >= deadline,
+            "granted before its expiry: {perms:?}"
+        );
+        life *= 2;
+        assert!(
+            life <= 20_000_000_000,
+            "the fixtures never took less than 10 s"
+        );
+    };
     assert!(
         ENGINE.next_deadline().is_some_and(|d| d <= deadline),
         "the engine knows the deadline"
@@ -323,4 +341,36 @@ fn port_expiry_from_the_kernels_timer() {
         }) => {}
         other => panic!("after its expiry: {other:?}"),
     }
+}
+
+#[kernel_test]
+fn port_expiry_chain_survives_full_timeout_windows() {
+    // Upstream's timeout queue holds 32 timeouts per window (one tick); past that, `insert`
+    // runs the new timeout's callback at once, under the queue's lock. The windows around a
+    // wait are filled, then the expiry chain is armed for a deadline at that wait: its step
+    // must not run the chain (arming again there would take the queue's lock a second time:
+    // a hang) and must not lose the deadline either: `expire` still runs for it.
+    const TICK: u64 = super::super::TICK_NS;
+    let wait = 400 * TICK;
+    for k in 0..28u64 {
+        for _ in 0..32 {
+            crate::clock::register_timeout_callback(wait - 4 * TICK + k * TICK, |_| {}, ());
+        }
+    }
+    let deadline = TwzHost.monotonic_ns() + wait;
+    super::super::ARMED_DEADLINE.store(deadline, core::sync::atomic::Ordering::Release);
+    super::super::arm_step(deadline, wait);
+    let give_up = TwzHost.monotonic_ns() + 60_000_000_000;
+    while !super::super::last_expiry().is_some_and(|(_, d)| d == deadline) {
+        assert!(
+            TwzHost.monotonic_ns() < give_up,
+            "the chain never ran expire for a deadline 60 s past"
+        );
+        schedule(SchedFlags::YIELD | SchedFlags::REINSERT);
+    }
+    let ran = super::super::last_expiry();
+    assert!(
+        ran.is_some_and(|(at, _)| at >= deadline),
+        "expire ran at or after the deadline, never before: {ran:?}"
+    );
 }
