@@ -111,7 +111,7 @@
 
 extern crate alloc;
 
-// Built with `--cfg loom` (see `tests/loom_cache.rs`), the crate is only its lock-free
+// Built with `--cfg loom` (see `loom/tests/loom_cache.rs`), the crate is only its lock-free
 // primitives, over loom's atomics: the engine, which must be `const`-constructible, is not.
 mod seq;
 pub mod seqset;

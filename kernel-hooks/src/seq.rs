@@ -8,7 +8,7 @@
 //! standard ones (H.-J. Boehm, "Can seqlocks get along with programming language memory
 //! models?", MSPC 2012): the writer's `Release` fence after making the counter odd keeps its
 //! data stores after that store; the reader's `Acquire` fence before re-reading the counter
-//! keeps its data loads before that load. `tests/loom_cache.rs` explores them under loom.
+//! keeps its data loads before that load. `loom/tests/loom_cache.rs` explores them under loom.
 
 use crate::sync::{AtomicU64, Ordering, fence};
 

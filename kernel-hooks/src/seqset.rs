@@ -18,7 +18,7 @@
 //! state*: the counter is bumped in the same write that takes an entry out of the mirror, and
 //! before the writer releases its lock and unmaps anything (see [`crate::MapTicket`]). So a
 //! ticket taken from a lookup is current exactly as long as no entry has left the set since
-//! the state the lookup saw, which is what the ticket protocol needs. `tests/loom_cache.rs`
+//! the state the lookup saw, which is what the ticket protocol needs. `loom/tests/loom_cache.rs`
 //! checks it under loom: a fault, a revocation sweep, an eviction and an insert racing over a
 //! two-way set, with the page-table lock and the unmap modelled, never leave a mapping behind
 //! an entry that was removed.

@@ -1,7 +1,7 @@
 //! The synchronization primitives the lock-free lookups use, from `core` in a kernel and from
 //! [`loom`](https://docs.rs/loom) when the crate is built with `--cfg loom` to check them.
 //!
-//! Only the modules whose synchronization `tests/loom_cache.rs` explores ([`crate::seq`],
+//! Only the modules whose synchronization `loom/tests/loom_cache.rs` explores ([`crate::seq`],
 //! [`crate::seqset`]) go through here. Under `loom` their constructors are not `const`
 //! (loom's atomics are not), so the rest of the crate, which keeps the engine in a `static`,
 //! is not built then.

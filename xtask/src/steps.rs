@@ -64,7 +64,7 @@ pub(crate) fn test_steps() -> Vec<Step> {
         },
         Step {
             name: "loom: lock-free cache lookups",
-            about: "RUSTFLAGS=\"--cfg loom -D warnings\" cargo test -p kernel-hooks --test loom_cache --profile loom, \
+            about: "RUSTFLAGS=\"--cfg loom -D warnings\" cargo test -p kernel-hooks-loom --test loom_cache --profile loom, \
                     in target/loom: every interleaving (two preemptions) of a fault's lock-free \
                     hit racing a revocation sweep, an eviction and a stale insert",
             action: Action::Custom(loom_cache),
@@ -234,7 +234,8 @@ fn kernel_lint_and_build(ws: &Workspace) -> Result<(), String> {
     kernel_build(ws, &env.wrapper())
 }
 
-/// Step: the loom model of the cache's lock-free lookups (`kernel-hooks/tests/loom_cache.rs`).
+/// Step: the loom model of the cache's lock-free lookups (`kernel-hooks/loom/tests/loom_cache.rs`,
+/// in a crate of its own so that this build compiles only the engine and loom).
 ///
 /// `--cfg loom` changes every crate's build, so it gets its own target directory rather than
 /// invalidating the workspace's; the `loom` profile (release without debug info, in the root
@@ -252,7 +253,7 @@ pub(crate) fn loom_cache(ws: &Workspace) -> Result<(), String> {
         &[
             "test",
             "-p",
-            "kernel-hooks",
+            "kernel-hooks-loom",
             "--test",
             "loom_cache",
             "--profile",

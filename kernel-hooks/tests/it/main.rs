@@ -1,4 +1,4 @@
-//! Integration tests of the page-fault decision engine. The loom model, `tests/loom_cache.rs`,
+//! Integration tests of the page-fault decision engine. The loom model, `loom/tests/loom_cache.rs`,
 //! is a binary of its own: it is built with `--cfg loom`.
 //!
 //! One test binary for the crate's integration tests (`cargo test -p kernel-hooks --test it`):

@@ -10,7 +10,7 @@
 //! lookup never returns a torn entry, and no mapping outlives the entry it was made from.
 //!
 //! Run by `cargo xtask test` as
-//! `RUSTFLAGS="--cfg loom" cargo test -p kernel-hooks --test loom_cache --profile loom`
+//! `RUSTFLAGS="--cfg loom" cargo test -p kernel-hooks-loom --test loom_cache --profile loom`
 //! (in its own target directory); built without `--cfg loom` it is empty.
 #![cfg(loom)]
 
