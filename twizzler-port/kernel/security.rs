@@ -238,11 +238,12 @@ impl Host for TwzHost {
     }
 }
 
-/// For each security context, the memory contexts it was attached or switched to in (held
-/// weakly): where `Unmap::Context` must reach. A memory context has page tables for a
-/// security context only after registering it (`register_sctx`, by the attach system call
-/// just before `SecCtxMgr::attach`), so noting it at attach and at every switch finds every
-/// memory context in which pages can have been mapped under that security context.
+/// For each security context, the memory contexts it was attached in (held weakly): where
+/// `Unmap::Context` must reach. A memory context has page tables for a security context only
+/// after registering it (`register_sctx`, which upstream calls only in the attach system
+/// call, just before `SecCtxMgr::attach`, in the caller's memory context), and a thread can
+/// switch only to an attached context, so noting it at attach finds every memory context in
+/// which pages can have been mapped under it. Nothing is noted on the fault path.
 static SCTX_MEMORY: Once<Mutex<BTreeMap<ObjID, Vec<Weak<Context>>>>> = Once::new();
 
 fn sctx_memory() -> &'static Mutex<BTreeMap<ObjID, Vec<Weak<Context>>>> {
@@ -705,7 +706,6 @@ impl SecCtxMgr {
             kernel_hooks::SwitchResult::NotAttached => return SwitchResult::NotAttached,
         };
         if let Some(mc) = current_memory_context() {
-            note_sctx_in(&mc, id);
             mc.switch_to(id);
         }
         res

@@ -17,21 +17,9 @@ use std::process::Command;
 
 use crate::run::{Workspace, describe_status, run};
 
-/// `clippy-driver` as the workspace's rustc wrapper.
-pub(crate) struct LintEnv {
-    driver: String,
-}
-
-impl LintEnv {
-    /// The variable, for [`crate::run::run_env`].
-    pub(crate) fn wrapper(&self) -> [(&'static str, &str); 1] {
-        [("RUSTC_WORKSPACE_WRAPPER", self.driver.as_str())]
-    }
-}
-
-/// Finds the toolchain's `clippy-driver`, installing the `clippy` component with rustup when
-/// it is missing.
-pub(crate) fn lint_env(ws: &Workspace) -> Result<LintEnv, String> {
+/// The path of the toolchain's `clippy-driver`, for `RUSTC_WORKSPACE_WRAPPER`; the `clippy`
+/// component is installed with rustup when it is missing.
+pub(crate) fn clippy_driver(ws: &Workspace) -> Result<String, String> {
     let driver = driver_path(ws)?;
     if !driver.is_file() {
         println!(
@@ -51,9 +39,7 @@ pub(crate) fn lint_env(ws: &Workspace) -> Result<LintEnv, String> {
             ));
         }
     }
-    Ok(LintEnv {
-        driver: driver.to_string_lossy().into_owned(),
-    })
+    Ok(driver.to_string_lossy().into_owned())
 }
 
 /// `<sysroot>/bin/clippy-driver` of the toolchain `rustc` resolves to here (the one

@@ -5,7 +5,7 @@ use crate::install::{
     ensure_aarch64_targets, ensure_aarch64_tools, ensure_bare_metal_target, ensure_qemu,
 };
 use crate::kernel::{kernel_boot_four_cpus, kernel_boot_one_cpu, kernel_build, kernel_format};
-use crate::lint::lint_env;
+use crate::lint::clippy_driver;
 use crate::run::{Workspace, in_ci, run_cargo, run_env};
 use crate::{
     AARCH64_BARE_METAL_TARGET, AARCH64_GCC, AARCH64_LINUX_TARGET, AARCH64_SYSROOT,
@@ -230,8 +230,8 @@ pub(crate) fn check_format(ws: &Workspace) -> Result<(), String> {
 
 /// Step: the reference kernel, linted while it builds (`crate::lint`).
 fn kernel_lint_and_build(ws: &Workspace) -> Result<(), String> {
-    let env = lint_env(ws)?;
-    kernel_build(ws, &env.wrapper())
+    let driver = clippy_driver(ws)?;
+    kernel_build(ws, &[("RUSTC_WORKSPACE_WRAPPER", &driver)])
 }
 
 /// Step: the loom model of the cache's lock-free lookups (`kernel-hooks/loom/tests/loom_cache.rs`,
