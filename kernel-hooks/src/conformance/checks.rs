@@ -11,10 +11,7 @@ use twizzler_capsec::{
     MAX_OBJECT_SIZE, PAGE_SIZE, Protections,
 };
 
-use super::world::{
-    CODE, CTX_A, CTX_B, CTX_C, DATA_PAGES, EXPIRING, GATE_ENTRY, K_RACE, K_TARGETS, PLAIN, RACE,
-    RWX, SHARED, World, page,
-};
+use super::world::{DATA_PAGES, GATE_ENTRY, World, page};
 use super::{Check, Harness};
 use crate::fault::{Decision, Fault};
 use crate::host::{Host, ObjectInfo, UnmapGranularity};
@@ -22,8 +19,9 @@ use crate::mgr::SecCtxMgr;
 
 /// The reason a race check gives when the harness cannot race.
 const SKIP_NO_RACE: &str = "the harness cannot run two things at once";
-/// The reason the interrupt check gives when the host takes no interrupt inside the engine.
-const SKIP_NO_INTERRUPTS: &str = "the host takes no interrupts while it runs the engine";
+/// The reason the interrupt check gives when the harness cannot make an interrupt land inside
+/// the engine (a host that takes none there, or one whose timer cannot be aimed).
+const SKIP_NO_INTERRUPTS: &str = "the harness cannot make a timer interrupt land inside the engine";
 /// The reason the kernel-access check gives when the host has no kernel copy path.
 const SKIP_NO_KERNEL_ACCESS: &str = "the host has no kernel access to user memory";
 /// Every reason a check may give for a skip.
@@ -84,8 +82,8 @@ pub(super) fn all<T: Harness>() -> Vec<Check<T>> {
 /// its deadline, and gone after.
 fn one_clock<T: Harness>(h: &T, w: &World) -> Result<(), String> {
     let e = h.engine();
-    let t = SecCtxMgr::new(CTX_A);
-    let got = h.fault(&t, EXPIRING, page(1), Read)?;
+    let t = SecCtxMgr::new(w.ids.ctx_a);
+    let got = h.fault(&t, w.ids.expiring, page(1), Read)?;
     ensure(got == R, || {
         format!("the expiring read-only grant mapped {got}")
     })?;
@@ -118,83 +116,84 @@ fn one_clock<T: Harness>(h: &T, w: &World) -> Result<(), String> {
         )
     })?;
     h.expire();
-    let before = h.mapped(CTX_A, EXPIRING, page(1));
+    let before = h.mapped(w.ids.ctx_a, w.ids.expiring, page(1));
     ensure(before == Some(R), || {
         format!("before the deadline, expire() left {} mapped", show(before))
     })?;
     h.wait_until(now + wait.unwrap_or(0));
     h.expire();
-    let after = h.mapped(CTX_A, EXPIRING, page(1));
+    let after = h.mapped(w.ids.ctx_a, w.ids.expiring, page(1));
     ensure(after.is_none(), || {
         format!(
             "after expire() at the deadline the page is still mapped {}",
             show(after)
         )
     })?;
-    ensure(h.fault(&t, EXPIRING, page(1), Read).is_err(), || {
+    ensure(h.fault(&t, w.ids.expiring, page(1), Read).is_err(), || {
         String::from("a fault after the deadline was granted")
     })
 }
 
 /// In a region that allows read, write and execute, a page the engine granted read only is
 /// never mapped with more, before or after the host write-protects it.
-fn write_protect<T: Harness>(h: &T, _w: &World) -> Result<(), String> {
-    let t = SecCtxMgr::new(CTX_A);
-    let got = h.fault(&t, RWX, page(1), Read)?;
+fn write_protect<T: Harness>(h: &T, w: &World) -> Result<(), String> {
+    let t = SecCtxMgr::new(w.ids.ctx_a);
+    let got = h.fault(&t, w.ids.rwx, page(1), Read)?;
     ensure(got == R, || {
         format!("a read-only grant in an RWX region mapped {got}")
     })?;
-    let granted = h.engine().granted(CTX_A, RWX, page(1));
+    let granted = h.engine().granted(w.ids.ctx_a, w.ids.rwx, page(1));
     ensure(granted == Some(R), || {
         format!(
             "Engine::granted says {}; the record grants {R}",
             show(granted)
         )
     })?;
-    h.write_protect(RWX);
-    let after = h.mapped(CTX_A, RWX, page(1));
+    h.write_protect(w.ids.rwx);
+    let after = h.mapped(w.ids.ctx_a, w.ids.rwx, page(1));
     ensure(after.is_none_or(|p| R.contains(p)), || {
         format!(
             "after write-protection the page is mapped {}; the engine granted {R}",
             show(after)
         )
     })?;
-    let again = h.fault(&t, RWX, page(1), Read)?;
-    let mapped = h.mapped(CTX_A, RWX, page(1));
+    let again = h.fault(&t, w.ids.rwx, page(1), Read)?;
+    let mapped = h.mapped(w.ids.ctx_a, w.ids.rwx, page(1));
     ensure(again == R && mapped == Some(R), || {
         format!(
             "mapped again after write-protection: {again} (page tables: {})",
             show(mapped)
         )
     })?;
-    ensure(h.fault(&t, RWX, page(1), Exec).is_err(), || {
+    ensure(h.fault(&t, w.ids.rwx, page(1), Exec).is_err(), || {
         String::from("an instruction fetch was granted where only read was")
     })
 }
 
 /// An instruction fetch at a code gate's entry point (0x1010, not page aligned) enters the
 /// gate's context; a fetch at the start of the same page (not an entry point) does not.
-fn exec_offset<T: Harness>(h: &T, _w: &World) -> Result<(), String> {
+fn exec_offset<T: Harness>(h: &T, w: &World) -> Result<(), String> {
     let attached = || -> Result<SecCtxMgr, String> {
-        let t = SecCtxMgr::new(CTX_A);
-        t.attach(CTX_B).map_err(|e| format!("attach: {e:?}"))?;
+        let t = SecCtxMgr::new(w.ids.ctx_a);
+        t.attach(w.ids.ctx_b)
+            .map_err(|e| format!("attach: {e:?}"))?;
         Ok(t)
     };
     let t = attached()?;
-    ensure(h.fault(&t, CODE, page(1), Exec).is_err(), || {
+    ensure(h.fault(&t, w.ids.code, page(1), Exec).is_err(), || {
         String::from("a fetch at 0x1000, which is not the gate's entry point, was granted")
     })?;
     let t = attached()?;
     let got = h
-        .fault(&t, CODE, GATE_ENTRY, Exec)
+        .fault(&t, w.ids.code, GATE_ENTRY, Exec)
         .map_err(|why| format!("a fetch at the gate's entry point 0x1010 was denied: {why}"))?;
     ensure(got.contains(Protections::EXEC), || {
         format!("the entry point was mapped {got}, without execute")
     })?;
-    ensure(t.active_id() == CTX_B, || {
+    ensure(t.active_id() == w.ids.ctx_b, || {
         String::from("the thread was not switched to the gate's context")
     })?;
-    let mapped = h.mapped(CTX_B, CODE, GATE_ENTRY);
+    let mapped = h.mapped(w.ids.ctx_b, w.ids.code, GATE_ENTRY);
     ensure(
         mapped.is_some_and(|p| p.contains(Protections::EXEC)),
         || {
@@ -208,12 +207,12 @@ fn exec_offset<T: Harness>(h: &T, _w: &World) -> Result<(), String> {
 
 /// `Fault::in_mapping` shifts a page of a mapping without the null page by one page, except
 /// the slot's last page, the object's metadata page; a fault there is decided in bounds.
-fn metadata_page<T: Harness>(h: &T, _w: &World) -> Result<(), String> {
+fn metadata_page<T: Harness>(h: &T, w: &World) -> Result<(), String> {
     let info = ObjectInfo {
-        kuid: Some(K_TARGETS),
+        kuid: Some(w.ids.k_targets),
         default_prots: Protections::empty(),
     };
-    let first = Fault::in_mapping(PLAIN, info, 0x10, true, Read);
+    let first = Fault::in_mapping(w.ids.plain, info, 0x10, true, Read);
     ensure(first.offset == PAGE_SIZE + 0x10, || {
         format!(
             "slot byte 0x10 became object byte {:#x}, not 0x1010",
@@ -221,14 +220,14 @@ fn metadata_page<T: Harness>(h: &T, _w: &World) -> Result<(), String> {
         )
     })?;
     let meta = MAX_OBJECT_SIZE - PAGE_SIZE + 0x10;
-    let last = Fault::in_mapping(PLAIN, info, meta, true, Read);
+    let last = Fault::in_mapping(w.ids.plain, info, meta, true, Read);
     ensure(last.offset == meta, || {
         format!(
             "the metadata page's byte {meta:#x} became {:#x} (shifted by the null page)",
             last.offset
         )
     })?;
-    match h.engine().decide(&SecCtxMgr::new(CTX_A), &last) {
+    match h.engine().decide(&SecCtxMgr::new(w.ids.ctx_a), &last) {
         Decision::Map { prots, .. } if prots.contains(R) => Ok(()),
         Decision::Map { prots, .. } => Err(format!("the metadata page was granted {prots}")),
         Decision::Violation(v) => Err(format!("a read of the metadata page was denied: {v}")),
@@ -237,12 +236,12 @@ fn metadata_page<T: Harness>(h: &T, _w: &World) -> Result<(), String> {
 
 /// A fault served from the cache costs the host one call, the clock, and no read of the
 /// object's metadata (the `kuid` is needed only on a miss).
-fn hit_calls<T: Harness>(h: &T, _w: &World) -> Result<(), String> {
-    let t = SecCtxMgr::new(CTX_A);
-    h.fault(&t, PLAIN, page(1), Read)?;
+fn hit_calls<T: Harness>(h: &T, w: &World) -> Result<(), String> {
+    let t = SecCtxMgr::new(w.ids.ctx_a);
+    h.fault(&t, w.ids.plain, page(1), Read)?;
     let hits = h.engine().stats().hits;
     let before = h.calls();
-    h.fault(&t, PLAIN, page(2), Read)?;
+    h.fault(&t, w.ids.plain, page(2), Read)?;
     let d = h.calls().since(&before);
     ensure(h.engine().stats().hits == hits + 1, || {
         String::from("the second fault on the object was not a cache hit")
@@ -265,19 +264,19 @@ fn hit_calls<T: Harness>(h: &T, _w: &World) -> Result<(), String> {
 /// that unmaps per context keeps another context's pages of the object, one that unmaps
 /// per object loses them too (and they fault back in).
 fn unmap_granularity<T: Harness>(h: &T, w: &World) -> Result<(), String> {
-    let a = SecCtxMgr::new(CTX_A);
-    let c = SecCtxMgr::new(CTX_C);
-    h.fault(&a, SHARED, page(1), Read)?;
-    h.fault(&c, SHARED, page(2), Read)?;
+    let a = SecCtxMgr::new(w.ids.ctx_a);
+    let c = SecCtxMgr::new(w.ids.ctx_c);
+    h.fault(&a, w.ids.shared, page(1), Read)?;
+    h.fault(&c, w.ids.shared, page(2), Read)?;
     h.revoke_record(w.shared_a);
-    let gone = h.mapped(CTX_A, SHARED, page(1));
+    let gone = h.mapped(w.ids.ctx_a, w.ids.shared, page(1));
     ensure(gone.is_none(), || {
         format!(
             "A's page is still mapped {} after its record was revoked",
             show(gone)
         )
     })?;
-    let other = h.mapped(CTX_C, SHARED, page(2));
+    let other = h.mapped(w.ids.ctx_c, w.ids.shared, page(2));
     match <T::Host as Host>::UNMAP_GRANULARITY {
         UnmapGranularity::PerContext => ensure(other == Some(R), || {
             format!(
@@ -292,31 +291,31 @@ fn unmap_granularity<T: Harness>(h: &T, w: &World) -> Result<(), String> {
             )
         })?,
     }
-    ensure(h.fault(&a, SHARED, page(1), Read).is_err(), || {
+    ensure(h.fault(&a, w.ids.shared, page(1), Read).is_err(), || {
         String::from("A was granted the object again after its record was revoked")
     })?;
-    let back = h.fault(&c, SHARED, page(2), Read)?;
+    let back = h.fault(&c, w.ids.shared, page(2), Read)?;
     ensure(back == R, || format!("C's page faulted back in as {back}"))
 }
 
 /// Faults on one CPU race a key revocation on another: once the revocation has returned and
 /// the faults are done, nothing granted under the key is mapped.
-fn revoke_race<T: Harness>(h: &T, _w: &World) -> Result<(), String> {
-    let t = SecCtxMgr::new(CTX_A);
-    h.fault(&t, RACE, page(1), Read)?;
+fn revoke_race<T: Harness>(h: &T, w: &World) -> Result<(), String> {
+    let t = SecCtxMgr::new(w.ids.ctx_a);
+    h.fault(&t, w.ids.race, page(1), Read)?;
     let faults = || {
         for _ in 0..16 {
             for p in 1..DATA_PAGES {
-                let _ = h.fault(&t, RACE, page(p), Read);
+                let _ = h.fault(&t, w.ids.race, page(p), Read);
             }
         }
     };
-    let revoke = || h.revoke_key(K_RACE);
+    let revoke = || h.revoke_key(w.ids.k_race);
     if !h.race(&faults, &revoke) {
         return Err(String::from(SKIP_NO_RACE));
     }
     for p in 1..DATA_PAGES {
-        let left = h.mapped(CTX_A, RACE, page(p));
+        let left = h.mapped(w.ids.ctx_a, w.ids.race, page(p));
         ensure(left.is_none(), || {
             format!(
                 "page {p} is still mapped {} after the key was revoked",
@@ -324,7 +323,7 @@ fn revoke_race<T: Harness>(h: &T, _w: &World) -> Result<(), String> {
             )
         })?;
     }
-    ensure(h.fault(&t, RACE, page(1), Read).is_err(), || {
+    ensure(h.fault(&t, w.ids.race, page(1), Read).is_err(), || {
         String::from("a fault after the revocation was granted")
     })
 }
@@ -333,10 +332,10 @@ fn revoke_race<T: Harness>(h: &T, _w: &World) -> Result<(), String> {
 /// hold one of the engine's spin locks, which do not mask interrupts) calls nothing of the
 /// engine: the expiry it would run is deferred to ordinary kernel code, and the fault is
 /// decided.
-fn interrupt<T: Harness>(h: &T, _w: &World) -> Result<(), String> {
-    let t = SecCtxMgr::new(CTX_A);
+fn interrupt<T: Harness>(h: &T, w: &World) -> Result<(), String> {
+    let t = SecCtxMgr::new(w.ids.ctx_a);
     let got = core::cell::RefCell::new(None);
-    let during = || *got.borrow_mut() = Some(h.fault(&t, PLAIN, page(1), Read));
+    let during = || *got.borrow_mut() = Some(h.fault(&t, w.ids.plain, page(1), Read));
     let Some(seen) = h.interrupt_in_engine(&during) else {
         return Err(String::from(SKIP_NO_INTERRUPTS));
     };
@@ -367,10 +366,10 @@ fn interrupt<T: Harness>(h: &T, _w: &World) -> Result<(), String> {
 /// A kernel-mode fault on a user address (a copy from or to user memory on a thread's
 /// behalf) is decided as the thread's own access: the kernel never maps, for the thread,
 /// what the thread could not map itself.
-fn kernel_access<T: Harness>(h: &T, _w: &World) -> Result<(), String> {
-    let t = SecCtxMgr::new(CTX_A);
+fn kernel_access<T: Harness>(h: &T, w: &World) -> Result<(), String> {
+    let t = SecCtxMgr::new(w.ids.ctx_a);
     // A holds nothing on CODE: a kernel read on A's behalf is refused and maps nothing.
-    match h.kernel_access(&t, CODE, page(1), Read) {
+    match h.kernel_access(&t, w.ids.code, page(1), Read) {
         None => return Err(String::from(SKIP_NO_KERNEL_ACCESS)),
         Some(Ok(())) => {
             return Err(String::from(
@@ -379,7 +378,7 @@ fn kernel_access<T: Harness>(h: &T, _w: &World) -> Result<(), String> {
         }
         Some(Err(_)) => {}
     }
-    let code = h.mapped(CTX_A, CODE, page(1));
+    let code = h.mapped(w.ids.ctx_a, w.ids.code, page(1));
     ensure(code.is_none(), || {
         format!(
             "the refused kernel read left the page mapped {}",
@@ -388,16 +387,16 @@ fn kernel_access<T: Harness>(h: &T, _w: &World) -> Result<(), String> {
     })?;
     // A may read RWX, not write it: a kernel write on its behalf is refused.
     ensure(
-        h.kernel_access(&t, RWX, page(1), Write)
+        h.kernel_access(&t, w.ids.rwx, page(1), Write)
             .is_some_and(|r| r.is_err()),
         || String::from("the kernel wrote, on the thread's behalf, a page it may only read"),
     )?;
-    let rwx = h.mapped(CTX_A, RWX, page(1));
+    let rwx = h.mapped(w.ids.ctx_a, w.ids.rwx, page(1));
     ensure(rwx.is_none_or(|p| R.contains(p)), || {
         format!("after the refused write the page is mapped {}", show(rwx))
     })?;
     // What the thread may read, the kernel reads for it.
-    match h.kernel_access(&t, PLAIN, page(1), Read) {
+    match h.kernel_access(&t, w.ids.plain, page(1), Read) {
         Some(Ok(())) => Ok(()),
         Some(Err(why)) => Err(format!(
             "a kernel read the thread may make was refused: {why}"

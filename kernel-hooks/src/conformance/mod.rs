@@ -28,8 +28,7 @@ use crate::host::Host;
 use crate::mgr::SecCtxMgr;
 
 pub use world::{
-    Body, CODE, CTX_A, CTX_B, CTX_C, DATA_PAGES, EXPIRING, EXPIRY_AFTER_NS, GATE_ENTRY, K_RACE,
-    K_TARGETS, Object, PLAIN, RACE, RWX, SHARED, World, WorldError, page,
+    Body, DATA_PAGES, EXPIRY_AFTER_NS, GATE_ENTRY, Ids, Object, World, WorldError, page,
 };
 
 /// Calls the host received, counted since it started: the engine's calls, and the fault
@@ -118,7 +117,9 @@ pub trait Harness: Sync {
     /// the fault is inside the engine, as its interrupts would (the kernel takes interrupts
     /// in kernel mode), and reports what the interrupt handling did. `None` if the host
     /// never takes an interrupt while it runs the engine (then no entry point can be
-    /// interrupted, and the check is skipped).
+    /// interrupted), or if the harness cannot aim its timer inside the engine (the Twizzler
+    /// port: it answers by construction, running `expire` only in a thread); the check is
+    /// then skipped.
     fn interrupt_in_engine(&self, during: &dyn Fn()) -> Option<Interrupted> {
         let _ = during;
         None

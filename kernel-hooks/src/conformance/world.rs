@@ -25,28 +25,65 @@ const fn id(n: u128) -> ObjID {
     ObjID::new(0xa000 | n)
 }
 
-/// The key object that signs for every target but [`RACE`].
-pub const K_TARGETS: ObjID = id(0x900);
-/// The key object that signs for [`RACE`] (revoked by the race check).
-pub const K_RACE: ObjID = id(0x901);
-/// Context A: a thread's active context in most checks.
-pub const CTX_A: ObjID = id(0x200);
-/// Context B: holds the code gate on [`CODE`].
-pub const CTX_B: ObjID = id(0x201);
-/// Context C: a second holder of [`SHARED`].
-pub const CTX_C: ObjID = id(0x202);
-/// Read for A until [`World::expires`].
-pub const EXPIRING: ObjID = id(0x100);
-/// Read for A, presented by the host in a region that allows read, write and execute.
-pub const RWX: ObjID = id(0x101);
-/// Read and execute for B, through a code gate whose one entry point is [`GATE_ENTRY`].
-pub const CODE: ObjID = id(0x102);
-/// Read and write for A on the whole object (the hit and the metadata page).
-pub const PLAIN: ObjID = id(0x103);
-/// Read for A and for C, by two records ([`World::shared_a`] is A's).
-pub const SHARED: ObjID = id(0x104);
-/// Read for A, signed by [`K_RACE`].
-pub const RACE: ObjID = id(0x105);
+/// The ids of the world's objects, by role. A host that chooses its objects' ids builds the
+/// world with [`Ids::FIXED`]; a host whose ids are derived (Twizzler's: from an object's
+/// `kuid` and a nonce) creates the objects first, then builds the world with theirs
+/// ([`World::build_with`]). The checks name objects only through [`World::ids`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ids {
+    /// The key object that signs for every target but [`Ids::race`].
+    pub k_targets: ObjID,
+    /// The key object that signs for [`Ids::race`] (revoked by the race check).
+    pub k_race: ObjID,
+    /// Context A: a thread's active context in most checks.
+    pub ctx_a: ObjID,
+    /// Context B: holds the code gate on [`Ids::code`].
+    pub ctx_b: ObjID,
+    /// Context C: a second holder of [`Ids::shared`].
+    pub ctx_c: ObjID,
+    /// Read for A until [`World::expires`].
+    pub expiring: ObjID,
+    /// Read for A, presented by the host in a region that allows read, write and execute.
+    pub rwx: ObjID,
+    /// Read and execute for B, through a code gate whose one entry point is [`GATE_ENTRY`].
+    pub code: ObjID,
+    /// Read and write for A on the whole object (the hit and the metadata page).
+    pub plain: ObjID,
+    /// Read for A and for C, by two records ([`World::shared_a`] is A's).
+    pub shared: ObjID,
+    /// Read for A, signed by [`Ids::k_race`].
+    pub race: ObjID,
+}
+
+impl Ids {
+    /// The ids a host that chooses them uses: `0xa000 | n`.
+    pub const FIXED: Ids = Ids {
+        k_targets: id(0x900),
+        k_race: id(0x901),
+        ctx_a: id(0x200),
+        ctx_b: id(0x201),
+        ctx_c: id(0x202),
+        expiring: id(0x100),
+        rwx: id(0x101),
+        code: id(0x102),
+        plain: id(0x103),
+        shared: id(0x104),
+        race: id(0x105),
+    };
+
+    /// The key object (a [`Body::Key`]) that signs for data object `target`, if `target` is
+    /// one of the world's data objects: a host whose ids derive from the `kuid` creates the
+    /// key objects first, then each data object keyed by this.
+    pub fn kuid_of(&self, target: ObjID) -> Option<ObjID> {
+        if target == self.race {
+            Some(self.k_race)
+        } else if [self.expiring, self.rwx, self.code, self.plain, self.shared].contains(&target) {
+            Some(self.k_targets)
+        } else {
+            None
+        }
+    }
+}
 
 /// What an object of the world holds.
 pub enum Body {
@@ -80,8 +117,11 @@ pub struct World {
     pub objects: Vec<Object>,
     /// When A's capability on [`EXPIRING`] expires (Unix ns).
     pub expires: Expiry,
-    /// The record id of A's capability on [`SHARED`] (the unmap-granularity check revokes it).
+    /// The record id of A's capability on [`Ids::shared`] (the unmap-granularity check
+    /// revokes it).
     pub shared_a: RecordId,
+    /// The objects' ids.
+    pub ids: Ids,
 }
 
 /// Why the world could not be built (a signing error: never, with these keys).
@@ -89,38 +129,67 @@ pub struct World {
 pub struct WorldError(pub &'static str);
 
 impl World {
-    /// Builds the world at Unix time `unix_now` (ns): the expiring capability expires
-    /// [`EXPIRY_AFTER_NS`] later. Deterministic but for that expiry.
+    /// Builds the world at Unix time `unix_now` (ns) with [`Ids::FIXED`]: the expiring
+    /// capability expires [`EXPIRY_AFTER_NS`] later. Deterministic but for that expiry.
     pub fn build(unix_now: u64) -> Result<World, WorldError> {
+        World::build_with(unix_now, Ids::FIXED)
+    }
+
+    /// [`World::build`] with the host's own ids. Every id must be distinct.
+    pub fn build_with(unix_now: u64, ids: Ids) -> Result<World, WorldError> {
+        let Ids {
+            k_targets,
+            k_race,
+            ctx_a,
+            ctx_b,
+            ctx_c,
+            expiring,
+            rwx,
+            code,
+            plain,
+            shared,
+            race,
+        } = ids;
+        let all_ids = [
+            k_targets, k_race, ctx_a, ctx_b, ctx_c, expiring, rwx, code, plain, shared, race,
+        ];
+        for (i, a) in all_ids.iter().enumerate() {
+            if all_ids.iter().skip(i + 1).any(|b| b == a) {
+                return Err(WorldError("two of the world's objects share an id"));
+            }
+        }
         let key = |seed: u8| {
             SigningKey::from_entropy(SigningScheme::Ed25519, &[seed; 32])
                 .map_err(|_| WorldError("key generation"))
         };
-        let targets = key(1)?;
-        let race = key(2)?;
+        let targets_key = key(1)?;
+        let race_key = key(2)?;
         let mint = |g: CapGrant, k: &SigningKey| {
             Cap::mint(g, k).map_err(|_| WorldError("signing a capability"))
         };
         let expires = Expiry::from_raw(unix_now.saturating_add(EXPIRY_AFTER_NS));
-        let mut expiring = CapGrant::new(EXPIRING, CTX_A, Protections::READ);
-        expiring.expires = expires;
-        let mut gate = CapGrant::new(CODE, CTX_B, Protections::READ | Protections::EXEC);
+        let mut expiring_grant = CapGrant::new(expiring, ctx_a, Protections::READ);
+        expiring_grant.expires = expires;
+        let mut gate = CapGrant::new(code, ctx_b, Protections::READ | Protections::EXEC);
         gate.gate = Gate::new(GATE_ENTRY, 0x10, 0x10).map_err(|_| WorldError("gate"))?;
-        let shared_a = mint(CapGrant::new(SHARED, CTX_A, Protections::READ), &targets)?;
+        let shared_a = mint(
+            CapGrant::new(shared, ctx_a, Protections::READ),
+            &targets_key,
+        )?;
         let a = [
-            mint(expiring, &targets)?,
-            mint(CapGrant::new(RWX, CTX_A, Protections::READ), &targets)?,
+            mint(expiring_grant, &targets_key)?,
+            mint(CapGrant::new(rwx, ctx_a, Protections::READ), &targets_key)?,
             mint(
-                CapGrant::new(PLAIN, CTX_A, Protections::READ | Protections::WRITE),
-                &targets,
+                CapGrant::new(plain, ctx_a, Protections::READ | Protections::WRITE),
+                &targets_key,
             )?,
             shared_a,
-            mint(CapGrant::new(RACE, CTX_A, Protections::READ), &race)?,
+            mint(CapGrant::new(race, ctx_a, Protections::READ), &race_key)?,
         ];
-        let b = [mint(gate, &targets)?];
+        let b = [mint(gate, &targets_key)?];
         let c = [mint(
-            CapGrant::new(SHARED, CTX_C, Protections::READ),
-            &targets,
+            CapGrant::new(shared, ctx_c, Protections::READ),
+            &targets_key,
         )?];
         let encode = |caps: &[Cap]| {
             let mut e = SecCtxEditor::new();
@@ -152,22 +221,23 @@ impl World {
             body: Body::Key(k.verifying_key()),
         };
         let objects = alloc::vec![
-            keyobj(K_TARGETS, &targets),
-            keyobj(K_RACE, &race),
-            ctx(CTX_A, encode(&a)?),
-            ctx(CTX_B, encode(&b)?),
-            ctx(CTX_C, encode(&c)?),
-            data(EXPIRING, K_TARGETS),
-            data(RWX, K_TARGETS),
-            data(CODE, K_TARGETS),
-            data(PLAIN, K_TARGETS),
-            data(SHARED, K_TARGETS),
-            data(RACE, K_RACE),
+            keyobj(k_targets, &targets_key),
+            keyobj(k_race, &race_key),
+            ctx(ctx_a, encode(&a)?),
+            ctx(ctx_b, encode(&b)?),
+            ctx(ctx_c, encode(&c)?),
+            data(expiring, k_targets),
+            data(rwx, k_targets),
+            data(code, k_targets),
+            data(plain, k_targets),
+            data(shared, k_targets),
+            data(race, k_race),
         ];
         Ok(World {
             objects,
             expires,
             shared_a: shared_a.id(),
+            ids,
         })
     }
 

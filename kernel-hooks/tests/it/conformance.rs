@@ -7,7 +7,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use kernel_hooks::conformance::{self, Body, Calls, Harness, Outcome, World};
+use kernel_hooks::conformance::{self, Body, Calls, Harness, Ids, Outcome, World};
 use kernel_hooks::{
     CtxBytes, Decision, Engine, Fault, Host, ObjectInfo, SecCtxMgr, SwitchResult, Unmap,
     UnmapGranularity,
@@ -272,8 +272,8 @@ impl<const PER_OBJECT: bool> Harness for StdHarness<PER_OBJECT> {
     }
 }
 
-fn run_suite<const PER_OBJECT: bool>() {
-    let world = World::build(BOOT_UNIX_NS + 1_000).expect("the world builds");
+fn run_suite<const PER_OBJECT: bool>(ids: Ids) {
+    let world = World::build_with(BOOT_UNIX_NS + 1_000, ids).expect("the world builds");
     let harness = StdHarness::<PER_OBJECT>::new(&world);
     let reports = conformance::run(&harness, &world);
     for r in &reports {
@@ -299,10 +299,52 @@ fn run_suite<const PER_OBJECT: bool>() {
 
 #[test]
 fn a_host_that_unmaps_per_context_conforms() {
-    run_suite::<false>();
+    run_suite::<false>(Ids::FIXED);
 }
 
 #[test]
 fn a_host_that_unmaps_per_object_conforms() {
-    run_suite::<true>();
+    run_suite::<true>(Ids::FIXED);
+}
+
+/// Ids a host derives itself (as Twizzler's kernel does from an object's `kuid`): large,
+/// unordered, none of them `0xa000 | n`.
+fn derived_ids() -> Ids {
+    let id = |n: u128| ObjID::new(0x9e37_79b9_7f4a_7c15_f39c_c060_5ced_c834 ^ (n << 96) ^ n);
+    Ids {
+        k_targets: id(11),
+        k_race: id(3),
+        ctx_a: id(7),
+        ctx_b: id(1),
+        ctx_c: id(9),
+        expiring: id(5),
+        rwx: id(2),
+        code: id(10),
+        plain: id(4),
+        shared: id(8),
+        race: id(6),
+    }
+}
+
+#[test]
+fn a_host_with_ids_of_its_own_conforms() {
+    // The checks name objects only through the world's ids: nothing assumes the fixed ones.
+    run_suite::<false>(derived_ids());
+}
+
+#[test]
+fn a_world_with_two_objects_of_one_id_is_refused() {
+    let mut ids = derived_ids();
+    ids.race = ids.ctx_a;
+    assert!(World::build_with(BOOT_UNIX_NS, ids).is_err());
+    assert_eq!(ids.kuid_of(ids.plain), Some(ids.k_targets));
+    assert_eq!(
+        derived_ids().kuid_of(derived_ids().race),
+        Some(derived_ids().k_race)
+    );
+    assert_eq!(
+        ids.kuid_of(ids.ctx_b),
+        None,
+        "a context is keyed by nobody here"
+    );
 }
