@@ -51,7 +51,7 @@ const SILENCE_TIMEOUT: Duration = Duration::from_secs(300);
 const PORT_DIR: &str = "twizzler-port";
 /// Where our kernel files go in the checkout (the adapter replaces upstream's module; the
 /// rest are its in-kernel tests).
-const OUR_FILES: [(&str, &str); 5] = [
+const OUR_FILES: [(&str, &str); 6] = [
     ("kernel/security.rs", "src/kernel/src/security.rs"),
     (
         "kernel/security/port_tests.rs",
@@ -69,7 +69,14 @@ const OUR_FILES: [(&str, &str); 5] = [
         "kernel/security/port_tests/timing.rs",
         "src/kernel/src/security/port_tests/timing.rs",
     ),
+    (
+        "kernel/security/port_tests/conformance.rs",
+        "src/kernel/src/security/port_tests/conformance.rs",
+    ),
 ];
+/// What the port's conformance test prints before each check's line and its summary
+/// (`kernel_hooks::conformance::Report`'s `Display`).
+const CONFORMANCE_PREFIX: &str = "conformance: ";
 /// What our timing test prints before each figure (`port_tests/timing.rs`, the expiry test).
 const TIMING_PREFIX: &str = "port timing: ";
 /// The kernel's target spec, relative to the checkout.
@@ -636,11 +643,20 @@ struct Report {
     tests_time: Option<Duration>,
     /// `port timing:` lines: what was timed, and the figure.
     timings: Vec<(String, String)>,
+    /// `conformance:` lines: each check's (`<check>: pass`, `... FAIL: <why>`,
+    /// `... skipped: <why>`), then the summary.
+    conformance: Vec<String>,
 }
 
 impl Report {
     fn feed(&mut self, line: &str, since_boot: Duration, tests_started: &mut Option<Instant>) {
-        if let Some(rest) = line.split(TIMING_PREFIX).nth(1) {
+        if let Some(rest) = line.split(CONFORMANCE_PREFIX).nth(1) {
+            // A failing suite's panic message repeats its lines: keep each once.
+            let rest = rest.trim().to_owned();
+            if !self.conformance.contains(&rest) {
+                self.conformance.push(rest);
+            }
+        } else if let Some(rest) = line.split(TIMING_PREFIX).nth(1) {
             let (what, figure) = rest.rsplit_once(": ").unwrap_or((rest, ""));
             self.timings
                 .push((format!("  {}", what.trim()), figure.trim().to_owned()));
@@ -660,6 +676,27 @@ impl Report {
             self.tests_time = tests_started.map(|t| t.elapsed());
         } else if line.contains("panicked at") || line.contains("PANIC") {
             self.panic.get_or_insert_with(|| line.trim().to_owned());
+        }
+    }
+
+    /// The conformance suite's summary (`N checks, P pass, F fail, S skipped`), then every
+    /// check that did not pass, with its reason. Nothing if the suite printed nothing (an
+    /// `--upstream-only` run).
+    fn conformance_rows(&self, rows: &mut Vec<(String, String, bool)>) {
+        if self.conformance.is_empty() {
+            return;
+        }
+        let summary = self.conformance.iter().find(|l| l.contains(" checks, "));
+        let failed = |l: &String| l.contains(": FAIL: ");
+        rows.push((
+            "conformance suite (kernel_hooks::conformance)".into(),
+            summary.cloned().unwrap_or_else(|| "no summary".into()),
+            summary.is_some() && !self.conformance.iter().any(failed),
+        ));
+        for line in self.conformance.iter().filter(|l| !l.ends_with(": pass")) {
+            if Some(line) != summary {
+                rows.push((format!("  {line}"), String::new(), !failed(line)));
+            }
         }
     }
 
@@ -703,6 +740,7 @@ impl Report {
             self.finished && self.announced == Some(self.passed.len()),
         ));
         rows.push(("test run".into(), timing(self.tests_time), self.finished));
+        self.conformance_rows(rows);
         if !self.timings.is_empty() {
             rows.push((
                 "timings in this boot (port_tests/timing.rs):".into(),
@@ -898,4 +936,62 @@ fn print_table(rows: &[(String, String, bool)], total: Duration) {
         "total",
         format!("{:.0} s", total.as_secs_f64())
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The table rows for a serial log made of `lines`.
+    fn rows_of(lines: &[&str]) -> Vec<(String, String, bool)> {
+        let mut report = Report::default();
+        let mut started = None;
+        for line in lines {
+            report.feed(line, Duration::ZERO, &mut started);
+        }
+        let mut rows = Vec::new();
+        report.conformance_rows(&mut rows);
+        rows
+    }
+
+    #[test]
+    fn a_passing_suite_is_one_row_with_its_summary() {
+        let rows = rows_of(&[
+            "conformance: one clock: pass",
+            "conformance: an interrupt inside the engine calls nothing of it: skipped: no",
+            "conformance: 2 checks, 1 pass, 0 fail, 1 skipped",
+        ]);
+        assert_eq!(rows.len(), 2, "{rows:?}");
+        assert_eq!(rows[0].1, "2 checks, 1 pass, 0 fail, 1 skipped");
+        assert!(rows.iter().all(|r| r.2), "a skip fails nothing: {rows:?}");
+        assert!(rows[1].0.contains("skipped: no"));
+    }
+
+    #[test]
+    fn a_failed_check_fails_the_suite_and_is_listed_once() {
+        let fail = "conformance: write-protection: FAIL: mapped r-x";
+        // The test's panic message repeats the failing line.
+        let rows = rows_of(&[
+            fail,
+            "conformance: 1 checks, 0 pass, 1 fail, 0 skipped",
+            "[error] panicked at conformance.rs:1:1:",
+            fail,
+        ]);
+        assert!(!rows[0].2, "the suite's row fails: {rows:?}");
+        let listed: Vec<_> = rows.iter().filter(|r| r.0.contains("FAIL")).collect();
+        assert_eq!(listed.len(), 1, "{rows:?}");
+        assert!(!listed[0].2);
+    }
+
+    #[test]
+    fn a_suite_without_its_summary_fails() {
+        let rows = rows_of(&["conformance: one clock: pass"]);
+        assert_eq!(rows[0].1, "no summary");
+        assert!(!rows[0].2);
+    }
+
+    #[test]
+    fn no_suite_output_adds_no_row() {
+        assert!(rows_of(&["test port_x: ok"]).is_empty());
+    }
 }

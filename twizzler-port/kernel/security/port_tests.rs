@@ -49,6 +49,7 @@ use crate::{
     thread::{Thread, current_memory_context, priority::Priority},
 };
 
+mod conformance;
 mod fault_path;
 mod policy;
 mod timing;

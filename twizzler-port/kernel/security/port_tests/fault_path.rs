@@ -31,7 +31,7 @@ fn map_at_slot(target: &ObjectRef, prots: Protections) -> u64 {
 
 /// Maps `target` at slot `n` of the current (user) memory context with `prots`, and returns
 /// the slot's base address.
-fn map_at_slot_n(target: &ObjectRef, n: usize, prots: Protections) -> u64 {
+pub(super) fn map_at_slot_n(target: &ObjectRef, n: usize, prots: Protections) -> u64 {
     let Some(ctx) = current_memory_context() else {
         panic!("the job runs in a user memory context");
     };
@@ -51,7 +51,7 @@ fn map_at_slot_n(target: &ObjectRef, n: usize, prots: Protections) -> u64 {
     base
 }
 
-fn va(raw: u64) -> VirtAddr {
+pub(super) fn va(raw: u64) -> VirtAddr {
     VirtAddr::new(raw).unwrap_or_else(|_| panic!("canonical address {raw:#x}"))
 }
 
