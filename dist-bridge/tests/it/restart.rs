@@ -9,10 +9,10 @@ use dist_bridge::controller::{VERSION_FILE_LEN, encode_version_file};
 use dist_bridge::token::HEADER_LEN;
 use dist_bridge::*;
 
-/// A fresh directory under the target dir (no extra dev-dependency for temp dirs).
+/// A fresh directory under this process's scratch root (no extra dev-dependency for temp
+/// dirs).
 fn scratch(name: &str) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("dist-bridge-{name}-{}", std::process::id()));
+    let dir = crate::net::scratch_root().join(format!("restart-{name}"));
     let _ = fs::remove_dir_all(&dir);
     fs::create_dir_all(&dir).unwrap();
     dir

@@ -42,17 +42,44 @@ pub fn bench_runtime() -> tokio::runtime::Runtime {
         .expect("a tokio runtime")
 }
 
-/// A fresh directory under the target dir.
+/// A fresh directory for one test under this process's scratch root ([`scratch_root`]).
 pub fn scratch(name: &str) -> PathBuf {
     static N: AtomicU32 = AtomicU32::new(0);
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!(
-        "dist-bridge-svc-{name}-{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    ));
+    let dir = scratch_root().join(format!("svc-{name}-{}", N.fetch_add(1, Ordering::Relaxed)));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     dir
+}
+
+/// This test process's scratch root, `target/tmp/dist-bridge-<pid>`. Made once; the first
+/// call removes the roots of earlier test processes that are no longer running (a process
+/// whose `/proc/<pid>` is gone), so scratch directories do not pile up run after run, and a
+/// failed run's directories stay until the next run for a look. A child process this binary
+/// starts (`shared_store`) has a root of its own, and its parent's is left alone while the
+/// parent runs.
+pub fn scratch_root() -> &'static Path {
+    static ROOT: OnceLock<PathBuf> = OnceLock::new();
+    ROOT.get_or_init(|| {
+        let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
+        let gone = |pid: &str| {
+            pid.parse::<u32>().is_ok()
+                && Path::new("/proc/self").exists()
+                && !Path::new("/proc").join(pid).exists()
+        };
+        if let Ok(entries) = std::fs::read_dir(tmp) {
+            for e in entries.flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                if let Some(pid) = name.strip_prefix("dist-bridge-")
+                    && gone(pid)
+                {
+                    let _ = std::fs::remove_dir_all(e.path());
+                }
+            }
+        }
+        let root = tmp.join(format!("dist-bridge-{}", std::process::id()));
+        std::fs::create_dir_all(&root).unwrap();
+        root
+    })
 }
 
 /// The test process's development PKI: a CA, nodes 1 to 64, operator `ops`, clients `app`
