@@ -250,6 +250,36 @@ pub fn table() -> Option<&'static ObjectTable> {
 /// How many times the engine asked for an unmap, and how many present pages that cleared.
 static UNMAP_CALLS: AtomicU64 = AtomicU64::new(0);
 static PAGES_UNMAPPED: AtomicU64 = AtomicU64::new(0);
+/// A scenario's action, run once in the next context write's window: right after the write
+/// fault's `invalidate_ctx`, before the page is made writable ([`in_next_write_window`]).
+static WRITE_WINDOW_HOOK: Mutex<Option<WindowHook>> = Mutex::new(None);
+
+/// What [`in_next_write_window`] runs.
+type WindowHook = alloc::boxed::Box<dyn FnOnce() + Send>;
+
+/// Runs `f` once, in the next context write's window (the several-CPU scenario that races a
+/// miss on another CPU with a context write).
+pub fn in_next_write_window(f: WindowHook) {
+    *WRITE_WINDOW_HOOK.lock() = Some(f);
+}
+
+/// The fault path's call at the window: runs the scenario's action, if one is set.
+pub fn run_write_window_hook() {
+    let hook = WRITE_WINDOW_HOOK.lock().take();
+    if let Some(f) = hook {
+        f();
+    }
+}
+
+/// `with_ctx` calls that waited for another CPU's context write to leave its window.
+static WINDOW_WAITS: AtomicU64 = AtomicU64::new(0);
+
+/// How many `with_ctx` calls waited for another CPU's context write to leave its window
+/// since boot.
+pub fn window_waits() -> u64 {
+    WINDOW_WAITS.load(Ordering::Relaxed)
+}
+
 /// Pages a dirty context's re-protection took write access from.
 static PAGES_REPROTECTED: AtomicU64 = AtomicU64::new(0);
 

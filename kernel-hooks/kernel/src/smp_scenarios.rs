@@ -21,6 +21,7 @@
 //! unmaps on every CPU), and [`switch_vs_detach`] has a task switch to an inactive context
 //! while the boot CPU detaches and re-attaches that context on the task's `SecCtxMgr`.
 
+use alloc::boxed::Box;
 use alloc::format;
 use alloc::string::String;
 use alloc::sync::Arc;
@@ -28,8 +29,8 @@ use alloc::vec::Vec;
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use kernel_hooks::cache::{SETS, WAYS};
-use kernel_hooks::{DetachError, Fault, SecCtxMgr};
-use twizzler_capsec::{AccessKind, ObjID};
+use kernel_hooks::{Decision, DenyCause, DetachError, Fault, SecCtxMgr, Violation};
+use twizzler_capsec::{AccessKind, ObjID, Protections};
 
 use crate::objects::{ENGINE, table};
 use crate::paging::PAGE;
@@ -339,6 +340,13 @@ pub fn run_all() -> Option<SmpResults> {
         &r,
     );
 
+    let r = write_window_vs_miss();
+    push(
+        "ctx write vs a miss under it on CPU 1",
+        "no grant from before the write",
+        &r,
+    );
+
     let decide = Some(contention(aps));
 
     // Last: it moves the engine's clock forward by hours.
@@ -376,6 +384,91 @@ fn edit_and_invalidate() -> Result<(), String> {
     }
     ENGINE.invalidate_ctx(CTX_SMP_EDIT);
     Ok(())
+}
+
+/// A thread writes its context ([`CTX_WRITTEN`], which grants it `rw-` on itself) while a
+/// thread under the same context on CPU 1 reads [`WRITTEN_DATA`] for the first time, inside
+/// the write's window: after the write fault's `invalidate_ctx`, before the context page is
+/// writable. The write then empties the context's entry table (the entry count, header byte
+/// 20, as the self-editing task does), stored as the thread stores it: through the page
+/// tables. No decision made from the bytes before the write may outlive it: a read of the
+/// data afterwards must be denied for want of a record. A host that lets the other CPU read
+/// the context inside the window caches a grant from the old bytes, which nothing sweeps once
+/// the page is writable (integration guide, section 5).
+fn write_window_vs_miss() -> Race {
+    /// The reader's fault on CPU 1, started inside the window.
+    type ReaderJob = smp::Pending<Result<(), Outcome>>;
+    let (Some(ctx_base), Some(data), Some(code)) = (
+        task::addr_of(CTX_WRITTEN, PAGE),
+        task::addr_of(WRITTEN_DATA, 0x1000),
+        task::addr_of(PROGRAM, PAGE),
+    ) else {
+        return failed(String::from("the scenario's objects are not in the table"));
+    };
+    let waits_before = crate::objects::window_waits();
+    let reader: Arc<spin::Mutex<Option<ReaderJob>>> = Arc::new(spin::Mutex::new(None));
+    let slot = Arc::clone(&reader);
+    crate::objects::in_next_write_window(Box::new(move || {
+        let pending = smp::run_on(1, move || {
+            task::fault_as(&SecCtxMgr::new(CTX_WRITTEN), data, AccessKind::Read)
+        });
+        if let Some(p) = &pending {
+            // Until the reader has decided, or is held back by the window.
+            while !p.is_done() && crate::objects::window_waits() == waits_before {
+                core::hint::spin_loop();
+            }
+        }
+        *slot.lock() = pending;
+    }));
+    let writer = SecCtxMgr::new(CTX_WRITTEN);
+    let count_at = ctx_base + 20;
+    let fault = task::fault_from(&writer, count_at, AccessKind::Write, code);
+    let pending = reader.lock().take();
+    let Some(read) = pending.and_then(|p| p.wait(TASK_TIMEOUT_NS)) else {
+        return failed(String::from(
+            "the reader on CPU 1 did not run, or did not finish",
+        ));
+    };
+    let held = crate::objects::window_waits() > waits_before;
+    let store = task::kernel_access(&writer, count_at, AccessKind::Write, 0);
+    let after = ENGINE.decide(
+        &SecCtxMgr::new(CTX_WRITTEN),
+        &Fault::lazy(WRITTEN_DATA, Protections::empty(), 0x2000, AccessKind::Read),
+    );
+    let no_record = matches!(
+        &after,
+        Decision::Violation(Violation::Denied {
+            cause: DenyCause::NoRecord,
+            ..
+        })
+    );
+    let show = |r: &Result<(), Outcome>| match r {
+        Ok(()) => String::from("ok"),
+        Err(o) => format!("{o}"),
+    };
+    let after_text = match &after {
+        Decision::Map { prots, .. } => format!("granted {prots}"),
+        Decision::Violation(v) => format!("denied ({v})"),
+    };
+    Race {
+        got: format!(
+            "write fault {}, reader {} ({}), store {}; then a read: {after_text}",
+            show(&fault),
+            show(&read),
+            if held {
+                "held until the write"
+            } else {
+                "inside the window"
+            },
+            match &store {
+                Ok(_) => String::from("ok"),
+                Err(o) => format!("{o}"),
+            },
+        ),
+        ok: fault.is_ok() && read.is_ok() && store.is_ok() && no_record,
+        reason: None,
+        cycles: 0,
+    }
 }
 
 /// Set while the application processors decide in a loop.

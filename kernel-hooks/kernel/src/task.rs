@@ -402,6 +402,23 @@ pub fn fault_as(thread: &SecCtxMgr, addr: u64, kind: AccessKind) -> Result<(), O
     page_fault(thread, addr, error, addr, &mut Vec::new(), false)
 }
 
+/// [`fault_as`] with the faulting instruction at user address `rip` (a write into a context
+/// object re-faults the instruction's page first, as it must be executable).
+pub fn fault_from(
+    thread: &SecCtxMgr,
+    addr: u64,
+    kind: AccessKind,
+    rip: u64,
+) -> Result<(), Outcome> {
+    let error = PF_USER
+        | match kind {
+            AccessKind::Read => 0,
+            AccessKind::Write => PF_WRITE,
+            AccessKind::Exec => PF_FETCH,
+        };
+    page_fault(thread, addr, error, rip, &mut Vec::new(), false)
+}
+
 /// The kernel reads (`Read`) or writes (`Write`, storing `value`) the byte at user address
 /// `addr` on `thread`'s behalf: a `copy_from_user` / `copy_to_user` of one byte. A
 /// kernel-mode fault on a user address is decided as the thread's own access, through the
@@ -665,6 +682,7 @@ fn decide_and_map(
         }
         Some(_) if !ctx_invalidated => {
             record.invalidated = Some(ENGINE.invalidate_ctx(object.id).total());
+            crate::objects::run_write_window_hook();
             faults.push(record);
             return write_ctx(thread, addr, error, rip, faults).map(|()| Installed::Yes);
         }
@@ -704,7 +722,9 @@ fn write_ctx(
     rip: u64,
     faults: &mut Vec<FaultRecord>,
 ) -> Result<(), Outcome> {
-    if !mapped_prots(rip).is_some_and(|p| p.contains(Protections::EXEC)) {
+    // Only a user-mode write has a user instruction to keep mapped: a kernel-mode one (a
+    // copy to user memory) runs kernel code.
+    if error & PF_USER != 0 && !mapped_prots(rip).is_some_and(|p| p.contains(Protections::EXEC)) {
         page_fault(thread, rip, PF_USER | PF_FETCH, rip, faults, false)?;
     }
     page_fault(thread, addr, error, rip, faults, true)

@@ -134,6 +134,12 @@ pub mod ids {
     pub const CTX_SWITCH_A: ObjID = ObjID::new(0x5c23);
     /// The inactive context of that race, attached and detached by another CPU.
     pub const CTX_SWITCH_B: ObjID = ObjID::new(0x5c24);
+    /// Data only [`CTX_WRITTEN`] grants (`r--`): read on another CPU while a thread writes
+    /// that context.
+    pub const WRITTEN_DATA: ObjID = ObjID::new(0xe008);
+    /// A context written while another CPU misses under it: `r--` on [`WRITTEN_DATA`] and
+    /// `rw-` on itself (its `kuid` signs), which lets its threads write it.
+    pub const CTX_WRITTEN: ObjID = ObjID::new(0x5c25);
 }
 
 /// How many cache-pressure objects there are (the several-CPU eviction scenario).
@@ -156,6 +162,8 @@ pub fn cache_word(i: u64) -> u64 {
 pub const FIRST_SMP_SLOT: u64 = 50;
 /// The slot of [`ids::SWITCH_DATA`] (past the other several-CPU objects).
 pub const SWITCH_SLOT: u64 = FIRST_SMP_SLOT + 6;
+/// The slot of [`ids::WRITTEN_DATA`] (past the conformance suite's, before the cache's).
+pub const WRITTEN_SLOT: u64 = 63;
 /// When the capability on [`ids::SMP_EXPIRING`] expires: five hours after boot (the race
 /// moves the engine's clock to shortly before it).
 pub const SMP_EXPIRY_NS: u64 = BOOT_EPOCH_NS + 5 * 3_600 * 1_000_000_000;
@@ -579,6 +587,29 @@ pub fn build(rng: &mut RdRand, pt: &mut PageTables) -> Result<ObjectTable, World
     let mut switch_b = SecCtxEditor::new();
     switch_b.add_cap(&cap(SWITCH_DATA, CTX_SWITCH_B, rw, &ed)?);
     objects.push(context(pt, slot, CTX_SWITCH_B, None, switch_b.encode()?)?);
+
+    // A context write racing a miss on another CPU: data only CTX_WRITTEN grants, and rw-
+    // on the context itself, so a thread under it may write it.
+    objects.push(frames_object(
+        pt,
+        WRITTEN_DATA,
+        WRITTEN_SLOT,
+        Some(KEY_ED25519),
+        none,
+        |page, frame| {
+            frame.fill(fill_byte(WRITTEN_SLOT, page));
+        },
+    )?);
+    let mut written = SecCtxEditor::new();
+    written.add_cap(&cap(WRITTEN_DATA, CTX_WRITTEN, r, &ed)?);
+    written.add_cap(&cap(CTX_WRITTEN, CTX_WRITTEN, rw, &ed)?);
+    objects.push(context(
+        pt,
+        slot,
+        CTX_WRITTEN,
+        Some(KEY_ED25519),
+        written.encode()?,
+    )?);
 
     // Malformed: a valid context cut in half, and random bytes.
     let mut whole = main.encode()?;
