@@ -23,16 +23,18 @@
 //! write-protection protocol of the integration guide (section 5):
 //!
 //! 1. a context page is always mapped **read-only** at first, whatever the engine grants;
-//! 2. a write fault on it that the engine allows calls [`Engine::invalidate_ctx`] (which
-//!    unmaps everything granted under that context), marks the context *dirty* and maps the
-//!    page writable ([`CtxObject::map_writable`]);
+//! 2. a write fault on it that the engine allows opens the write's window
+//!    ([`CtxObject::open_write_window`]: until it closes, every other CPU's `with_ctx` of the
+//!    context waits), calls [`Engine::invalidate_ctx`] (which unmaps everything granted under
+//!    that context), marks the context *dirty* and maps the page writable
+//!    ([`CtxObject::map_writable`]), and closes the window;
 //! 3. [`Host::with_ctx`] write-protects a dirty context again (clears the W bit of its
 //!    mappings, `invlpg`) before it lends the bytes, and holds the context's state lock while
 //!    the engine reads them, so no write fault can make the page writable meanwhile.
 
 use alloc::collections::BTreeSet;
 use alloc::vec::Vec;
-use core::sync::atomic::{AtomicU64, Ordering};
+use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use kernel_hooks::{CtxBytes, Engine, Host, Invalidation, ObjectInfo, Unmap};
 use spin::{Mutex, Once};
@@ -67,6 +69,31 @@ pub struct CtxObject {
 struct CtxState {
     /// A user mapping of the context may be writable.
     dirty: bool,
+    /// The CPU whose write to the context is in its window ([`CtxObject::open_write_window`]):
+    /// every other CPU's `with_ctx` of the context waits until it closes.
+    writer: Option<usize>,
+}
+
+/// No CPU holds [`WRITE_GATE`].
+const NO_CPU: usize = usize::MAX;
+
+/// The CPU whose context write is in its window, system-wide ([`NO_CPU`]: none). One window
+/// at a time: a writer's own decisions may read other contexts, and with two windows open
+/// at once, each writer could wait in `with_ctx` for the other's context.
+static WRITE_GATE: AtomicUsize = AtomicUsize::new(NO_CPU);
+
+/// A context write's window, from the write fault's `invalidate_ctx` to the writable
+/// install: while it is open, only its CPU reads the context ([`Host::with_ctx`] makes the
+/// others wait). Closed when dropped.
+pub struct WriteWindow<'a> {
+    ctx: &'a CtxObject,
+}
+
+impl Drop for WriteWindow<'_> {
+    fn drop(&mut self) {
+        self.ctx.state.lock().writer = None;
+        WRITE_GATE.store(NO_CPU, Ordering::Release);
+    }
 }
 
 impl CtxObject {
@@ -88,7 +115,10 @@ impl CtxObject {
         Some(Self {
             frames,
             len: bytes.len(),
-            state: Mutex::new(CtxState { dirty: false }),
+            state: Mutex::new(CtxState {
+                dirty: false,
+                writer: None,
+            }),
         })
     }
 
@@ -106,6 +136,30 @@ impl CtxObject {
             *byte = frame.read_byte(off as u64);
         }
         Some(u32::from_le_bytes(b))
+    }
+
+    /// Opens the window of a write to this context (step 2 of the protocol): called before
+    /// the write fault's `invalidate_ctx`, kept until the page is writable. Without it, a miss
+    /// under the context on another CPU between the invalidation and the install reads the
+    /// bytes from before the write and caches what they grant, and nothing sweeps that
+    /// decision once the page is writable (the write itself no longer faults). With it, that
+    /// miss waits, then finds the context dirty: it write-protects it and reads the bytes
+    /// as they are, and the next write faults and invalidates again.
+    ///
+    /// Waits (holding nothing) while another CPU's window is open anywhere: see
+    /// [`WRITE_GATE`]. The writer's own reads of this context (re-faulting its instruction's
+    /// page, deciding the write again) pass: no one else can write the context meanwhile, as
+    /// every user mapping of it is read-only until this write's install.
+    pub fn open_write_window(&self) -> WriteWindow<'_> {
+        let me = crate::smp::current();
+        while WRITE_GATE
+            .compare_exchange(NO_CPU, me, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+        {
+            core::hint::spin_loop();
+        }
+        self.state.lock().writer = Some(me);
+        WriteWindow { ctx: self }
     }
 
     /// Step 2 of the protocol, after `invalidate_ctx`: marks the context dirty and runs `map`
@@ -390,7 +444,26 @@ impl Host for KernelHost {
         // Held until the engine is done: a write fault on this context waits here before it
         // can map a page writable (step 2 of the protocol takes this lock). The engine calls
         // only `with_key` and `object` inside, which do not take it.
-        let mut state = c.state.lock();
+        // A write to the context is in its window on another CPU: wait (holding nothing) until
+        // it closes, so no decision is made from the bytes before that write.
+        let me = crate::smp::current();
+        let mut waited = false;
+        let mut state = loop {
+            let state = c.state.lock();
+            match state.writer {
+                Some(cpu) if cpu != me => {
+                    drop(state);
+                    if !waited {
+                        // Counted as it starts: a scenario waits for this to know the miss
+                        // is held back.
+                        WINDOW_WAITS.fetch_add(1, Ordering::Relaxed);
+                        waited = true;
+                    }
+                    core::hint::spin_loop();
+                }
+                _ => break state,
+            }
+        };
         if state.dirty {
             // Step 3: take write access away again before lending the bytes.
             let mut paging = PAGING.lock();

@@ -680,7 +680,10 @@ fn decide_and_map(
             let ro = prots - Protections::WRITE;
             map(thread, page_addr, frame, ro, granted_under, &ticket).map(|ok| ok.then_some(ro))
         }
-        Some(_) if !ctx_invalidated => {
+        Some(ctx) if !ctx_invalidated => {
+            // The write's window, open until the page is writable (or the write is refused):
+            // no other CPU reads the context in between (`CtxObject::open_write_window`).
+            let _window = ctx.open_write_window();
             record.invalidated = Some(ENGINE.invalidate_ctx(object.id).total());
             crate::objects::run_write_window_hook();
             faults.push(record);
