@@ -9,6 +9,15 @@
 //! - `broadcast_revoke/<N>`: the baseline's revocation in an N-node cluster, every message
 //!   delivered in-process (`BroadcastNode::revoke` and every peer's `handle`).
 
+// A benchmark harness: a failed setup stops the run, and its shared fixtures are public
+// to its modules only.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    unreachable_pub
+)]
+
 use std::hint::black_box;
 use std::time::Duration;
 

@@ -17,6 +17,15 @@
 //! The hit against upstream's reproduction and the repeated denials are `hit_vs_upstream` and
 //! `denied_repeat` in `fault_path.rs`; the lookup is `ctx_lookup` in `security.rs`.
 
+// A benchmark harness: a failed setup stops the run, and its shared fixtures are public
+// to its modules only.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    unreachable_pub
+)]
+
 use std::hint::black_box;
 use std::time::Duration;
 

@@ -11,6 +11,15 @@
 //! `cargo bench -p benches --bench paired [-- [--quick] [FILTER]]`. Criterion's own flags are
 //! accepted and ignored, so `cargo bench -p benches -- --noplot` runs this target too.
 
+// A benchmark harness: a failed setup stops the run, and its shared fixtures are public
+// to its modules only.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    unreachable_pub
+)]
+
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
@@ -295,7 +304,7 @@ fn main() {
         *page = *page % 16 + 1;
         let f =
             kernel_hooks::Fault::new(obj(0), benches::host::INFO, *page * 4096, AccessKind::Read);
-        black_box(e.decide(&thread, black_box(&f)));
+        let _ = black_box(e.decide(&thread, black_box(&f)));
     };
     // A key no record's issuer has: records signed with it fail verification.
     let wrong = SigningKey::generate(SigningScheme::Ed25519, &mut ChaCha20Rng::seed_from_u64(2));
@@ -569,7 +578,7 @@ fn main() {
                     (i % 16 + 1) * 4096,
                     AccessKind::Read,
                 );
-                black_box(e.decide(thread, black_box(&f)));
+                let _ = black_box(e.decide(thread, black_box(&f)));
             }),
             b: Box::new(move || {
                 j = j.wrapping_add(1);
@@ -587,10 +596,10 @@ fn main() {
             a_name: "repeated denied fault",
             b_name: "granted hit",
             a: Box::new(move || {
-                black_box(e.decide(thread, black_box(read1)));
+                let _ = black_box(e.decide(thread, black_box(read1)));
             }),
             b: Box::new(move || {
-                black_box(granted.decide(thread, black_box(read1)));
+                let _ = black_box(granted.decide(thread, black_box(read1)));
             }),
         });
     }

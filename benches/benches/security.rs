@@ -9,6 +9,15 @@
 //! Benchmark names (`group/function/parameter`) are stable: `docs/BENCHMARKS.md` and criterion's
 //! saved baselines (`--save-baseline`, `--baseline`) refer to them.
 
+// A benchmark harness: a failed setup stops the run, and its shared fixtures are public
+// to its modules only.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    unreachable_pub
+)]
+
 use std::hint::black_box;
 use std::sync::OnceLock;
 use std::time::Duration;

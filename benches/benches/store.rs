@@ -5,6 +5,15 @@
 //! The directory store rows are "today's" behaviour before issue 13: every access reads and
 //! checksums the whole file, every write rewrites and fsyncs it.
 
+// A benchmark harness: a failed setup stops the run, and its shared fixtures are public
+// to its modules only.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    unreachable_pub
+)]
+
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

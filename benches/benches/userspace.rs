@@ -3,6 +3,15 @@
 //! database store (`DbStore`: a transaction, fsynced, on every change) and, to separate the
 //! crypto and encoding from the disk, on the in-memory store.
 
+// A benchmark harness: a failed setup stops the run, and its shared fixtures are public
+// to its modules only.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    unreachable_pub
+)]
+
 use std::hint::black_box;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};

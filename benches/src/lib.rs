@@ -1,5 +1,14 @@
 //! Shared fixtures for the criterion benchmarks in `benches/benches/`.
 
+// A benchmark harness: a failed setup stops the run, and its shared fixtures are public
+// to its modules only.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    unreachable_pub
+)]
+
 use twizzler_capsec::{Authority, KeyLookupError, ObjID, VerifyingKey};
 
 /// An authority that knows one object's key, with no revocation and no verification memo

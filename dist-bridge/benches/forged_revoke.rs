@@ -11,6 +11,15 @@
 //! One node on loopback (tonic, mutual TLS), client and node in one process on the bench
 //! runtime (2 workers); the writer and the forgers are tasks on the same runtime.
 
+// A benchmark harness: a failed setup stops the run, and its shared fixtures are public
+// to its modules only.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    unreachable_pub
+)]
+
 #[path = "../tests/it/net/mod.rs"]
 mod net;
 

@@ -9,6 +9,15 @@
 //!   owner, whatever N; the guard it revokes is derived in the untimed setup) and `broadcast_revoke/N` (the baseline: the revoking node sends a
 //!   Broadcast request to each of the N − 1 peers and waits for every reply).
 
+// A benchmark harness: a failed setup stops the run, and its shared fixtures are public
+// to its modules only.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    unreachable_pub
+)]
+
 #[path = "../tests/it/net/mod.rs"]
 mod net;
 

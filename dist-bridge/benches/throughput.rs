@@ -16,6 +16,15 @@
 //! run of each configuration prints p50 and p99 latency (and the rate) to stderr and to
 //! `target/criterion/dist_throughput_latency.txt`.
 
+// A benchmark harness: a failed setup stops the run, and its shared fixtures are public
+// to its modules only.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    unreachable_pub
+)]
+
 #[path = "../tests/it/net/mod.rs"]
 mod net;
 

@@ -110,6 +110,7 @@ pub struct MessageCounts {
 
 /// Why a baseline operation failed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum BroadcastError {
     /// The capability is in this node's revoked table.
     Revoked(CapName),

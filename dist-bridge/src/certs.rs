@@ -42,6 +42,7 @@ pub const CA_COMMON_NAME: &str = "dist-bridge development CA";
 
 /// Why certificates could not be made or written.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum CertError {
     /// rcgen refused.
     Generate(rcgen::Error),
@@ -270,6 +271,10 @@ fn write_file(path: &Path, bytes: &[u8], mode: u32, force: bool) -> Result<(), C
         OutFileError::NoName(p) => CertError::Io {
             path: p,
             source: std::io::Error::from(std::io::ErrorKind::InvalidInput),
+        },
+        other => CertError::Io {
+            path: path.to_owned(),
+            source: std::io::Error::other(other.to_string()),
         },
     })
 }

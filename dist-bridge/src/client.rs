@@ -36,6 +36,7 @@ pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Why a call to a node failed.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum ClientError {
     /// The address is not a valid endpoint.
     BadAddress {

@@ -97,6 +97,7 @@ pub const VERSION_FILE_LEN: usize = 24 + 32;
 
 /// Why the controller version could not be read or made durable. Every variant names the file.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum VersionFileError {
     /// The operating system refused an operation.
     Io {

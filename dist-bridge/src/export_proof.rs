@@ -78,6 +78,7 @@ pub fn proof_message(claim: &ExportClaim<'_>, time: u64, nonce: &[u8; NONCE_LEN]
 
 /// Why a proof could not be made.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum ProveError {
     /// No randomness for the nonce.
     Random(getrandom::Error),
@@ -127,6 +128,7 @@ impl ExportProof {
 
 /// Why a proof was refused.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ProofError {
     /// The request carries no proof, or a malformed one.
     Missing(&'static str),

@@ -43,6 +43,7 @@ pub enum PeerIdentity {
 
 /// Why a certificate gives no identity.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum IdentityError {
     /// The certificate does not parse.
     BadCertificate,

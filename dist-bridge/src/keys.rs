@@ -16,6 +16,7 @@ use twizzler_capsec::{Authority, KeyLookupError, ObjID, RecordId, VerifyingKey};
 
 /// Why no verifying key could be found for an object.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum KeySourceError {
     /// No `kuid`, an unknown key, or a revoked key.
     Lookup(KeyLookupError),

@@ -53,6 +53,7 @@ use crate::token::{GuardRef, GuardedToken, Scope, TokenBody, TokenDecodeError, W
 
 /// Why an invocation (or another operation presenting a token) was refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum InvokeError {
     /// The bytes are not a well-formed token.
     Malformed(TokenDecodeError),
@@ -232,6 +233,7 @@ impl From<LookupError> for InvokeError {
 
 /// Why a capability could not be exported.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum ExportError {
     /// No verifying key for the capability's target.
     Key(KeySourceError),
@@ -384,6 +386,7 @@ const CHANGE_LEN: usize = 4 + 8 + 8;
 
 /// Why bytes are not an [`UpgradeNotice`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum NoticeDecodeError {
     /// Shorter than the header.
     Truncated(usize),

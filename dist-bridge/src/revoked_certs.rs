@@ -185,6 +185,7 @@ pub fn line(fp: &Fingerprint, note: &str) -> String {
 
 /// A revocation file that cannot be used.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum ListError {
     /// It cannot be read.
     Read {

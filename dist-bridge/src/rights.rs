@@ -100,6 +100,7 @@ impl fmt::Display for Op {
 
 /// Why a byte range is impossible.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum RangeError {
     /// The length is zero.
     Empty,

@@ -86,6 +86,7 @@ impl Default for GuardTableConfig {
 
 /// Why a [`GuardTableConfig`] is unusable.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ConfigError {
     /// `capacity` is 0.
     ZeroCapacity,
@@ -152,6 +153,7 @@ pub struct VersionChange {
 
 /// Why a `(index, version)` names no live guard.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum LookupError {
     /// The index is outside the table.
     NoSuchGuard {
@@ -611,6 +613,7 @@ impl GuardTable {
 
 /// Why a guard could not be created.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum InsertError {
     /// Every entry is live.
     Full(TableFull),

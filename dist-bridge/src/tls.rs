@@ -331,6 +331,7 @@ impl TlsMaterial {
 
 /// Why TLS material could not be loaded.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum TlsError {
     /// A file could not be read.
     Read {

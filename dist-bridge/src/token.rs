@@ -196,6 +196,7 @@ impl fmt::Display for Part {
 
 /// Why bytes are not a well-formed token.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum TokenDecodeError {
     /// Fewer bytes than the header and body need, or than the caveat count says.
     Truncated {
@@ -276,6 +277,7 @@ impl std::error::Error for TokenDecodeError {}
 
 /// Why a holder cannot attenuate a token as asked.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum AttenuateError {
     /// The token already carries [`MAX_CAVEATS`] caveats.
     TooManyCaveats,

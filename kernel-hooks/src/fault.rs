@@ -118,6 +118,7 @@ impl Fault {
 
 /// What the kernel must do about a fault.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[must_use]
 pub enum Decision {
     /// Map the faulting page with exactly `prots`.
     Map {

@@ -31,6 +31,7 @@ pub const KERNEL_SCTX: ObjID = ObjID::new(0);
 
 /// The result of [`SecCtxMgr::switch_context`], as in Twizzler.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[must_use]
 pub enum SwitchResult {
     /// The context was already active.
     NoSwitch,
@@ -42,6 +43,7 @@ pub enum SwitchResult {
 
 /// Why a context could not be attached.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum AttachError {
     /// It is already attached (active or inactive).
     AlreadyAttached(ObjID),
@@ -51,6 +53,7 @@ pub enum AttachError {
 
 /// Why a context could not be detached.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum DetachError {
     /// It is the active context: switch away first.
     Active(ObjID),

@@ -16,7 +16,7 @@ pub(crate) struct Counters {
 }
 
 impl Counters {
-    pub const fn new() -> Self {
+    pub(crate) const fn new() -> Self {
         Self {
             misses: AtomicU64::new(0),
             verifies: AtomicU64::new(0),
@@ -29,11 +29,11 @@ impl Counters {
         }
     }
 
-    pub fn bump(c: &AtomicU64) {
+    pub(crate) fn bump(c: &AtomicU64) {
         c.fetch_add(1, Ordering::Relaxed);
     }
 
-    pub fn snapshot(&self) -> Stats {
+    pub(crate) fn snapshot(&self) -> Stats {
         let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
         Stats {
             // Counted per cache set; the engine fills it in.

@@ -24,6 +24,15 @@
 //! Run: `cargo bench -p keytool --bench vs_openssl -- --warm-up-time 1 --measurement-time 3`.
 //! Needs `openssl` on `PATH`.
 
+// A benchmark harness: a failed setup stops the run, and its shared fixtures are public
+// to its modules only.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    unreachable_pub
+)]
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};

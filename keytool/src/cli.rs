@@ -110,7 +110,7 @@ Examples:
 /// contexts, and check what they grant.
 #[derive(Parser, Debug)]
 #[command(name = "keytool", version, after_long_help = TOP_HELP, after_help = "Run `keytool --help` for the store location, value formats, exit codes and an example session.")]
-pub struct Cli {
+pub(crate) struct Cli {
     /// The store directory [default: $TWZ_KEYTOOL_STORE, else $XDG_DATA_HOME/twizzler-keytool,
     /// else ~/.local/share/twizzler-keytool]
     #[arg(
@@ -131,7 +131,7 @@ pub struct Cli {
 
 /// Where a passphrase comes from (never the command line itself, which other users can see).
 #[derive(Args, Debug, Clone, Default)]
-pub struct PassArgs {
+pub(crate) struct PassArgs {
     /// Read the passphrase from the first line of FILE
     #[arg(long, value_name = "FILE", conflicts_with = "passphrase_env")]
     pub passphrase_file: Option<PathBuf>,
@@ -143,7 +143,7 @@ pub struct PassArgs {
 /// The passphrase of a new signing key (`keygen`, `import`): the flags of [`PassArgs`], or
 /// `--no-passphrase` to store the key unencrypted without asking on the terminal.
 #[derive(Args, Debug, Clone, Default)]
-pub struct NewPassArgs {
+pub(crate) struct NewPassArgs {
     /// --passphrase-file or --passphrase-env.
     #[command(flatten)]
     pub pass: PassArgs,
@@ -154,7 +154,7 @@ pub struct NewPassArgs {
 
 /// Argon2id cost of new sealed keys. Hidden: for tests, which need them cheap.
 #[derive(Args, Debug, Clone, Default)]
-pub struct KdfArgs {
+pub(crate) struct KdfArgs {
     /// Argon2id memory in KiB for new sealed keys
     #[arg(long, hide = true, hide_env = true, env = "TWZ_KEYTOOL_KDF_MEMORY_KIB")]
     pub kdf_memory_kib: Option<u32>,
@@ -165,7 +165,7 @@ pub struct KdfArgs {
 
 /// A signature scheme.
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Scheme {
+pub(crate) enum Scheme {
     /// Ed25519 (the default: faster to verify)
     Ed25519,
     /// ECDSA over NIST P-256 (upstream Twizzler's scheme)
@@ -174,7 +174,7 @@ pub enum Scheme {
 
 /// The hash of a record's signed message.
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Hash {
+pub(crate) enum Hash {
     /// BLAKE3 (the default)
     Blake3,
     /// SHA-256
@@ -183,7 +183,7 @@ pub enum Hash {
 
 /// A kind of access.
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum AccessArg {
+pub(crate) enum AccessArg {
     /// A load (needs r)
     Read,
     /// A store (needs rw)
@@ -194,7 +194,7 @@ pub enum AccessArg {
 
 /// Fields of a new record shared by `mint` and `delegate`.
 #[derive(Args, Debug, Clone)]
-pub struct GrantArgs {
+pub(crate) struct GrantArgs {
     /// The rights granted, as rwx (e.g. rw-, r--)
     #[arg(long, value_name = "PROTS", value_parser = parse::prots)]
     pub prots: Protections,
@@ -221,7 +221,7 @@ pub struct GrantArgs {
 
 /// The commands.
 #[derive(Subcommand, Debug)]
-pub enum Cmd {
+pub(crate) enum Cmd {
     /// Generate a key pair: a secret signing-key object and a public verifying-key object
     #[command(after_help = "\
 The verifying-key id is what objects name as their kuid (`obj new --kuid`, `ctx new --kuid`).
@@ -539,7 +539,7 @@ Examples:
 
 /// `keytool obj ...`
 #[derive(Subcommand, Debug)]
-pub enum ObjCmd {
+pub(crate) enum ObjCmd {
     /// Create a plain object: a target that capabilities can grant access to
     #[command(after_help = "\
 --kuid names the verifying-key object that signs capabilities for it; --default gives rights
@@ -575,7 +575,7 @@ Example:
 
 /// `keytool ctx ...`
 #[derive(Subcommand, Debug)]
-pub enum CtxCmd {
+pub(crate) enum CtxCmd {
     /// Create an empty security context
     #[command(after_help = "\
 --kuid names the verifying key of the key pair this context signs delegations with.
@@ -677,7 +677,7 @@ Example:
 
 /// `keytool store ...`
 #[derive(Subcommand, Debug)]
-pub enum StoreCmd {
+pub(crate) enum StoreCmd {
     /// The store's path, its objects by kind, names and sizes
     #[command(after_help = "\
 Example:
@@ -701,7 +701,7 @@ Examples:
 
 /// What a command needs of the store: it is opened with no more than that.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum StoreAccess {
+pub(crate) enum StoreAccess {
     /// No store (`completions`, `man`, `inspect FILE`), or one the command opens itself
     /// (`store migrate`).
     None,
@@ -714,7 +714,7 @@ pub enum StoreAccess {
 
 impl Cmd {
     /// What the command needs of the store. Every command is listed: a new one must say.
-    pub fn store_access(&self) -> StoreAccess {
+    pub(crate) fn store_access(&self) -> StoreAccess {
         match self {
             Cmd::Completions { .. } | Cmd::Man { .. } | Cmd::Store(StoreCmd::Migrate { .. }) => {
                 StoreAccess::None

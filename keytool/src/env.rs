@@ -16,13 +16,13 @@ use crate::fail;
 use crate::parse::IdRef;
 
 /// Environment variable naming the store directory (after `--store`).
-pub const STORE_ENV: &str = "TWZ_KEYTOOL_STORE";
+pub(crate) const STORE_ENV: &str = "TWZ_KEYTOOL_STORE";
 /// Directory name of the store under the XDG data directory.
 const STORE_DIR: &str = "twizzler-keytool";
 
 /// The store directory: `--store`, else `$TWZ_KEYTOOL_STORE`, else
 /// `$XDG_DATA_HOME/twizzler-keytool`, else `$HOME/.local/share/twizzler-keytool`.
-pub fn store_dir(flag: Option<PathBuf>) -> Result<PathBuf> {
+pub(crate) fn store_dir(flag: Option<PathBuf>) -> Result<PathBuf> {
     let nonempty = |v: Option<std::ffi::OsString>| v.filter(|s| !s.is_empty());
     if let Some(p) = flag.filter(|p| !p.as_os_str().is_empty()) {
         return Ok(p);
@@ -45,23 +45,23 @@ pub fn store_dir(flag: Option<PathBuf>) -> Result<PathBuf> {
 }
 
 /// Opens the store.
-pub fn open_store(flag: Option<PathBuf>) -> Result<DbStore> {
+pub(crate) fn open_store(flag: Option<PathBuf>) -> Result<DbStore> {
     Ok(DbStore::open(store_dir(flag)?)?)
 }
 
 /// Opens the store for a command that only reads it (never waits for a writer).
-pub fn open_store_read_only(flag: Option<PathBuf>) -> Result<DbStore> {
+pub(crate) fn open_store_read_only(flag: Option<PathBuf>) -> Result<DbStore> {
     Ok(DbStore::open_read_only(store_dir(flag)?)?)
 }
 
 /// "in the store DIR": how a message about something the store does not hold names the store
 /// it looked in.
-pub fn in_store(store: &DbStore) -> String {
+pub(crate) fn in_store(store: &DbStore) -> String {
     format!("in the store {}", store.dir().display())
 }
 
 /// The object `r` names: its id, or the object the store names so.
-pub fn resolve(store: &DbStore, r: &IdRef) -> Result<ObjID> {
+pub(crate) fn resolve(store: &DbStore, r: &IdRef) -> Result<ObjID> {
     match r {
         IdRef::Id(id) => Ok(*id),
         IdRef::Name(n) => store.name(n)?.ok_or_else(|| {
@@ -75,13 +75,13 @@ pub fn resolve(store: &DbStore, r: &IdRef) -> Result<ObjID> {
 
 /// How to show object `id` to a user: `NAME (ID)` when the store names it, else the id. A
 /// store that cannot list its names shows the id: a label is never worth an error.
-pub fn label(store: &DbStore, id: ObjID) -> String {
+pub(crate) fn label(store: &DbStore, id: ObjID) -> String {
     let names = store.names().unwrap_or_default();
     label_in(&names, id)
 }
 
 /// [`label`] over a list of names already read from the store.
-pub fn label_in(names: &[(String, ObjID)], id: ObjID) -> String {
+pub(crate) fn label_in(names: &[(String, ObjID)], id: ObjID) -> String {
     match names.iter().find(|(_, o)| *o == id) {
         Some((n, _)) => format!("{n} ({id})"),
         None => id.to_string(),
@@ -91,7 +91,7 @@ pub fn label_in(names: &[(String, ObjID)], id: ObjID) -> String {
 /// [`resolve`] for options that take a kuid: a name of a key pair (`keygen --name alice`)
 /// names its signing key, and a kuid is the verifying key, so `--kuid alice` means
 /// `alice.pub`.
-pub fn resolve_kuid(store: &DbStore, r: &IdRef) -> Result<ObjID> {
+pub(crate) fn resolve_kuid(store: &DbStore, r: &IdRef) -> Result<ObjID> {
     let id = resolve(store, r)?;
     if let IdRef::Name(_) = r
         && let Ok(obj) = store.get(id)
@@ -103,13 +103,13 @@ pub fn resolve_kuid(store: &DbStore, r: &IdRef) -> Result<ObjID> {
 }
 
 /// [`resolve`] for an optional argument.
-pub fn resolve_opt(store: &DbStore, r: &Option<IdRef>) -> Result<Option<ObjID>> {
+pub(crate) fn resolve_opt(store: &DbStore, r: &Option<IdRef>) -> Result<Option<ObjID>> {
     r.as_ref().map(|r| resolve(store, r)).transpose()
 }
 
 /// The OS random number generator, checked once so an unavailable RNG is an error and not a
 /// panic later.
-pub fn rng() -> Result<UnwrapErr<SysRng>> {
+pub(crate) fn rng() -> Result<UnwrapErr<SysRng>> {
     SysRng
         .try_fill_bytes(&mut [0u8; 32])
         .map_err(|e| fail!("the OS random number generator is unavailable: {e}"))?;
@@ -118,7 +118,7 @@ pub fn rng() -> Result<UnwrapErr<SysRng>> {
 
 /// The passphrase the flags name, if any: the first line of a file (its line ending removed),
 /// or an environment variable. Never from the command line itself.
-pub fn passphrase(p: &PassArgs) -> Result<Option<Zeroizing<String>>> {
+pub(crate) fn passphrase(p: &PassArgs) -> Result<Option<Zeroizing<String>>> {
     let text = if let Some(f) = &p.passphrase_file {
         let bytes = std::fs::read(f).map_err(|e| crate::error::io("read passphrase file", f, e))?;
         let bytes = Zeroizing::new(bytes);
@@ -166,7 +166,7 @@ fn ask(prompt: &str) -> Result<Zeroizing<String>> {
 /// The passphrase to seal a new signing key with (`keygen`, `import`): the one the flags name;
 /// else, unless `--no-passphrase`, asked twice on the terminal when there is one, as ssh-keygen
 /// does (an empty answer is no passphrase); else none.
-pub fn new_passphrase(p: &NewPassArgs) -> Result<Option<Zeroizing<String>>> {
+pub(crate) fn new_passphrase(p: &NewPassArgs) -> Result<Option<Zeroizing<String>>> {
     if let Some(pp) = passphrase(&p.pass)? {
         return Ok(Some(pp));
     }
@@ -183,7 +183,7 @@ pub fn new_passphrase(p: &NewPassArgs) -> Result<Option<Zeroizing<String>>> {
 
 /// Argon2id parameters for new sealed keys: the default unless the hidden test knobs say
 /// otherwise.
-pub fn kdf(k: &KdfArgs) -> KdfParams {
+pub(crate) fn kdf(k: &KdfArgs) -> KdfParams {
     let mut p = KdfParams::DEFAULT;
     if let Some(m) = k.kdf_memory_kib {
         p.memory_kib = m;
@@ -197,7 +197,11 @@ pub fn kdf(k: &KdfArgs) -> KdfParams {
 /// Loads signing key `id`, decrypting it when it is sealed with the passphrase from `pass`, or
 /// else asked once on the terminal when there is one. Returns the key and its verifying-key
 /// object's id.
-pub fn signing_key(store: &DbStore, id: ObjID, pass: &PassArgs) -> Result<(SigningKey, ObjID)> {
+pub(crate) fn signing_key(
+    store: &DbStore,
+    id: ObjID,
+    pass: &PassArgs,
+) -> Result<(SigningKey, ObjID)> {
     let obj = store.get(id).map_err(|e| match e {
         StoreError::NotFound(_) => fail!("signing key {id} does not exist {}", in_store(store)),
         e => e.into(),

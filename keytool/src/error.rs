@@ -8,7 +8,7 @@ use std::path::Path;
 
 /// A command failed: one line, exit status 2.
 #[derive(Debug)]
-pub struct Error(pub String);
+pub(crate) struct Error(pub String);
 
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -17,11 +17,11 @@ impl fmt::Display for Error {
 }
 
 /// The result of a command.
-pub type Result<T> = std::result::Result<T, Error>;
+pub(crate) type Result<T> = std::result::Result<T, Error>;
 
 /// What a command that ran to the end answered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Status {
+pub(crate) enum Status {
     /// Done, granted, valid: exit 0.
     Yes,
     /// Denied, invalid: exit 1.
@@ -52,6 +52,6 @@ from_display!(
 );
 
 /// An I/O error about `path`, as one line.
-pub fn io(op: &str, path: &Path, e: std::io::Error) -> Error {
+pub(crate) fn io(op: &str, path: &Path, e: std::io::Error) -> Error {
     fail!("{op} {}: {}", path.display(), e)
 }

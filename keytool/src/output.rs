@@ -14,14 +14,14 @@ use crate::parse::fmt_expiry;
 
 /// Where output goes.
 #[derive(Clone, Copy, Debug)]
-pub struct Out {
+pub(crate) struct Out {
     /// `--json`.
     pub json: bool,
 }
 
 impl Out {
     /// Prints `value` as JSON, or `text()` as text.
-    pub fn emit(&self, value: Value, text: impl FnOnce() -> String) {
+    pub(crate) fn emit(&self, value: Value, text: impl FnOnce() -> String) {
         let mut t = if self.json {
             // A Value always serializes.
             serde_json::to_string_pretty(&value).unwrap_or_default()
@@ -37,12 +37,12 @@ impl Out {
 }
 
 /// An object id as JSON: its 32 hex digits.
-pub fn id(o: ObjID) -> Value {
+pub(crate) fn id(o: ObjID) -> Value {
     Value::String(o.to_string())
 }
 
 /// An expiry as JSON: RFC 3339 or null, and the raw ns.
-pub fn expiry_json(e: Expiry) -> Value {
+pub(crate) fn expiry_json(e: Expiry) -> Value {
     match e.at() {
         None => Value::Null,
         Some(_) => Value::String(fmt_expiry(e)),
@@ -50,12 +50,12 @@ pub fn expiry_json(e: Expiry) -> Value {
 }
 
 /// A gate as JSON.
-pub fn gate_json(g: Gate) -> Value {
+pub(crate) fn gate_json(g: Gate) -> Value {
     json!({ "offset": g.offset(), "length": g.length(), "align": g.align() })
 }
 
 /// A gate as text: `whole` or `0x1000..0x3000 align 16`.
-pub fn gate_text(g: Gate) -> String {
+pub(crate) fn gate_text(g: Gate) -> String {
     if g == Gate::WHOLE {
         "whole object".into()
     } else if g.align() == 1 {
@@ -66,7 +66,7 @@ pub fn gate_text(g: Gate) -> String {
 }
 
 /// A hash algorithm's name.
-pub fn hash_name(h: HashAlg) -> &'static str {
+pub(crate) fn hash_name(h: HashAlg) -> &'static str {
     match h {
         HashAlg::Blake3 => "blake3",
         HashAlg::Sha256 => "sha256",
@@ -74,7 +74,7 @@ pub fn hash_name(h: HashAlg) -> &'static str {
 }
 
 /// A record kind's name.
-pub fn kind_name(k: RecordKind) -> &'static str {
+pub(crate) fn kind_name(k: RecordKind) -> &'static str {
     match k {
         RecordKind::Cap => "capability",
         RecordKind::Del => "delegation",
@@ -82,7 +82,7 @@ pub fn kind_name(k: RecordKind) -> &'static str {
 }
 
 /// Bytes as lower-case hex.
-pub fn hex(b: &[u8]) -> String {
+pub(crate) fn hex(b: &[u8]) -> String {
     b.iter()
         .fold(String::with_capacity(2 * b.len()), |mut s, b| {
             let _ = write!(s, "{b:02x}");
@@ -91,7 +91,7 @@ pub fn hex(b: &[u8]) -> String {
 }
 
 /// Flags as a list of names.
-pub fn flags_json(f: CtxFlags) -> Value {
+pub(crate) fn flags_json(f: CtxFlags) -> Value {
     let mut v = Vec::new();
     if f.contains(CtxFlags::UNDETACHABLE) {
         v.push("undetachable");
@@ -100,7 +100,7 @@ pub fn flags_json(f: CtxFlags) -> Value {
 }
 
 /// Flags as text.
-pub fn flags_text(f: CtxFlags) -> String {
+pub(crate) fn flags_text(f: CtxFlags) -> String {
     if f.contains(CtxFlags::UNDETACHABLE) {
         "undetachable".into()
     } else {
@@ -156,7 +156,7 @@ fn del_json(d: &Del) -> Value {
 }
 
 /// A record as JSON, every field.
-pub fn record_json(r: &Record) -> Value {
+pub(crate) fn record_json(r: &Record) -> Value {
     match r {
         Record::Cap(c) => cap_json(c),
         Record::Del(d) => del_json(d),
@@ -164,7 +164,7 @@ pub fn record_json(r: &Record) -> Value {
 }
 
 /// A record as JSON, the fields a context listing needs.
-pub fn record_summary_json(r: &Record) -> Value {
+pub(crate) fn record_summary_json(r: &Record) -> Value {
     json!({
         "kind": kind_name(r.kind()),
         "id": r.id().to_string(),
@@ -178,7 +178,7 @@ pub fn record_summary_json(r: &Record) -> Value {
 }
 
 /// A record as text, every field.
-pub fn record_text(r: &Record) -> String {
+pub(crate) fn record_text(r: &Record) -> String {
     let mut s = String::new();
     match r {
         Record::Cap(c) => {
@@ -231,7 +231,7 @@ fn cap_lines(s: &mut String, c: &Cap, ind: &str) {
 }
 
 /// A one-line summary of a record.
-pub fn record_line(rid: &RecordId, r: &Record) -> String {
+pub(crate) fn record_line(rid: &RecordId, r: &Record) -> String {
     let who = match r {
         Record::Cap(c) => format!("for {}", c.accessor()),
         Record::Del(d) => format!("from {} to {}", d.provider(), d.receiver()),
@@ -247,7 +247,7 @@ pub fn record_line(rid: &RecordId, r: &Record) -> String {
 }
 
 /// `cap` or `del`.
-pub fn short_kind(k: RecordKind) -> &'static str {
+pub(crate) fn short_kind(k: RecordKind) -> &'static str {
     match k {
         RecordKind::Cap => "cap",
         RecordKind::Del => "del",
@@ -257,7 +257,7 @@ pub fn short_kind(k: RecordKind) -> &'static str {
 /// A record's verdict, as words. `needed` is what the access needs and `prots` what the record
 /// grants (when it decodes), so a record that grants none of it says `needs r--, provided ---`,
 /// the words every denial uses.
-pub fn verdict_text(v: &Verdict, needed: Protections, prots: Option<Protections>) -> String {
+pub(crate) fn verdict_text(v: &Verdict, needed: Protections, prots: Option<Protections>) -> String {
     match v {
         Verdict::Counted(p) => format!("counts: contributes {p}"),
         Verdict::Redundant => "not needed: adds nothing to rights already provided".into(),
@@ -275,7 +275,7 @@ pub fn verdict_text(v: &Verdict, needed: Protections, prots: Option<Protections>
 }
 
 /// A verdict's short name, for JSON.
-pub fn verdict_name(v: &Verdict) -> &'static str {
+pub(crate) fn verdict_name(v: &Verdict) -> &'static str {
     match v {
         Verdict::Counted(_) => "counted",
         Verdict::Redundant => "redundant",
@@ -292,7 +292,7 @@ pub fn verdict_name(v: &Verdict) -> &'static str {
 /// Why an access is denied, as words: `needs rw-, provided r-- by context NAME (ID)`, then
 /// the cause when it says more than that (a mask, a record that does not verify, no record).
 /// `label` shows an object as the user knows it ([`crate::env::label`]).
-pub fn denial_text(v: &Violation, label: impl Fn(ObjID) -> String) -> String {
+pub(crate) fn denial_text(v: &Violation, label: impl Fn(ObjID) -> String) -> String {
     match v {
         Violation::Denied {
             ctx,

@@ -9,14 +9,14 @@ use secctx::store::ObjRef;
 use twizzler_capsec::{DIGEST_LEN, Expiry, Gate, ObjID, Protections, RecordId};
 
 /// An object id: up to 32 hex digits, with or without `0x`.
-pub fn obj_id(s: &str) -> Result<ObjID, String> {
+pub(crate) fn obj_id(s: &str) -> Result<ObjID, String> {
     s.trim().parse::<ObjID>().map_err(|e| e.to_string())
 }
 
 /// An object named on the command line: by its id, or by a name the store gives it
 /// (`keygen --name`, `obj new --name`, `ctx new --name`), resolved once the store is open.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum IdRef {
+pub(crate) enum IdRef {
     /// An object id.
     Id(ObjID),
     /// A name.
@@ -25,7 +25,7 @@ pub enum IdRef {
 
 /// An object id (up to 32 hex digits, 0x optional) or a name, decided by
 /// [`secctx::store::parse_obj_ref`]: the function that refuses ids as names.
-pub fn id_ref(s: &str) -> Result<IdRef, String> {
+pub(crate) fn id_ref(s: &str) -> Result<IdRef, String> {
     let s = s.trim();
     match secctx::store::parse_obj_ref(s) {
         Ok(ObjRef::Id(id)) => Ok(IdRef::Id(id)),
@@ -37,14 +37,14 @@ pub fn id_ref(s: &str) -> Result<IdRef, String> {
 }
 
 /// A name for a new object (see [`secctx::store::check_name`]).
-pub fn name(s: &str) -> Result<String, String> {
+pub(crate) fn name(s: &str) -> Result<String, String> {
     secctx::store::check_name(s).map_err(|e| e.to_string())?;
     Ok(s.to_owned())
 }
 
 /// Protections as an `rwx` string: each of `r`, `w`, `x` at most once, `-` for a missing
 /// right (`rw-`, `r-x`, `---`; `rw` works too).
-pub fn prots(s: &str) -> Result<Protections, String> {
+pub(crate) fn prots(s: &str) -> Result<Protections, String> {
     if s.is_empty() {
         return Err("protections are empty: write them as rwx, r--, ... (--- for none)".into());
     }
@@ -62,7 +62,7 @@ pub fn prots(s: &str) -> Result<Protections, String> {
 
 /// A number: decimal or `0x` hex, `_` allowed between digits, with an optional binary suffix
 /// `k` (KiB), `m` (MiB) or `g` (GiB).
-pub fn number(s: &str) -> Result<u64, String> {
+pub(crate) fn number(s: &str) -> Result<u64, String> {
     let t: String = s.trim().chars().filter(|&c| c != '_').collect();
     let bad = || format!("{s:?} is not a number (decimal, 0x hex, optional k/m/g suffix)");
     let (digits, radix) = match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
@@ -89,7 +89,7 @@ pub fn number(s: &str) -> Result<u64, String> {
 }
 
 /// A gate: `OFFSET:LENGTH[:ALIGN]` (numbers as [`number`]; align defaults to 1), or `whole`.
-pub fn gate(s: &str) -> Result<Gate, String> {
+pub(crate) fn gate(s: &str) -> Result<Gate, String> {
     if s.trim().eq_ignore_ascii_case("whole") {
         return Ok(Gate::WHOLE);
     }
@@ -103,7 +103,7 @@ pub fn gate(s: &str) -> Result<Gate, String> {
 }
 
 /// A record id: 64 hex digits.
-pub fn record_id(s: &str) -> Option<RecordId> {
+pub(crate) fn record_id(s: &str) -> Option<RecordId> {
     let s = s.trim();
     let s = s.strip_prefix("0x").unwrap_or(s);
     if s.len() != 2 * DIGEST_LEN || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
@@ -118,7 +118,7 @@ pub fn record_id(s: &str) -> Option<RecordId> {
 
 /// A record named by its id (64 hex digits) or by a file holding it.
 #[derive(Clone, Debug)]
-pub enum RecordRef {
+pub(crate) enum RecordRef {
     /// By id.
     Id(RecordId),
     /// By file.
@@ -126,7 +126,7 @@ pub enum RecordRef {
 }
 
 /// Parses a [`RecordRef`]: 64 hex digits are an id, anything else a file name.
-pub fn record_ref(s: &str) -> Result<RecordRef, String> {
+pub(crate) fn record_ref(s: &str) -> Result<RecordRef, String> {
     Ok(match record_id(s) {
         Some(id) => RecordRef::Id(id),
         None => RecordRef::File(PathBuf::from(s)),
@@ -134,7 +134,7 @@ pub fn record_ref(s: &str) -> Result<RecordRef, String> {
 }
 
 /// Now, in ns since the Unix epoch.
-pub fn now_ns() -> u64 {
+pub(crate) fn now_ns() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
@@ -159,7 +159,7 @@ fn duration_ns(s: &str) -> Result<i128, String> {
 /// - an RFC 3339 timestamp (`2030-01-01T00:00:00Z`, `2030-01-01T02:00:00+02:00`);
 /// - a duration from now (`30d`, `+12h`) or before now (`-1h`);
 /// - `@NS`: nanoseconds since the epoch.
-pub fn instant(s: &str) -> Result<u64, String> {
+pub(crate) fn instant(s: &str) -> Result<u64, String> {
     instant_at(s, now_ns())
 }
 
@@ -193,7 +193,7 @@ fn instant_at(s: &str, now: u64) -> Result<u64, String> {
 }
 
 /// An expiry: `never`, or a [`instant`] time (which must not be the epoch itself).
-pub fn expiry(s: &str) -> Result<Expiry, String> {
+pub(crate) fn expiry(s: &str) -> Result<Expiry, String> {
     if s.trim().eq_ignore_ascii_case("never") {
         return Ok(Expiry::NEVER);
     }
@@ -204,7 +204,7 @@ pub fn expiry(s: &str) -> Result<Expiry, String> {
 }
 
 /// An instant as RFC 3339 (UTC), or the raw ns if out of range.
-pub fn fmt_time(ns: u64) -> String {
+pub(crate) fn fmt_time(ns: u64) -> String {
     match jiff::Timestamp::from_nanosecond(i128::from(ns)) {
         Ok(t) => t.to_string(),
         Err(_) => format!("@{ns}"),
@@ -212,7 +212,7 @@ pub fn fmt_time(ns: u64) -> String {
 }
 
 /// An expiry as RFC 3339, or `never`.
-pub fn fmt_expiry(e: Expiry) -> String {
+pub(crate) fn fmt_expiry(e: Expiry) -> String {
     match e.at() {
         None => "never".into(),
         Some(ns) => fmt_time(ns),

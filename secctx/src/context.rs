@@ -18,6 +18,7 @@ use crate::store::{ObjMeta, Object, ObjectStore, StoreError};
 
 /// Why a context could not be created, read or edited.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum ContextError {
     /// The store failed.
     Store(StoreError),

@@ -66,6 +66,7 @@ pub struct KeyPairIds {
 
 /// Why a key object could not be created or read.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum KeyError {
     /// The store failed.
     Store(StoreError),

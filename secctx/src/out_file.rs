@@ -24,6 +24,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 /// Why an output file was not written.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum OutFileError {
     /// The file exists and `force` was not given.
     Exists(PathBuf),

@@ -262,7 +262,8 @@ impl AccessSimulator {
             ..
         } = decision
         {
-            thread.switch_context(ctx);
+            // The engine names only contexts the thread has attached: it switches.
+            let _ = thread.switch_context(ctx);
         }
         let reports = contexts
             .iter()

@@ -50,6 +50,7 @@ pub struct Object {
 
 /// Why a store operation failed. Every variant names the object it is about.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum StoreError {
     /// There is no such object.
     NotFound(ObjID),

@@ -2,6 +2,15 @@
 //! `secctx` into a directory store, read back from the files, decided by `kernel-hooks` in a
 //! kernel-like host, by `secctx`'s simulator, and by the rule itself — all three must agree.
 
+// A test harness: a failed unwrap, expect or panic is a failed test, and its helpers are
+// public to its modules only.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    unreachable_pub
+)]
+
 use std::collections::HashMap;
 use std::path::PathBuf;
 

@@ -18,6 +18,14 @@
 //! Nothing is hard-coded but the expectations: the program exits non-zero if any decision
 //! differs from its expected column.
 
+// An example: it stops at the first error, as a reader would expect.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    unreachable_pub
+)]
+
 use std::collections::{HashMap, HashSet};
 use std::error::Error;
 use std::process::ExitCode;

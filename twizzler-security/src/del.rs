@@ -38,9 +38,9 @@ pub const DEL_VERSION: u16 = 1;
 /// Domain tag of delegation signatures; differs from every other record kind's.
 pub const DEL_DOMAIN: &[u8] = b"twizzler-security/delegation/v1\0";
 /// Length of the delegation header (magic, version, depth).
-pub const DEL_HEADER_LEN: usize = 8;
+pub(crate) const DEL_HEADER_LEN: usize = 8;
 /// Length of a link's signed body.
-pub const LINK_BODY_LEN: usize = 2 + 16 + 16 + 2 + GATE_LEN + 8;
+pub(crate) const LINK_BODY_LEN: usize = 2 + 16 + 16 + 2 + GATE_LEN + 8;
 /// Length of an encoded link.
 pub const LINK_LEN: usize = LINK_BODY_LEN + SIG_ENCODED_LEN;
 /// Encoded length of a delegation of the largest depth.

@@ -127,6 +127,7 @@ impl From<GateError> for DecodeError {
 
 /// Why a gate's numbers do not describe a range of an object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum GateError {
     /// `offset + length` overflows `u64`.
     Overflow,
@@ -153,6 +154,7 @@ impl core::error::Error for GateError {}
 
 /// Why no verifying key is available for an object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum KeyLookupError {
     /// The object does not exist or has no `kuid`.
     NoKuid(ObjID),
@@ -266,6 +268,7 @@ impl From<KeyLookupError> for VerifyError {
 
 /// Why a delegation cannot be made.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum DelegateError {
     /// The new link would widen its parent.
     Amplifies(Amplification),

@@ -22,7 +22,7 @@ pub struct Gate {
 }
 
 /// Encoded size of a gate: three little-endian `u64`s.
-pub const GATE_LEN: usize = 24;
+pub(crate) const GATE_LEN: usize = 24;
 
 impl Gate {
     /// The whole object: offset 0, length 1 GiB, align 1.

@@ -18,9 +18,9 @@ pub enum HashAlg {
 }
 
 /// Record flag selecting BLAKE3.
-pub const FLAG_HASH_BLAKE3: u16 = 1 << 0;
+pub(crate) const FLAG_HASH_BLAKE3: u16 = 1 << 0;
 /// Record flag selecting SHA-256.
-pub const FLAG_HASH_SHA256: u16 = 1 << 1;
+pub(crate) const FLAG_HASH_SHA256: u16 = 1 << 1;
 
 impl HashAlg {
     /// The record flags that select this algorithm.

@@ -61,6 +61,7 @@ impl fmt::Display for ObjID {
 
 /// Why a string is not an object id.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ParseObjIdError {
     /// The string was empty (after an optional `0x`).
     Empty,

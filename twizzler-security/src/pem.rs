@@ -13,6 +13,7 @@ use crate::keys::{SigningKey, SigningScheme, VerifyingKey};
 
 /// Why PEM could not be read or written.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum PemError {
     /// The text is not a PKCS#8 / SubjectPublicKeyInfo PEM key of a supported scheme.
     Unsupported,

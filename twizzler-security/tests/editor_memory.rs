@@ -6,6 +6,15 @@
 //! `SecCtxEditor::from_ctx` copy 210 MB. This binary counts every allocation (its own global
 //! allocator) and holds a single test, so no other test's allocations are counted.
 
+// A test harness: a failed unwrap, expect or panic is a failed test, and its helpers are
+// public to its modules only.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    unreachable_pub
+)]
+
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
 

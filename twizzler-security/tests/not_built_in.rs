@@ -4,6 +4,15 @@
 //! (`cargo test -p twizzler-capsec --no-default-features --features alloc --test
 //! not_built_in`); the workspace's tests run it with them, where the same bytes decode.
 
+// A test harness: a failed unwrap, expect or panic is a failed test, and its helpers are
+// public to its modules only.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    unreachable_pub
+)]
+
 use twizzler_capsec::{
     CAP_BODY_LEN, Cap, CapGrant, DecodeError, ObjID, Protections, SigningKey, SigningScheme,
     VerifyingKey,

@@ -2,6 +2,15 @@
 //! `sometimes` path is reached, and each step taken out gives a counterexample), at larger
 //! bounds with `--ignored` (`cargo xtask model --deep`).
 
+// A test harness: a failed unwrap, expect or panic is a failed test, and its helpers are
+// public to its modules only.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    unreachable_pub
+)]
+
 use std::time::Instant;
 
 use dist_bridge_model::table::Shape;

@@ -4,6 +4,15 @@
 //! `lookup` says of every `(index, version)`. So the model checked in `check.rs` is the
 //! table the node runs, not a table like it.
 
+// A test harness: a failed unwrap, expect or panic is a failed test, and its helpers are
+// public to its modules only.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    unreachable_pub
+)]
+
 use dist_bridge::table::{GuardInfo, GuardTable, LookupError as RealLookup};
 use dist_bridge::token::{GuardRef, Scope};
 use dist_bridge::{ByteRange, GuardTableConfig, Rights};

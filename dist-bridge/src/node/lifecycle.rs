@@ -37,6 +37,7 @@ use super::shared::{Shared, maintain};
 
 /// Why a node could not start.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum StartError {
     /// The guard table configuration is unusable.
     Table(ConfigError),
@@ -99,6 +100,7 @@ impl std::error::Error for StartError {
 
 /// Why a node stopped other than by request.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum ServeError {
     /// The server task panicked or was cancelled.
     Task(tokio::task::JoinError),

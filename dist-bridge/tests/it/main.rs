@@ -4,6 +4,15 @@
 //! each module was a binary of its own, and each linked the whole dependency graph again.
 //! A test that re-runs this binary as a child process names itself with [`test_path`].
 
+// A test harness: a failed unwrap, expect or panic is a failed test, and its helpers are
+// public to its modules only.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    unreachable_pub
+)]
+
 mod binary;
 mod bounds;
 mod broadcast;

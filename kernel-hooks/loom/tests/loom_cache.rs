@@ -12,6 +12,9 @@
 //! Run by `cargo xtask test` as
 //! `RUSTFLAGS="--cfg loom" cargo test -p kernel-hooks-loom --test loom_cache --profile loom`
 //! (in its own target directory); built without `--cfg loom` it is empty.
+
+// A test harness: a failed unwrap, expect or panic is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, unreachable_pub)]
 #![cfg(loom)]
 
 use kernel_hooks::seqset::{KEY_WORDS, Mirrored, Retain, SeqSet, Upsert};

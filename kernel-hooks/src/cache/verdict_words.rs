@@ -14,7 +14,7 @@
 use twizzler_capsec::{Amplification, KeyLookupError, ObjID, Protections, Verdict, VerifyError};
 
 /// Words one verdict takes.
-pub const VERDICT_WORDS: usize = 3;
+pub(super) const VERDICT_WORDS: usize = 3;
 
 const NONE: u64 = 0;
 const COUNTED: u64 = 1;
@@ -26,7 +26,7 @@ const NOT_AN_ENTRY: u64 = 6;
 const NO_USEFUL_RIGHTS: u64 = 7;
 const INVALID: u64 = 8;
 /// A verdict the words do not carry.
-pub const UNCODABLE: u64 = 0xff;
+pub(super) const UNCODABLE: u64 = 0xff;
 
 // Sub-tags of `INVALID`.
 const EXPIRED: u64 = 1;
@@ -54,7 +54,7 @@ fn invalid(sub: u64, small: u64, p0: u64, p1: u64) -> [u64; VERDICT_WORDS] {
 }
 
 /// The words of `v` (`None`: no verdict); `[UNCODABLE, 0, 0]` for one they do not carry.
-pub fn encode(v: Option<Verdict>) -> [u64; VERDICT_WORDS] {
+pub(super) fn encode(v: Option<Verdict>) -> [u64; VERDICT_WORDS] {
     let uncodable = [UNCODABLE, 0, 0];
     let Some(v) = v else {
         return [NONE, 0, 0];
@@ -84,6 +84,8 @@ pub fn encode(v: Option<Verdict>) -> [u64; VERDICT_WORDS] {
                     KeyLookupError::NoKuid(id) => (NO_KUID, id),
                     KeyLookupError::UnknownKey(id) => (UNKNOWN_KEY, id),
                     KeyLookupError::KeyRevoked(id) => (KEY_REVOKED, id),
+                    // A variant added later: explained under the lock.
+                    _ => return uncodable,
                 };
                 let (lo, hi) = id_words(id);
                 invalid(sub, 0, lo, hi)
@@ -107,7 +109,7 @@ pub fn encode(v: Option<Verdict>) -> [u64; VERDICT_WORDS] {
 
 /// The verdict `w` holds: `Some(None)` for none, `None` when the words do not carry it
 /// ([`UNCODABLE`], or words that no [`encode`] wrote).
-pub fn decode(w: [u64; VERDICT_WORDS]) -> Option<Option<Verdict>> {
+pub(super) fn decode(w: [u64; VERDICT_WORDS]) -> Option<Option<Verdict>> {
     let [head, p0, p1] = w;
     let small = (head >> 16) as u16;
     let link = || usize::try_from(p0).ok();

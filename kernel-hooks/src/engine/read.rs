@@ -21,7 +21,7 @@ use crate::host::Host;
 use crate::stats::Counters;
 
 /// How often a torn read of a context is redone before the fault is denied.
-pub const TORN_RETRIES: usize = 8;
+pub(super) const TORN_RETRIES: usize = 8;
 
 /// Contexts whose full validation the engine remembers.
 const VALIDATED_SLOTS: usize = 16;

@@ -106,7 +106,7 @@ fn the_active_id_read_without_a_lock_is_never_torn() {
         s.spawn(move || {
             let mut i = 0u64;
             while !stop.load(Ordering::SeqCst) {
-                t.switch_context(if i.is_multiple_of(2) { b } else { a });
+                let _ = t.switch_context(if i.is_multiple_of(2) { b } else { a });
                 i += 1;
             }
         });

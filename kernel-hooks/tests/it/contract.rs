@@ -724,7 +724,7 @@ fn a_ticket_goes_stale_when_its_grant_may_have_been_taken_away_and_only_then() {
     for i in 0..2_000u128 {
         let obj = ObjID::new(0x7100_0000 + i);
         w.host().set_object(obj, None, R);
-        w.decide(&t, obj, PAGE, Read);
+        let _ = w.decide(&t, obj, PAGE, Read);
     }
     assert!(w.engine.stats().evictions > 0);
     assert!(!w.engine.is_current(&f));
@@ -773,7 +773,7 @@ fn a_repeated_denied_fault_verifies_nothing_again() {
     assert_eq!(w.host().host_calls(), {
         // Only the clock: the same as a granted hit.
         let before = w.host().host_calls();
-        w.decide(&t, FILE, PAGE, Read);
+        let _ = w.decide(&t, FILE, PAGE, Read);
         before
     });
 }
@@ -795,7 +795,7 @@ fn a_first_fault_on_a_hostile_context_verifies_at_most_the_budget() {
     // A signature that failed is remembered as failed: after an invalidation, the records
     // already tried cost a hash each, and the budget goes to the next ones.
     w.engine.invalidate_ctx(CTX_A);
-    w.decide(&t, FILE, PAGE, Read);
+    let _ = w.decide(&t, FILE, PAGE, Read);
     let s2 = w.engine.stats();
     assert!(s2.failed_memo_hits >= kernel_hooks::MAX_VERIFICATIONS_PER_FAULT as u64);
     // A valid record past the budget is denied, not verified, on this fault: the context's

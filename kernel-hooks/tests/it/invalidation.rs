@@ -366,9 +366,9 @@ fn revocation_scales_to_a_million_records_and_a_hundred_thousand_keys() {
     ));
     // A hit asks the host nothing about revocation.
     w.write_ctx(CTX_A, &ctx_with(&[&w.cap(LIB, CTX_A, R)]));
-    w.decide(&t, LIB, PAGE, Read);
+    let _ = w.decide(&t, LIB, PAGE, Read);
     let before = w.host().host_calls();
-    w.decide(&t, LIB, PAGE, Read);
+    let _ = w.decide(&t, LIB, PAGE, Read);
     assert_eq!(w.host().host_calls(), before);
 }
 

@@ -4,6 +4,15 @@
 //! One test binary for the crate's integration tests (`cargo test -p kernel-hooks --test it`):
 //! each module was a binary of its own, and each linked the whole dependency graph again.
 
+// A test harness: a failed unwrap, expect or panic is a failed test, and its helpers are
+// public to its modules only.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    unreachable_pub
+)]
+
 #[macro_use]
 mod common;
 mod concurrency;

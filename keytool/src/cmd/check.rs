@@ -36,7 +36,7 @@ fn access_name(a: AccessArg) -> &'static str {
 }
 
 /// `keytool check`.
-pub fn check(
+pub(crate) fn check(
     store: &DbStore,
     out: Out,
     contexts: &[ObjID],

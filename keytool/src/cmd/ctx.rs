@@ -27,7 +27,7 @@ fn ctx_err(store: &DbStore, ctx: ObjID) -> impl Fn(ContextError) -> Error + '_ {
 }
 
 /// `keytool ctx new`.
-pub fn new(
+pub(crate) fn new(
     store: &DbStore,
     out: Out,
     cid: Option<ObjID>,
@@ -60,7 +60,7 @@ pub fn new(
 ///
 /// Adding a record the context already holds changes nothing. The check and the addition are
 /// one locked edit, like `secctx::context::add_record`'s.
-pub fn add(store: &DbStore, out: Out, ctx: ObjID, file: &Path) -> Result<Status> {
+pub(crate) fn add(store: &DbStore, out: Out, ctx: ObjID, file: &Path) -> Result<Status> {
     let record = files::read_record(file)?;
     let (generation, held) = add_record(store, ctx, &record)?;
     let rid = record.id();
@@ -91,7 +91,7 @@ pub fn add(store: &DbStore, out: Out, ctx: ObjID, file: &Path) -> Result<Status>
 /// Adds `record` to context `ctx` unless it holds it already, in one locked edit that first
 /// checks the record is for `ctx`. Returns the context's generation after the edit and whether
 /// the record was held already (then nothing changed).
-pub fn add_record(store: &DbStore, ctx: ObjID, record: &Record) -> Result<(u64, bool)> {
+pub(crate) fn add_record(store: &DbStore, ctx: ObjID, record: &Record) -> Result<(u64, bool)> {
     let rid = record.id();
     let mut held = false;
     let generation = context::edit(store, ctx, |ed| {
@@ -113,7 +113,7 @@ pub fn add_record(store: &DbStore, ctx: ObjID, record: &Record) -> Result<(u64, 
 
 /// Checks, before anything is signed or written, that context `ctx` exists and is a readable
 /// context.
-pub fn check_exists(store: &DbStore, ctx: ObjID) -> Result<()> {
+pub(crate) fn check_exists(store: &DbStore, ctx: ObjID) -> Result<()> {
     context::read(store, ctx).map_err(ctx_err(store, ctx))?;
     Ok(())
 }
@@ -143,7 +143,7 @@ fn resolve_record(
 }
 
 /// `keytool ctx rm`.
-pub fn rm(
+pub(crate) fn rm(
     store: &DbStore,
     out: Out,
     ctx: ObjID,
@@ -182,7 +182,7 @@ pub fn rm(
 }
 
 /// `keytool ctx mask`.
-pub fn mask(
+pub(crate) fn mask(
     store: &DbStore,
     out: Out,
     ctx: ObjID,
@@ -228,7 +228,12 @@ pub fn mask(
 }
 
 /// `keytool ctx flags`.
-pub fn flags(store: &DbStore, out: Out, ctx: ObjID, undetachable: Option<bool>) -> Result<Status> {
+pub(crate) fn flags(
+    store: &DbStore,
+    out: Out,
+    ctx: ObjID,
+    undetachable: Option<bool>,
+) -> Result<Status> {
     let (flags, generation) = match undetachable {
         Some(u) => {
             let mut flags = CtxFlags::empty();
@@ -264,7 +269,7 @@ pub fn flags(store: &DbStore, out: Out, ctx: ObjID, undetachable: Option<bool>) 
 }
 
 /// `keytool ctx show`.
-pub fn show(store: &DbStore, out: Out, ctx: ObjID) -> Result<Status> {
+pub(crate) fn show(store: &DbStore, out: Out, ctx: ObjID) -> Result<Status> {
     let o = obj::get(store, ctx, "context")?;
     if o.data.get(..4) != Some(b"TSCX") {
         return Err(fail!(

@@ -17,7 +17,7 @@ use crate::files;
 use crate::output::Out;
 
 /// `keytool completions SHELL`: the completion script on stdout.
-pub fn completions(shell: Shell) -> Result<Status> {
+pub(crate) fn completions(shell: Shell) -> Result<Status> {
     let mut cmd = Cli::command();
     let mut script = Vec::new();
     // Written to memory first: clap_complete panics on a failed write, which stdout can be.
@@ -28,7 +28,7 @@ pub fn completions(shell: Shell) -> Result<Status> {
 
 /// `keytool man [--out DIR]`: one page on stdout (keytool(1) with a section per command), or
 /// keytool.1 and a page per command written to `dir`.
-pub fn man(out: Out, dir: Option<&Path>) -> Result<Status> {
+pub(crate) fn man(out: Out, dir: Option<&Path>) -> Result<Status> {
     let mut top = Cli::command().disable_help_subcommand(true);
     // Building gives every subcommand its full name (`keytool ctx add`, page `keytool-ctx-add`)
     // and its copy of the global options.

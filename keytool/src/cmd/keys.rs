@@ -27,7 +27,7 @@ fn pass_str(p: &Option<Zeroizing<String>>) -> Option<&str> {
 }
 
 /// `keytool keygen`.
-pub fn keygen(
+pub(crate) fn keygen(
     store: &DbStore,
     out: Out,
     scheme: Scheme,
@@ -77,7 +77,7 @@ pub fn keygen(
 
 /// Refuses a name that names an object already, before any slow work (the transaction that
 /// takes the name checks again).
-pub fn check_free(store: &DbStore, name: Option<&str>) -> Result<()> {
+pub(crate) fn check_free(store: &DbStore, name: Option<&str>) -> Result<()> {
     for n in name
         .into_iter()
         .flat_map(|n| [n.to_owned(), format!("{n}.pub")])
@@ -110,7 +110,7 @@ fn key_object(store: &DbStore, key: ObjID) -> Result<KeyObj> {
 }
 
 /// `keytool export`.
-pub fn export(
+pub(crate) fn export(
     store: &DbStore,
     out: Out,
     key: ObjID,
@@ -196,7 +196,7 @@ fn upstream_p256_key(file: &Path, text: &str) -> Result<SigningKey> {
 
 /// The file `keytool import` reads, and how.
 #[derive(Debug, Clone, Copy)]
-pub struct ImportFile<'a> {
+pub(crate) struct ImportFile<'a> {
     /// The file.
     pub path: &'a Path,
     /// It holds upstream Twizzler's raw P-256 scalar in hex, not PEM.
@@ -204,7 +204,7 @@ pub struct ImportFile<'a> {
 }
 
 /// `keytool import`.
-pub fn import(
+pub(crate) fn import(
     store: &DbStore,
     out: Out,
     src: ImportFile<'_>,

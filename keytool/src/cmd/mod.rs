@@ -1,14 +1,14 @@
 //! One module per command group.
 
-pub mod check;
-pub mod ctx;
-pub mod docs;
-pub mod keys;
-pub mod obj;
-pub mod records;
-pub mod revoke;
-pub mod store;
-pub mod upstream;
+pub(crate) mod check;
+pub(crate) mod ctx;
+pub(crate) mod docs;
+pub(crate) mod keys;
+pub(crate) mod obj;
+pub(crate) mod records;
+pub(crate) mod revoke;
+pub(crate) mod store;
+pub(crate) mod upstream;
 
 use std::path::{Path, PathBuf};
 
@@ -23,7 +23,7 @@ use crate::parse::IdRef;
 /// Runs a parsed command: those that need no store first; then the store is opened with what
 /// the command needs ([`Cmd::store_access`]: read-only, which never creates a store, for
 /// commands that only read) and names are resolved to ids.
-pub fn run(flag: Option<PathBuf>, out: Out, cmd: Cmd) -> Result<Status> {
+pub(crate) fn run(flag: Option<PathBuf>, out: Out, cmd: Cmd) -> Result<Status> {
     match cmd.store_access() {
         StoreAccess::Read => with_store(&env::open_store_read_only(flag)?, out, cmd),
         StoreAccess::Write => with_store(&env::open_store(flag)?, out, cmd),
@@ -192,6 +192,6 @@ fn with_store(s: &DbStore, out: Out, cmd: Cmd) -> Result<Status> {
 }
 
 /// Prints a warning on stderr, in the error format.
-pub fn warn(msg: impl std::fmt::Display) {
+pub(crate) fn warn(msg: impl std::fmt::Display) {
     eprintln!("keytool: warning: {msg}");
 }

@@ -14,7 +14,7 @@ use crate::fail;
 use crate::output::{Out, flags_json, flags_text, hex, id};
 
 /// Reads object `oid`, saying clearly when it does not exist.
-pub fn get(store: &DbStore, oid: ObjID, what: &str) -> Result<Object> {
+pub(crate) fn get(store: &DbStore, oid: ObjID, what: &str) -> Result<Object> {
     store.get(oid).map_err(|e| match e {
         StoreError::NotFound(_) => fail!("{what} {oid} does not exist {}", env::in_store(store)),
         e => e.into(),
@@ -22,7 +22,7 @@ pub fn get(store: &DbStore, oid: ObjID, what: &str) -> Result<Object> {
 }
 
 /// Checks that `kuid` is a verifying-key object of the store.
-pub fn check_kuid(store: &DbStore, kuid: ObjID) -> Result<()> {
+pub(crate) fn check_kuid(store: &DbStore, kuid: ObjID) -> Result<()> {
     let obj = get(store, kuid, "kuid")?;
     if obj.data.get(..4) == Some(b"TZSK") {
         let v = keypair::signing_key_info(&obj)?.verifying;
@@ -36,7 +36,7 @@ pub fn check_kuid(store: &DbStore, kuid: ObjID) -> Result<()> {
 }
 
 /// `keytool obj new`.
-pub fn new(
+pub(crate) fn new(
     store: &DbStore,
     out: Out,
     oid: Option<ObjID>,
@@ -77,7 +77,7 @@ pub fn new(
 }
 
 /// Creates `obj` and, with a name, names it, in one transaction.
-pub fn create_named(store: &DbStore, obj: &Object, name: Option<&str>) -> Result<()> {
+pub(crate) fn create_named(store: &DbStore, obj: &Object, name: Option<&str>) -> Result<()> {
     store.transact(|tx| {
         tx.create(obj)?;
         if let Some(n) = name {
@@ -89,7 +89,7 @@ pub fn create_named(store: &DbStore, obj: &Object, name: Option<&str>) -> Result
 }
 
 /// `keytool obj show`.
-pub fn show(store: &DbStore, out: Out, oid: ObjID) -> Result<Status> {
+pub(crate) fn show(store: &DbStore, out: Out, oid: ObjID) -> Result<Status> {
     let obj = get(store, oid, "object")?;
     let (j, t) = describe(&obj)?;
     out.emit(j, || t);
@@ -97,7 +97,7 @@ pub fn show(store: &DbStore, out: Out, oid: ObjID) -> Result<Status> {
 }
 
 /// Describes a store object by what its bytes are: JSON and text.
-pub fn describe(obj: &Object) -> Result<(Value, String)> {
+pub(crate) fn describe(obj: &Object) -> Result<(Value, String)> {
     let mut t = String::new();
     let kuid = obj.meta.kuid.map_or("none".to_string(), |k| k.to_string());
     let mut j = json!({
@@ -185,7 +185,7 @@ pub fn describe(obj: &Object) -> Result<(Value, String)> {
 }
 
 /// The revocation list as JSON fields and text lines.
-pub fn revocation_lines(list: &RevocationList) -> (Value, String) {
+pub(crate) fn revocation_lines(list: &RevocationList) -> (Value, String) {
     let mut t = String::new();
     let _ = writeln!(t, "  revoked keys     {}", list.keys.len());
     for k in &list.keys {

@@ -29,7 +29,7 @@ fn hash_of(h: Hash) -> HashAlg {
 }
 
 /// Checks, unless `--unchecked`, that object `oid` names `vk` as its kuid.
-pub fn check_signs_for(
+pub(crate) fn check_signs_for(
     store: &DbStore,
     oid: ObjID,
     what: &str,
@@ -79,7 +79,7 @@ fn write_record(out: Out, record: &Record, grant: &GrantArgs, verb: &str) -> Res
 }
 
 /// `keytool mint`.
-pub fn mint(
+pub(crate) fn mint(
     store: &DbStore,
     out: Out,
     key: ObjID,
@@ -107,7 +107,7 @@ pub fn mint(
 }
 
 /// `keytool delegate`.
-pub fn delegate(
+pub(crate) fn delegate(
     store: &DbStore,
     out: Out,
     parent: &Path,
@@ -222,7 +222,7 @@ impl Authority for StoreAuthority {
 }
 
 /// `keytool verify`.
-pub fn verify(store: &DbStore, out: Out, file: &Path, at: Option<u64>) -> Result<Status> {
+pub(crate) fn verify(store: &DbStore, out: Out, file: &Path, at: Option<u64>) -> Result<Status> {
     let record = files::read_record(file)?;
     let now = at.unwrap_or_else(now_ns);
     let mut objects = vec![record.target()];
@@ -259,7 +259,7 @@ pub fn verify(store: &DbStore, out: Out, file: &Path, at: Option<u64>) -> Result
 }
 
 /// `keytool inspect FILE`: a record file, which needs no store.
-pub fn inspect_file(
+pub(crate) fn inspect_file(
     out: Out,
     path: &Path,
     msg_out: Option<PathBuf>,
@@ -301,7 +301,7 @@ pub fn inspect_file(
 }
 
 /// `keytool inspect ID|NAME`: an object of the store (a file is [`inspect_file`]'s).
-pub fn inspect_object(
+pub(crate) fn inspect_object(
     store: &DbStore,
     out: Out,
     what: &str,

@@ -25,7 +25,7 @@ fn verifying_of(store: &DbStore, key: ObjID) -> Result<ObjID> {
 }
 
 /// `keytool revoke`.
-pub fn revoke(
+pub(crate) fn revoke(
     store: &DbStore,
     out: Out,
     key: Option<ObjID>,

@@ -24,7 +24,7 @@ fn kind_of(id: twizzler_capsec::ObjID, head: &[u8]) -> &'static str {
 }
 
 /// `keytool store info`: the store's path, objects by kind, names, and sizes.
-pub fn info(store: &DbStore, out: Out) -> Result<Status> {
+pub(crate) fn info(store: &DbStore, out: Out) -> Result<Status> {
     let stats = store.stats()?;
     let kinds = [
         "signing_key",
@@ -82,7 +82,7 @@ pub fn info(store: &DbStore, out: Out) -> Result<Status> {
 /// `keytool store migrate`: copies every object of the old-format store in `from` (default:
 /// the store directory itself) into the database store in `dir`, in one transaction. The old
 /// files are left untouched. Progress goes to stderr.
-pub fn migrate(dir: &Path, from: Option<&Path>, out: Out) -> Result<Status> {
+pub(crate) fn migrate(dir: &Path, from: Option<&Path>, out: Out) -> Result<Status> {
     let from = from.unwrap_or(dir);
     if !secctx::dir_store::holds_objects(from) {
         return Err(crate::fail!(

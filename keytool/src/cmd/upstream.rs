@@ -25,7 +25,7 @@ use crate::upstream::form;
 
 /// What `convert-upstream-cap` was asked to do.
 #[derive(Debug)]
-pub struct Request<'a> {
+pub(crate) struct Request<'a> {
     /// The capability in the neutral form.
     pub file: &'a Path,
     /// The target's upstream verifying key.
@@ -46,7 +46,7 @@ pub struct Request<'a> {
 
 /// Reads upstream's verifying key: its bytes (a 65-byte uncompressed SEC1 point, what upstream's
 /// `VerifyingKey::as_bytes` gives) as hex, or a PEM public key.
-pub fn read_upstream_key(path: &Path) -> Result<VerifyingKey> {
+pub(crate) fn read_upstream_key(path: &Path) -> Result<VerifyingKey> {
     let bytes = files::read(path)?;
     let text = std::str::from_utf8(&bytes)
         .map_err(|_| fail!("{}: not text (hex or PEM expected)", path.display()))?;
@@ -78,7 +78,7 @@ pub fn read_upstream_key(path: &Path) -> Result<VerifyingKey> {
 
 /// Hex digits (whitespace between them ignored, `0x` optional) as bytes; `None` if there are
 /// none, an odd number, or a character that is not a hex digit.
-pub fn hex_bytes(text: &str) -> Option<Vec<u8>> {
+pub(crate) fn hex_bytes(text: &str) -> Option<Vec<u8>> {
     let digits: String = text.split_whitespace().collect();
     let digits = digits.strip_prefix("0x").unwrap_or(&digits);
     if digits.is_empty() || !digits.len().is_multiple_of(2) {
@@ -95,7 +95,7 @@ pub fn hex_bytes(text: &str) -> Option<Vec<u8>> {
 }
 
 /// `keytool convert-upstream-cap`.
-pub fn convert_cap(store: &secctx::DbStore, out: Out, req: &Request<'_>) -> Result<Status> {
+pub(crate) fn convert_cap(store: &secctx::DbStore, out: Out, req: &Request<'_>) -> Result<Status> {
     if let Some(o) = req.out {
         files::refuse_existing(o, req.force)?;
     }

@@ -30,20 +30,20 @@ use twizzler_capsec::{
 use super::form::UpstreamCap;
 
 /// The length of upstream's signed message.
-pub const MESSAGE_LEN: usize = 78;
+pub(crate) const MESSAGE_LEN: usize = 78;
 
 /// Upstream's `CapFlags::Blake3`.
-pub const FLAG_BLAKE3: u16 = 1;
+pub(crate) const FLAG_BLAKE3: u16 = 1;
 /// Upstream's `CapFlags::Sha256`.
-pub const FLAG_SHA256: u16 = 2;
+pub(crate) const FLAG_SHA256: u16 = 2;
 
 /// Upstream's default gate (`Gate::default()`): offset 0, length 10^9, align 1. Not the whole
 /// object: objects reach 1 GiB (2^30 bytes).
-pub const DEFAULT_GATE: (u64, u64, u64) = (0, 1_000_000_000, 1);
+pub(crate) const DEFAULT_GATE: (u64, u64, u64) = (0, 1_000_000_000, 1);
 
 /// Why an upstream capability is not converted.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Refusal {
+pub(crate) enum Refusal {
     /// The flags name no hash, both hashes, or bits upstream does not define.
     Flags(u16),
     /// The key is not a P-256 key.
@@ -114,7 +114,7 @@ impl fmt::Display for Refusal {
 }
 
 /// The 78 bytes upstream signs (see the module's table).
-pub fn message(c: &UpstreamCap) -> [u8; MESSAGE_LEN] {
+pub(crate) fn message(c: &UpstreamCap) -> [u8; MESSAGE_LEN] {
     let mut m = [0u8; MESSAGE_LEN];
     let fields: [&[u8]; 8] = [
         &c.accessor.to_le_bytes(),
@@ -137,7 +137,7 @@ pub fn message(c: &UpstreamCap) -> [u8; MESSAGE_LEN] {
 }
 
 /// The hash the flags select: exactly one of upstream's two hash bits, and no other bit.
-pub fn hash_of(flags: u16) -> Result<HashAlg, Refusal> {
+pub(crate) fn hash_of(flags: u16) -> Result<HashAlg, Refusal> {
     match flags {
         FLAG_BLAKE3 => Ok(HashAlg::Blake3),
         FLAG_SHA256 => Ok(HashAlg::Sha256),
@@ -147,7 +147,7 @@ pub fn hash_of(flags: u16) -> Result<HashAlg, Refusal> {
 
 /// Checks upstream's signature over `c` with `key` (the target's upstream verifying key), as
 /// upstream's `Cap::verify_sig` would, and stricter on the flags.
-pub fn verify(c: &UpstreamCap, key: &VerifyingKey) -> Result<(), Refusal> {
+pub(crate) fn verify(c: &UpstreamCap, key: &VerifyingKey) -> Result<(), Refusal> {
     if key.scheme() != SigningScheme::EcdsaP256 {
         return Err(Refusal::NotP256);
     }
@@ -175,7 +175,7 @@ pub fn verify(c: &UpstreamCap, key: &VerifyingKey) -> Result<(), Refusal> {
 ///   never checks), is never; a time that has passed, or one past 2^64 - 1 ns, is refused.
 ///
 /// It does not check the signature: [`verify`] does.
-pub fn grant(c: &UpstreamCap, now: u64) -> Result<CapGrant, Refusal> {
+pub(crate) fn grant(c: &UpstreamCap, now: u64) -> Result<CapGrant, Refusal> {
     let hash = hash_of(c.flags)?;
     let prots = Protections::from_raw(c.protections).ok_or(Refusal::Protections(c.protections))?;
     let g = (c.gate.offset, c.gate.length, c.gate.align);

@@ -29,18 +29,18 @@ use serde_json::Value;
 use twizzler_capsec::ObjID;
 
 /// The value of the `format` field.
-pub const FORMAT: &str = "twizzler-upstream-cap/1";
+pub(crate) const FORMAT: &str = "twizzler-upstream-cap/1";
 
 /// The longest input accepted, in bytes: a capability in this form is well under 1 KiB even
 /// with its signature as a list; anything larger is not one.
-pub const MAX_LEN: usize = 16 * 1024;
+pub(crate) const MAX_LEN: usize = 16 * 1024;
 
 /// The length of upstream's ECDSA P-256 signature: `r` then `s`, 32 bytes each, big-endian.
-pub const SIG_LEN: usize = 64;
+pub(crate) const SIG_LEN: usize = 64;
 
 /// Upstream's gate: a byte range with an entry alignment, unchecked.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct UpstreamGate {
+pub(crate) struct UpstreamGate {
     /// The first byte.
     pub offset: u64,
     /// The length in bytes.
@@ -52,7 +52,7 @@ pub struct UpstreamGate {
 /// One upstream capability, field for field as upstream signs it; nothing is checked beyond
 /// the form.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct UpstreamCap {
+pub(crate) struct UpstreamCap {
     /// The object the capability grants access to.
     pub target: u128,
     /// The security context it is for.
@@ -93,7 +93,7 @@ struct RawGate {
 }
 
 /// Parses the neutral form. The error is one line saying what is wrong.
-pub fn parse(text: &str) -> Result<UpstreamCap, String> {
+pub(crate) fn parse(text: &str) -> Result<UpstreamCap, String> {
     if text.len() > MAX_LEN {
         return Err(format!(
             "{} bytes is too long for an upstream capability (at most {MAX_LEN})",
@@ -236,7 +236,7 @@ fn truncate_to(s: &str, n: usize) -> String {
 /// revocation is an integer when it fits 64 bits, else a string of decimal digits. For the
 /// tests: adopters write the form from upstream's `Debug` output.
 #[cfg(test)]
-pub fn render(cap: &UpstreamCap) -> String {
+pub(crate) fn render(cap: &UpstreamCap) -> String {
     let revocation = match u64::try_from(cap.revocation) {
         Ok(r) => serde_json::json!(r),
         Err(_) => serde_json::json!(cap.revocation.to_string()),

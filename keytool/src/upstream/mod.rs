@@ -8,5 +8,5 @@
 //! signed message from them, checks upstream's signature, and maps the fields onto our
 //! capability one to one, or refuses.
 
-pub mod convert;
-pub mod form;
+pub(crate) mod convert;
+pub(crate) mod form;

@@ -172,7 +172,8 @@ fn missing(path: &Path) -> StoreError {
     )
 }
 
-#[cfg(all(test, unix))]
+#[cfg(test)]
+#[cfg(unix)]
 mod tests {
     use super::*;
 

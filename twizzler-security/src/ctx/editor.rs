@@ -14,6 +14,7 @@ use crate::record::{Record, RecordKind};
 
 /// Why a context cannot be written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum BuildError {
     /// The encoded context would exceed the 1 GiB object limit.
     TooLarge {
