@@ -351,7 +351,12 @@ fn ctx_masks() -> Vec<Mask> {
 }
 
 fn check_ctx_v1(bytes: &[u8]) -> Result<(), String> {
-    let want = CtxValue {
+    static WANT: OnceLock<CtxValue> = OnceLock::new();
+    check_ctx(bytes, WANT.get_or_init(want_ctx_v1))
+}
+
+fn want_ctx_v1() -> CtxValue {
+    CtxValue {
         flags: CtxFlags::UNDETACHABLE,
         generation: CTX_V1_GENERATION,
         global_mask: R | W,
@@ -364,12 +369,16 @@ fn check_ctx_v1(bytes: &[u8]) -> Result<(), String> {
             (2, TARGET_P256, RecordKind::Cap, Record::Cap(*cap_p256())),
         ],
         masks: ctx_masks(),
-    };
-    check_ctx(bytes, &want)
+    }
 }
 
 fn check_ctx_v2(bytes: &[u8]) -> Result<(), String> {
-    let want = CtxValue {
+    static WANT: OnceLock<CtxValue> = OnceLock::new();
+    check_ctx(bytes, WANT.get_or_init(want_ctx_v2))
+}
+
+fn want_ctx_v2() -> CtxValue {
+    CtxValue {
         flags: CtxFlags::UNDETACHABLE,
         generation: CTX_V2_GENERATION,
         global_mask: R | W,
@@ -382,8 +391,7 @@ fn check_ctx_v2(bytes: &[u8]) -> Result<(), String> {
             (2, TARGET, RecordKind::Del, Record::Del(del().clone())),
         ],
         masks: ctx_masks(),
-    };
-    check_ctx(bytes, &want)
+    }
 }
 
 // ---- The encoders: today's encoder writing the expected value. ----
