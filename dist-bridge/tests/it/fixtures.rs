@@ -19,6 +19,10 @@
 //! writes the same bytes every time. To regenerate — only together with a format version
 //! bump, never to make a failing fixture pass —
 //! `REGENERATE_FIXTURES=1 cargo test -p dist-bridge --test it fixtures::regenerate -- --ignored`.
+//! It writes only the files that do not exist yet: a golden file is replaced only by deleting it.
+//! When a version is bumped, the old version's file and check stay beside the new one's for as
+//! long as the decoder reads it; once no encoder writes it, its `reencode` becomes `None` and its
+//! `encode` a generator of the old bytes (as context version 2's is in `twizzler-security`).
 
 use std::fmt::Debug;
 use std::sync::OnceLock;
@@ -462,16 +466,23 @@ fn every_single_byte_change_is_caught() {
     }
 }
 
-/// Writes the golden files; see the module doc for when that is allowed.
+/// Writes the golden files that do not exist yet; see the module doc for when that is
+/// allowed. It never overwrites one: replacing a golden file means deleting it, knowingly.
 #[test]
 #[ignore = "writes the golden files; run with REGENERATE_FIXTURES=1"]
 fn regenerate() {
     assert!(
         std::env::var_os("REGENERATE_FIXTURES").is_some_and(|v| v == "1"),
-        "set REGENERATE_FIXTURES=1 to overwrite the golden files"
+        "set REGENERATE_FIXTURES=1 to write the missing golden files"
     );
     std::fs::create_dir_all(path("")).expect("mkdir");
     for f in ALL {
-        std::fs::write(path(f.file), (f.encode)()).expect("write");
+        let p = path(f.file);
+        if p.exists() {
+            eprintln!("kept {} (delete it to write it anew)", f.file);
+            continue;
+        }
+        std::fs::write(&p, (f.encode)()).expect("write");
+        eprintln!("wrote {}", f.file);
     }
 }

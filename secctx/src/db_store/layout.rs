@@ -207,14 +207,19 @@ mod tests {
         }
     }
 
-    /// Writes the golden file: only together with a bump of the record's version.
+    /// Writes the golden file if it does not exist: only together with a bump of the record's
+    /// version. It never overwrites it: replacing it means deleting it, knowingly.
     #[test]
     #[ignore = "writes the golden file; run with REGENERATE_FIXTURES=1"]
     fn regenerate_meta_record() {
         assert!(
             std::env::var_os("REGENERATE_FIXTURES").is_some_and(|v| v == "1"),
-            "set REGENERATE_FIXTURES=1 to overwrite the golden file"
+            "set REGENERATE_FIXTURES=1 to write the missing golden file"
         );
+        if std::path::Path::new(GOLDEN).exists() {
+            eprintln!("kept {GOLDEN} (delete it to write it anew)");
+            return;
+        }
         std::fs::write(GOLDEN, encode_meta(&golden_info())).expect("write");
     }
 }
