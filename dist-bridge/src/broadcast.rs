@@ -36,6 +36,14 @@ impl fmt::Display for CapName {
 }
 
 /// A message between baseline nodes. The sender is known from the transport.
+///
+/// Encoding ([`MESSAGE_LEN`] bytes, little-endian, no magic or version):
+///
+/// | offset | size | field |
+/// |---|---|---|
+/// | 0 | 1 | kind: 1 revoke, 2 ack (others refused) |
+/// | 1 | 8 | issuer node |
+/// | 9 | 8 | serial number at the issuer |
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum BroadcastMessage {
     /// "Add this capability to your revoked table."

@@ -46,6 +46,14 @@ use std::path::{Path, PathBuf};
 use crate::crypto;
 
 /// A controller: a node id and the version of the node's current life.
+///
+/// Encoding ([`ControllerId::ENCODED_LEN`] bytes, no magic or version: it is a field of the
+/// token and the upgrade notice, and a message field on the wire):
+///
+/// | offset | size | field |
+/// |---|---|---|
+/// | 0 | 8 | node, little-endian |
+/// | 8 | 8 | controller version, little-endian |
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ControllerId {
     /// The node, as the cluster names it.

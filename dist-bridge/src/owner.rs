@@ -371,6 +371,19 @@ pub struct RevokeReport {
 
 /// Version changes a range upgrade made: holders of tokens at an old version must
 /// [`Owner::renew`] them.
+///
+/// Encoding (version 1, little-endian, 28 + 20 × `n` bytes; [`UpgradeNotice::encode`]):
+///
+/// | offset | size | field |
+/// |---|---|---|
+/// | 0 | 4 | magic `DBUP` |
+/// | 4 | 2 | format version (1) |
+/// | 6 | 2 | reserved, 0 |
+/// | 8 | 16 | owner: [`ControllerId`] (node, controller version) |
+/// | 24 | 4 | change count `n` |
+/// | 28 | 20 × `n` | changes: guard index (4), old version (8), new version (8) |
+///
+/// Nothing is signed: the notice travels over the nodes' mutually authenticated channel.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct UpgradeNotice {
     /// The owner.

@@ -12,6 +12,25 @@
 //!   16-byte salt, a 24-byte nonce and the ciphertext of the encoding with its 16-byte tag. The
 //!   AEAD's associated data is everything before the salt plus the object's own id, so a
 //!   ciphertext moved to another object, or a downgraded header, does not decrypt.
+//!
+//! | offset | size | verifying key (`TZVK`, 138 bytes) |
+//! |---|---|---|
+//! | 0 | 4 | magic `TZVK` |
+//! | 4 | 2 | version (1) |
+//! | 6 | 2 | reserved, 0 |
+//! | 8 | 130 | [`VerifyingKey`] encoding: scheme (1), length (1), key zero-padded to 128 |
+//!
+//! | offset | size | signing key (`TZSK`; 154 bytes plain, 222 sealed) |
+//! |---|---|---|
+//! | 0 | 4 | magic `TZSK` |
+//! | 4 | 2 | version (1) |
+//! | 6 | 2 | protection: 0 plain, 1 sealed |
+//! | 8 | 16 | the verifying-key object's id |
+//! | 24 | 130 | plain: the [`SigningKey`] encoding (scheme, length, secret zero-padded to 128) |
+//! | 24 | 12 | sealed: Argon2id memory (KiB), passes, lanes (u32 each) |
+//! | 36 | 16 | sealed: salt |
+//! | 52 | 24 | sealed: XChaCha20 nonce |
+//! | 76 | 146 | sealed: ciphertext of the [`SigningKey`] encoding (130) and its tag (16) |
 
 use std::fmt;
 

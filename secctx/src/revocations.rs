@@ -1,9 +1,21 @@
 //! The store's revocation list: revoked key objects and record ids, in one object that the
 //! access simulator (and a kernel loading the store) applies before deciding.
 //!
-//! Layout (little-endian): magic `TZRV`, version `1` (u16), reserved `0` (u16), key count
-//! (u32), record count (u32), the key-object ids (16 bytes each, ascending), the record ids
-//! (32 bytes each, ascending).
+//! Layout (version 1, little-endian, 16 + 16 × `k` + 32 × `r` bytes):
+//!
+//! | offset | size | field |
+//! |---|---|---|
+//! | 0 | 4 | magic `TZRV` |
+//! | 4 | 2 | version (1) |
+//! | 6 | 2 | reserved, 0 |
+//! | 8 | 4 | key count `k` |
+//! | 12 | 4 | record count `r` |
+//! | 16 | 16 × `k` | revoked key-object ids, ascending |
+//! | 16 + 16`k` | 32 × `r` | revoked record ids ([`RecordId`]), ascending |
+//!
+//! Nothing is signed: the list is an object of the store, protected as the store is. The
+//! encoder writes both lists ascending and without repeats; the decoder does not yet refuse
+//! other orders (see `tests/it/fixtures.rs`).
 
 use std::collections::BTreeSet;
 

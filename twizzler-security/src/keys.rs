@@ -5,6 +5,20 @@
 //! larger keys can be added without changing the layout of stored objects. In memory,
 //! keys are kept parsed: a [`VerifyingKey`] holds the curve point, so verifying never re-parses.
 //!
+//! Layout of an encoded key ([`KEY_ENCODED_LEN`] bytes) or signature ([`SIG_ENCODED_LEN`]
+//! bytes); there is no magic or version, the enclosing format carries them:
+//!
+//! | offset | size | field |
+//! |---|---|---|
+//! | 0 | 1 | scheme tag: 1 Ed25519, 2 ECDSA P-256 |
+//! | 1 | 1 | length of the meaningful bytes, exactly the scheme's |
+//! | 2 | 128 | the bytes, then zeros (non-zero padding is refused) |
+//!
+//! The meaningful bytes: an Ed25519 verifying key is its 32-byte compressed point and a
+//! signing key its 32-byte seed; a P-256 verifying key is the 65-byte uncompressed SEC1 point
+//! and a signing key the 32-byte big-endian scalar; a signature is 64 bytes (Ed25519 `R || s`,
+//! P-256 `r || s` big-endian, low-S) for both schemes.
+//!
 //! Signatures are non-malleable: Ed25519 uses strict verification, and ECDSA P-256 signatures
 //! must have a low `s` (signing always produces one). Together with canonical encodings, this
 //! makes a record's [`RecordId`](crate::RecordId) unique, so revoking a record by its id cannot

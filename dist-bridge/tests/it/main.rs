@@ -19,6 +19,7 @@ mod broadcast;
 mod common;
 mod export;
 mod export_proof;
+mod fixtures;
 mod health;
 mod metrics;
 mod net;

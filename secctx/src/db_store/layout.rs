@@ -153,4 +153,73 @@ mod tests {
             }
         }
     }
+
+    /// The metadata record a store holds, and its golden file.
+    fn golden_info() -> ObjInfo {
+        ObjInfo {
+            meta: ObjMeta {
+                kuid: Some(ObjID::new(0x7777_0000_1111_2222_3333_4444_5555_6666)),
+                default_prots: Protections::READ | Protections::WRITE,
+                secret: true,
+            },
+            len: 0x0123_4567,
+        }
+    }
+
+    const GOLDEN: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/db-meta-v1.bin");
+
+    /// The frozen metadata record (the practice of `tests/it/fixtures.rs`, here because the
+    /// codec is private to the store): the golden file decodes to the expected value field by
+    /// field, re-encodes to the same bytes, and every single-byte change (each byte, each of
+    /// the 255 other values) is refused or reads as another value.
+    #[test]
+    fn meta_record_golden() {
+        let bytes = std::fs::read(GOLDEN).expect("golden file");
+        let id = ObjID::new(1);
+        let info = decode_meta(id, &bytes).expect("decodes");
+        assert_eq!(
+            info.meta.kuid,
+            Some(ObjID::new(0x7777_0000_1111_2222_3333_4444_5555_6666))
+        );
+        assert_eq!(
+            info.meta.default_prots,
+            Protections::READ | Protections::WRITE
+        );
+        assert!(info.meta.secret);
+        assert_eq!(info.len, 0x0123_4567);
+        assert_eq!(&encode_meta(&info)[..], &bytes[..]);
+        assert_eq!(&encode_meta(&golden_info())[..], &bytes[..]);
+        let mut changed = bytes.clone();
+        for at in 0..bytes.len() {
+            for v in 0..=u8::MAX {
+                if v == bytes[at] {
+                    continue;
+                }
+                changed[at] = v;
+                let got = decode_meta(id, &changed).ok();
+                assert_ne!(
+                    got,
+                    Some(golden_info()),
+                    "byte {at} = {v:#x} reads the same"
+                );
+            }
+            changed[at] = bytes[at];
+        }
+    }
+
+    /// Writes the golden file if it does not exist: only together with a bump of the record's
+    /// version. It never overwrites it: replacing it means deleting it, knowingly.
+    #[test]
+    #[ignore = "writes the golden file; run with REGENERATE_FIXTURES=1"]
+    fn regenerate_meta_record() {
+        assert!(
+            std::env::var_os("REGENERATE_FIXTURES").is_some_and(|v| v == "1"),
+            "set REGENERATE_FIXTURES=1 to write the missing golden file"
+        );
+        if std::path::Path::new(GOLDEN).exists() {
+            eprintln!("kept {GOLDEN} (delete it to write it anew)");
+            return;
+        }
+        std::fs::write(GOLDEN, encode_meta(&golden_info())).expect("write");
+    }
 }

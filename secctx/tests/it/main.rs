@@ -17,6 +17,7 @@ mod context_append;
 mod db_store;
 mod db_store_processes;
 mod dir_store;
+mod fixtures;
 mod names;
 mod userspace;
 

@@ -20,6 +20,7 @@ mod ctx_in_place;
 mod ctx_overflow;
 mod delegation;
 mod fixture;
+mod fixtures;
 mod gates;
 mod keys;
 mod perms;
