@@ -14,8 +14,8 @@
 //! | 16 + 16`k` | 32 × `r` | revoked record ids ([`RecordId`]), ascending |
 //!
 //! Nothing is signed: the list is an object of the store, protected as the store is. The
-//! encoder writes both lists ascending and without repeats; the decoder does not yet refuse
-//! other orders (see `tests/it/fixtures.rs`).
+//! encoder writes both lists ascending and without repeats, and the decoder refuses any other
+//! order or a repeat, so a list has one encoding.
 
 use std::collections::BTreeSet;
 
@@ -71,15 +71,26 @@ impl RevocationList {
         }
         let body = d.get(HEADER..).unwrap_or_default();
         let (kb, rb) = body.split_at(nk * 16);
-        let keys = kb
+        let keys: Vec<ObjID> = kb
             .chunks_exact(16)
             .filter_map(|c| <[u8; 16]>::try_from(c).ok().map(ObjID::from_le_bytes))
             .collect();
-        let records = rb
+        let records: Vec<RecordId> = rb
             .chunks_exact(32)
             .filter_map(|c| <[u8; 32]>::try_from(c).ok().map(RecordId))
             .collect();
-        Ok(Self { keys, records })
+        // One encoding per list: each id strictly after the one before it, as `encode`
+        // writes them (a list in another order, or with repeats, was not written here).
+        if !keys.windows(2).all(|w| matches!(w, [a, b] if a < b)) {
+            return Err(corrupt("key ids not in ascending order, or repeated"));
+        }
+        if !records.windows(2).all(|w| matches!(w, [a, b] if a < b)) {
+            return Err(corrupt("record ids not in ascending order, or repeated"));
+        }
+        Ok(Self {
+            keys: keys.into_iter().collect(),
+            records: records.into_iter().collect(),
+        })
     }
 
     /// The list's bytes.

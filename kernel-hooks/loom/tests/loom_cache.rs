@@ -14,7 +14,12 @@
 //! (in its own target directory); built without `--cfg loom` it is empty.
 
 // A test harness: a failed unwrap, expect or panic is a failed test.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, unreachable_pub)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    unreachable_pub
+)]
 #![cfg(loom)]
 
 use kernel_hooks::seqset::{KEY_WORDS, Mirrored, Retain, SeqSet, Upsert};

@@ -384,10 +384,9 @@ fn sealed_cost_is_authenticated() {
 }
 
 /// The golden revocation-list bytes with keys or records out of order, or repeated, are not
-/// the list's canonical encoding; the decoder should refuse them as its layout says
-/// ("ascending"), as every other decoder here refuses a non-canonical encoding.
+/// the list's canonical encoding; the decoder refuses them as its layout says ("ascending"),
+/// as every other decoder here refuses a non-canonical encoding.
 #[test]
-#[ignore = "defect: RevocationList::decode accepts unsorted and repeated ids (not canonical)"]
 fn revocations_refuse_unsorted_or_repeated_ids() {
     let bytes = read(REVOCATIONS_V1.file);
     let (k0, k1) = (16..32, 32..48);
