@@ -49,8 +49,11 @@ use crate::{
     thread::current_memory_context,
 };
 
+mod ctx_write;
 #[cfg(test)]
 mod port_tests;
+
+pub use ctx_write::{FaultScope, fault_scope};
 
 /// The id naming the kernel's own context (never an object): kernel threads run in it.
 pub const KERNEL_SCTX: ObjID = ObjID::new(0);
@@ -163,12 +166,16 @@ impl Host for TwzHost {
         let sctx = mapped_contexts().lock().get(&to_abi_id(ctx)).cloned()?;
         let kobj = sctx.kobj.as_ref()?;
         let base = kobj.start_addr().offset(NULLPAGE_SIZE).ok()?;
-        // SAFETY: the kernel object handle maps the whole slot of the context object for as
-        // long as `sctx` (and so `kobj`) lives, which outlives `f`; untouched pages fault in
-        // from the object. Userspace can write the object concurrently, which is why the
-        // bytes go through `CtxBytes::shared` (atomic byte loads), never a reference.
-        let bytes = unsafe { CtxBytes::shared(base.as_ptr::<u8>(), CTX_BYTES_LEN) };
-        Some(f(bytes))
+        // Step 3 of the context-write protocol (`ctx_write`): after another thread's write
+        // window, with W taken off a dirty context's mappings, and under its lock.
+        sctx.writes.read(to_abi_id(ctx), || {
+            // SAFETY: the kernel object handle maps the whole slot of the context object for as
+            // long as `sctx` (and so `kobj`) lives, which outlives `f`; untouched pages fault in
+            // from the object. Userspace can write the object concurrently, which is why the
+            // bytes go through `CtxBytes::shared` (atomic byte loads), never a reference.
+            let bytes = unsafe { CtxBytes::shared(base.as_ptr::<u8>(), CTX_BYTES_LEN) };
+            Some(f(bytes))
+        })
     }
 
     fn with_key<R>(
@@ -461,7 +468,7 @@ pub fn check_fault(
     sctx_id: ObjID,
     addr: VirtAddr,
     cause: MemoryAccessKind,
-    _ip: VirtAddr,
+    ip: VirtAddr,
 ) -> Result<PermsInfo, UpcallInfo> {
     let all = PermsInfo {
         ctx: sctx_id,
@@ -480,14 +487,79 @@ pub fn check_fault(
         return Ok(all);
     }
     // A denial installs nothing, so only a grant's ticket needs keeping: one lock per fault.
-    let (perms, ticket) = decide_ticketed(thread.secctx.hooks(), obj, offset, addr, cause)?;
+    let (mut perms, ticket) = decide_ticketed(thread.secctx.hooks(), obj, offset, addr, cause)?;
     *thread.secctx.ticket.lock() = Some(ticket);
+    if is_context(obj.id()) {
+        if cause == MemoryAccessKind::Write {
+            return context_write(obj, offset, addr, ip);
+        }
+        // Step 1 of the context-write protocol: a context page is mapped read-only at first,
+        // whatever the engine grants, so a write to it faults.
+        perms.provide.remove(Protections::WRITE);
+    }
     #[cfg(test)]
     if let Some(hook) = AFTER_DECISION.lock().take() {
         hook();
     }
     Ok(perms)
 }
+
+/// Step 2 of the context-write protocol (`ctx_write`): the engine allowed the current
+/// thread's write at byte `offset` of context object `obj`.
+fn context_write(
+    obj: &ObjectRef,
+    offset: usize,
+    addr: VirtAddr,
+    ip: VirtAddr,
+) -> Result<PermsInfo, UpcallInfo> {
+    let Some(thread) = crate::thread::current_thread_ref() else {
+        return Err(UpcallInfo::SecurityViolation(SecurityViolationInfo {
+            address: addr.raw(),
+            access_kind: MemoryAccessKind::Write,
+        }));
+    };
+    let sctx = mapped_contexts().lock().get(&obj.id()).cloned();
+    if let Some(sctx) = &sctx {
+        ctx_write::open_window(sctx);
+    }
+    let _ = ENGINE.invalidate_ctx(to_hooks_id(obj.id()));
+    // A thread editing its own context runs code granted under it, which the invalidation
+    // just unmapped: fault the instruction's page in again first, while the context is still
+    // read-only, or its refetch would re-protect the context and the write would fault and
+    // invalidate again, for ever.
+    if !ip.is_kernel() && thread.secctx.active_id() == obj.id() {
+        crate::memory::context::virtmem::fault::do_page_fault(
+            ip,
+            MemoryAccessKind::InstructionFetch,
+            crate::memory::context::virtmem::PageFaultFlags::USER,
+            ip,
+        )?;
+    }
+    // Decided again: the decision that allowed the write was swept with the rest, and a
+    // mapping no cached decision covers is one a later revocation could not find.
+    let (perms, ticket) = decide_ticketed(
+        thread.secctx.hooks(),
+        obj,
+        offset,
+        addr,
+        MemoryAccessKind::Write,
+    )?;
+    *thread.secctx.ticket.lock() = Some(ticket);
+    if let Some(sctx) = &sctx {
+        sctx.writes.mark_dirty();
+    }
+    Ok(perms)
+}
+
+/// Whether object `id` is a security context the kernel has mapped (one a thread attached):
+/// the contexts the engine reads, whose writes it must see.
+fn is_context(id: ObjID) -> bool {
+    CONTEXT_IDS.lock().contains(&id.raw())
+}
+
+/// The ids of [`mapped_contexts`], kept beside it for the fault path's [`is_context`] (a
+/// spin lock and a set, not the table's mutex).
+static CONTEXT_IDS: Spinlock<BTreeSet<u128>> = Spinlock::new(BTreeSet::new());
 
 /// Whether the current thread's last fault decision still holds: the fault path's mapper
 /// asks this holding the lock the engine's unmaps take (the memory context's table of
@@ -593,6 +665,8 @@ pub struct AccessInfo {
 /// A single security context: its kernel mapping (`None` for the kernel's).
 pub struct SecurityContext {
     kobj: Option<KernelObject<SecCtxBase>>,
+    /// Its write-protection state (`ctx_write`).
+    writes: ctx_write::CtxWrites,
 }
 
 impl core::fmt::Debug for SecurityContext {
@@ -609,7 +683,10 @@ pub type SecurityContextRef = Arc<SecurityContext>;
 impl SecurityContext {
     /// A context over its kernel mapping (`None`: the kernel's context).
     pub fn new(kobj: Option<KernelObject<SecCtxBase>>) -> Self {
-        Self { kobj }
+        Self {
+            kobj,
+            writes: ctx_write::CtxWrites::new(),
+        }
     }
 
     /// The context object's id (`KERNEL_SCTX` for the kernel's).
@@ -657,6 +734,8 @@ pub struct SecCtxMgr {
     /// Whether this thread is arming an expiry step (`arm_step`): `ARM_IDLE`, `ARM_INSIDE`
     /// or `ARM_RAN_INSIDE`.
     arming: AtomicU8,
+    /// Its faults in progress and the context-write window it holds (`ctx_write`).
+    writes: ctx_write::ThreadWrites,
 }
 
 impl SecCtxMgr {
@@ -675,6 +754,7 @@ impl SecCtxMgr {
             held: Mutex::new(held),
             ticket: Spinlock::new(None),
             arming: AtomicU8::new(ARM_IDLE),
+            writes: ctx_write::ThreadWrites::new(),
         }
     }
 
@@ -789,6 +869,7 @@ impl Clone for SecCtxMgr {
             held: Mutex::new(self.held.lock().clone()),
             ticket: Spinlock::new(None),
             arming: AtomicU8::new(ARM_IDLE),
+            writes: ctx_write::ThreadWrites::new(),
         }
     }
 }
@@ -802,6 +883,7 @@ impl Drop for SecCtxMgr {
         for (id, ctx) in held.iter() {
             if *id != KERNEL_SCTX && Arc::strong_count(ctx) == 2 {
                 global.remove(id);
+                CONTEXT_IDS.lock().remove(&id.raw());
             }
         }
     }
@@ -835,5 +917,6 @@ pub fn get_sctx(id: ObjID) -> twizzler_rt_abi::Result<SecurityContextRef> {
         kernel_context().insert_kernel_object(info),
     )));
     mapped.insert(id, ctx.clone());
+    CONTEXT_IDS.lock().insert(id.raw());
     Ok(ctx)
 }

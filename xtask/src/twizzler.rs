@@ -51,8 +51,12 @@ const SILENCE_TIMEOUT: Duration = Duration::from_secs(300);
 const PORT_DIR: &str = "twizzler-port";
 /// Where our kernel files go in the checkout (the adapter replaces upstream's module; the
 /// rest are its in-kernel tests).
-const OUR_FILES: [(&str, &str); 6] = [
+const OUR_FILES: [(&str, &str); 7] = [
     ("kernel/security.rs", "src/kernel/src/security.rs"),
+    (
+        "kernel/security/ctx_write.rs",
+        "src/kernel/src/security/ctx_write.rs",
+    ),
     (
         "kernel/security/port_tests.rs",
         "src/kernel/src/security/port_tests.rs",

@@ -225,6 +225,12 @@ fn object_with(id: Option<(ObjID, MetaInfo)>, bytes: &[u8]) -> ObjectRef {
 
 /// Writes `bytes` at the base of `obj` (past the null page) through a kernel mapping of it.
 fn write_into(obj: &ObjectRef, bytes: &[u8]) {
+    write_into_at(obj, 0, bytes);
+}
+
+/// Writes `bytes` at byte `at` past the base of `obj` (past the null page) through a kernel
+/// mapping of it.
+fn write_into_at(obj: &ObjectRef, at: usize, bytes: &[u8]) {
     let handle = kernel_context().insert_kernel_object::<u8>(ObjectContextInfo::new(
         obj.clone(),
         Protections::READ | Protections::WRITE,
@@ -233,12 +239,12 @@ fn write_into(obj: &ObjectRef, bytes: &[u8]) {
     ));
     let base = handle
         .start_addr()
-        .offset(NULLPAGE_SIZE)
+        .offset(NULLPAGE_SIZE + at)
         .unwrap_or_else(|_| panic!("object base"));
-    assert!(bytes.len() < MAX_SIZE / 2);
+    assert!(at + bytes.len() < MAX_SIZE / 2);
     // SAFETY: the handle maps the object's whole slot read-write in the kernel context until
-    // it drops at the end of this function, and the bytes lie within the slot (checked
-    // above). A context being rewritten while the engine reads it is what `CtxBytes::shared`
+    // it drops at the end of this function, and the bytes (from `at`) lie within the slot
+    // (checked above). A context being rewritten while the engine reads it is what `CtxBytes::shared`
     // is for: the engine reads with atomic byte loads, never through a reference.
     unsafe {
         core::ptr::copy_nonoverlapping(bytes.as_ptr(), base.as_mut_ptr::<u8>(), bytes.len());

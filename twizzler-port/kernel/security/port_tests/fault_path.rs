@@ -354,3 +354,89 @@ fn port_revocation_unmaps_only_the_context_it_concerns() {
         assert!(pte(a, other_page).is_some(), "and none of A's");
     });
 }
+
+#[kernel_test]
+fn port_a_thread_writing_its_context_is_seen_at_its_next_fault() {
+    // The guide's section 5 in upstream's fault path (`ctx_write`). Context C (keyed by the
+    // key, so a capability may name it as its target) holds r-- on data D, r-x on code K and
+    // rw- on itself. A thread under C reads D, then reads C's header: mapped read-only,
+    // though the engine grants rw-. It writes C: the write fault invalidates C (D's page
+    // goes), faults the instruction's page in again (the thread edits its own context), and
+    // maps C's page writable. The thread's store empties C's entry table. Its next read of D
+    // faults, the engine reads C anew (re-protected first) and finds no record.
+    let key = new_key();
+    let data = keyed_object(key.obj, &[0x44; 64]);
+    let code = keyed_object(key.obj, &[0x90; 64]);
+    let c = context_object(Some(key.obj), |ctx| {
+        let mut e = SecCtxEditor::new();
+        e.add_cap(&mint(&key, data.id(), ctx, Caps::READ, |_| {}));
+        e.add_cap(&mint(&key, code.id(), ctx, Caps::READ | Caps::EXEC, |_| {}));
+        e.add_cap(&mint(&key, ctx, ctx, Caps::READ | Caps::WRITE, |_| {}));
+        e
+    });
+    let crate::obj::LookupResult::Found(c_obj) =
+        crate::obj::lookup_object(c, crate::obj::LookupFlags::empty())
+    else {
+        panic!("the context object is in the object table");
+    };
+    let sctx = get_sctx(c).unwrap_or_else(|_| panic!("context"));
+    run_in_user_context(sctx, &[], move || {
+        let rw = Protections::READ | Protections::WRITE;
+        let d_base = map_at_slot_n(&data, 20, rw);
+        let k_base = map_at_slot_n(&code, 21, Protections::READ | Protections::EXEC);
+        let c_base = map_at_slot_n(&c_obj, 22, rw);
+        let ip = va(k_base + 0x1000);
+        let d = va(d_base + 0x1008);
+        // The context's bytes start past the null page: its header's entry count is at 20.
+        let count = va(c_base + 0x1000 + 20);
+        let user = PageFaultFlags::USER;
+        assert!(do_page_fault(d, MemoryAccessKind::Read, user, ip).is_ok());
+        assert!(do_page_fault(count, MemoryAccessKind::Read, user, ip).is_ok());
+        let got = pte(c, count);
+        assert!(
+            got.is_some_and(|p| !p.contains(Protections::WRITE)),
+            "a context page is mapped read-only at first, though rw- is granted: {got:?}"
+        );
+
+        let write = do_page_fault(
+            count,
+            MemoryAccessKind::Write,
+            user | PageFaultFlags::PRESENT,
+            ip,
+        );
+        assert!(
+            write.is_ok(),
+            "C's rw- on itself allows the write: {write:?}"
+        );
+        assert_eq!(
+            pte(c, d),
+            None,
+            "the write's invalidation unmapped D's page"
+        );
+        let got = pte(c, ip);
+        assert!(
+            got.is_some_and(|p| p.contains(Protections::EXEC)),
+            "the instruction's page was faulted in again: {got:?}"
+        );
+        let got = pte(c, count);
+        assert!(
+            got.is_some_and(|p| p.contains(Protections::WRITE)),
+            "C's page is writable now: {got:?}"
+        );
+
+        // The store the write fault was for: the entry count to 0, a new generation.
+        super::write_into_at(&c_obj, 20, &[0; 4]);
+        super::write_into_at(&c_obj, 8, &0x5eed_0001_u64.to_le_bytes());
+
+        let again = do_page_fault(d, MemoryAccessKind::Read, user, ip);
+        assert!(
+            matches!(again, Err(UpcallInfo::SecurityViolation(_))),
+            "the edit removed D's record, and the next read sees it: {again:?}"
+        );
+        let got = pte(c, count);
+        assert!(
+            !got.is_some_and(|p| p.contains(Protections::WRITE)),
+            "C was write-protected again before the engine read it: {got:?}"
+        );
+    });
+}

@@ -62,11 +62,11 @@ fn port_timings_in_upstreams_kernel() {
     let fault = Fault::new(t, info, 0x1000, AccessKind::Read);
     assert!(matches!(ENGINE.decide(&mgr, &fault), Decision::Map { .. }));
     let hit = per_call(15, 20_000, || {
-        black_box(ENGINE.decide(black_box(&mgr), black_box(&fault)));
+        let _ = black_box(ENGINE.decide(black_box(&mgr), black_box(&fault)));
     });
     let hit_with_kuid = per_call(15, 2_000, || {
         let fault = Fault::new(t, object_info(black_box(&target)), 0x1000, AccessKind::Read);
-        black_box(ENGINE.decide(&mgr, &fault));
+        let _ = black_box(ENGINE.decide(&mgr, &fault));
     });
 
     // A miss: the context's cached decisions dropped, then one decision (one verification).
