@@ -105,7 +105,7 @@ impl<H: Host> Engine<H> {
     /// });
     /// let thread = SecCtxMgr::new(ctx);
     /// let read = Fault::new(file, info, 0x1000, AccessKind::Read);
-
+    ///
     /// assert!(matches!(engine.decide(&thread, &read), Decision::Map { .. }));
     ///
     /// engine.host().revoked.set(Some(key_obj)); // the kernel records the revocation first

@@ -258,7 +258,7 @@ impl<H: Host> Engine<H> {
     /// });
     /// let thread = SecCtxMgr::new(ctx);
     /// let read = Fault::new(file, info, 0x1000, AccessKind::Read);
-
+    ///
     /// let first = engine.decide(&thread, &read);
     /// assert!(matches!(first, Decision::Map { prots, .. } if prots == Protections::READ));
     /// let again = engine.decide(&thread, &read);
