@@ -263,6 +263,31 @@ pub fn remove<S: ObjectStore>(store: &S, id: ObjID, what: Removal) -> Result<u64
 }
 
 /// Sets the per-object mask of `target`.
+///
+/// # Example
+///
+/// A mask limits what a context's records can grant for one object (here to read-only),
+/// whatever the records say; [`remove`] takes it away again:
+///
+/// ```
+/// use secctx::context::{self, Removal};
+/// use secctx::{MemStore, ObjectStore};
+/// use twizzler_capsec::{ObjID, Protections, SecCtx};
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let store = MemStore::new();
+/// let (ctx, object) = (ObjID::new(0x20), ObjID::new(0x10));
+/// context::create(&store, ctx, None)?;
+///
+/// context::set_mask(&store, ctx, object, Protections::READ, Protections::empty())?;
+/// let bytes = store.get(ctx)?.data;
+/// let mask = SecCtx::parse(&bytes)?.mask(object);
+/// assert_eq!(mask.map(|m| m.permmask), Some(Protections::READ));
+///
+/// context::remove(&store, ctx, Removal::Mask(object))?;
+/// assert!(context::remove(&store, ctx, Removal::Mask(object)).is_err()); // nothing left
+/// # Ok(())
+/// # }
+/// ```
 pub fn set_mask<S: ObjectStore>(
     store: &S,
     id: ObjID,
