@@ -115,6 +115,45 @@ pub struct StoreKeys<'a, S> {
 
 impl<'a, S: ObjectStore> StoreKeys<'a, S> {
     /// Reads the store's revocation list.
+    ///
+    /// # Example
+    ///
+    /// A node exports a capability for an object in its store, checked against the key the
+    /// object's `kuid` names, and then decides invocations of the token; once the key is
+    /// revoked in the store, the capability no longer exports:
+    ///
+    /// ```
+    /// use dist_bridge::{
+    ///     ByteRange, ControllerId, ExportError, ExportRequest, GuardTableConfig, NodeSecret, Op,
+    ///     Owner, Rights, StoreKeys,
+    /// };
+    /// use rand_core::SeedableRng;
+    /// use secctx::revocations::RevocationList;
+    /// use secctx::{MemStore, ObjMeta, Object, ObjectStore, keypair};
+    /// use twizzler_capsec::{Cap, CapGrant, ObjID, Protections, SigningScheme};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(1); // the OS RNG in real use
+    /// let store = MemStore::new(); // a node's `DbStore` in real use
+    /// let kdf = keypair::KdfParams::DEFAULT;
+    /// let (ids, key) = keypair::create_keypair(&store, SigningScheme::Ed25519, None, kdf, &mut rng)?;
+    /// let (object, ctx) = (ObjID::new(0x1000), ObjID::new(0x2000));
+    /// let meta = ObjMeta::signed_by(ids.verifying);
+    /// store.create(&Object { id: object, meta, data: vec![0; 4096] })?;
+    /// let cap = Cap::mint(CapGrant::new(object, ctx, Protections::READ), &key)?;
+    ///
+    /// let owner = Owner::new(ControllerId::new(1, 1), NodeSecret::generate()?, GuardTableConfig::default())?;
+    /// let request = ExportRequest::new(ctx, Rights::READ, ByteRange::WHOLE);
+    /// let now = 1_000;
+    /// let token = owner.export(&cap, &StoreKeys::new(&store)?, &request, now)?;
+    /// assert!(owner.check_bytes(&token.encode(), Op::Read, 0, 512, now).is_ok());
+    /// assert!(owner.check_bytes(&token.encode(), Op::Write, 0, 512, now).is_err());
+    ///
+    /// RevocationList::add(&store, |list| list.keys.insert(ids.verifying))?;
+    /// let refused = owner.export(&cap, &StoreKeys::new(&store)?, &request, now);
+    /// assert!(matches!(refused, Err(ExportError::Key(_))));
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn new(store: &'a S) -> Result<Self, StoreError> {
         Ok(Self {
             store,

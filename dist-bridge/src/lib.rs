@@ -53,6 +53,7 @@
 //! use dist_bridge::*;
 //! use twizzler_capsec::{Cap, CapGrant, ObjID, Protections, SigningKey, SigningScheme};
 //! # use rand_core::SeedableRng;
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! # let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(1); // use the OS RNG in real code
 //!
 //! // Node 1 owns an object; its key signs a read-write capability for context `ctx`.
@@ -61,26 +62,24 @@
 //! let cap = Cap::mint(
 //!     CapGrant::new(object, ctx, Protections::READ | Protections::WRITE),
 //!     &object_key,
-//! )
-//! .unwrap();
+//! )?;
 //! let keys = MapKeys([(object, object_key.verifying_key())].into());
 //!
 //! // The owner (in a real node: the id from `VersionFile::open_and_bump`).
 //! let owner = Owner::new(
 //!     ControllerId::new(1, 1),
-//!     NodeSecret::generate().unwrap(),
+//!     NodeSecret::generate()?,
 //!     GuardTableConfig::default(),
-//! )
-//! .unwrap();
+//! )?;
 //! let now = 1_000;
 //!
 //! // Export: the capability becomes a guard and a token for remote use.
 //! let request = ExportRequest::new(ctx, Rights::all(), ByteRange::WHOLE);
-//! let token = owner.export(&cap, &keys, &request, now).unwrap();
+//! let token = owner.export(&cap, &keys, &request, now)?;
 //!
 //! // A holder attenuates it offline: read-only, first page only; then sends the bytes on.
-//! let page = ByteRange::new(0, 4096).unwrap();
-//! let weak = token.with_rights(Rights::READ).unwrap().with_range(page).unwrap();
+//! let page = ByteRange::new(0, 4096)?;
+//! let weak = token.with_rights(Rights::READ)?.with_range(page)?;
 //! let wire = weak.encode();
 //!
 //! // The owner checks invocations.
@@ -95,11 +94,13 @@
 //! ));
 //!
 //! // The holder of the original token revokes: every derived token is refused.
-//! owner.revoke(&token, now).unwrap();
+//! owner.revoke(&token, now)?;
 //! assert!(matches!(
 //!     owner.check_bytes(&wire, Op::Read, 0, 512, now),
 //!     Err(InvokeError::Revoked { .. })
 //! ));
+//! # Ok(())
+//! # }
 //! ```
 
 #![forbid(unsafe_code)]

@@ -146,6 +146,22 @@ impl ByteRange {
     };
 
     /// Makes a range, checking its arithmetic.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use dist_bridge::{ByteRange, RangeError};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let page = ByteRange::new(0x1000, 0x1000)?;
+    /// assert!(page.covers(0x1800, 16));
+    /// assert!(!page.covers(0x1ff8, 16)); // runs past the end
+    ///
+    /// let half = ByteRange::new(0x1800, 0x1000)?;
+    /// assert_eq!(page.intersect(&half), Some(ByteRange::new(0x1800, 0x800)?));
+    /// assert_eq!(ByteRange::new(0, 0), Err(RangeError::Empty));
+    /// # Ok(())
+    /// # }
+    /// ```
     pub const fn new(offset: u64, len: u64) -> Result<Self, RangeError> {
         if len == 0 {
             return Err(RangeError::Empty);

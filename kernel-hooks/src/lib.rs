@@ -54,6 +54,7 @@
 //! #     }
 //! # }
 //! # impl rand_core::TryCryptoRng for Rng {}
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! # let mut rng = Rng(7); // use a real CSPRNG: this one is for the example only
 //!
 //! /// A toy kernel: objects, context bytes and keys in maps.
@@ -80,14 +81,14 @@
 //!
 //! let (file, key_obj, ctx) = (ObjID::new(0x10), ObjID::new(0x11), ObjID::new(0x20));
 //! let key = SigningKey::generate(SigningScheme::Ed25519, &mut rng);
-//! let cap = Cap::mint(CapGrant::new(file, ctx, Protections::READ), &key).unwrap();
+//! let cap = Cap::mint(CapGrant::new(file, ctx, Protections::READ), &key)?;
 //! let mut editor = SecCtxEditor::new();
 //! editor.add_cap(&cap);
 //!
 //! let info = ObjectInfo { kuid: Some(key_obj), default_prots: Protections::empty() };
 //! let engine = Engine::new(Kernel {
 //!     objects: [(file, info)].into(),
-//!     contexts: [(ctx, editor.encode().unwrap())].into(),
+//!     contexts: [(ctx, editor.encode()?)].into(),
 //!     keys: [(key_obj, key.verifying_key())].into(),
 //! });
 //! let thread = SecCtxMgr::new(ctx);
@@ -101,6 +102,8 @@
 //!
 //! let write = Fault { kind: AccessKind::Write, ..read };
 //! assert!(matches!(engine.decide(&thread, &write), Decision::Violation(Violation::Denied { .. })));
+//! # Ok(())
+//! # }
 //! ```
 
 #![no_std]

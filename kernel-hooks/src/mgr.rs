@@ -260,6 +260,29 @@ impl SecCtxMgr {
     /// Makes attached context `ctx` the active one; the previously active context takes its
     /// place among the inactive ones. The kernel switches its memory context along with it
     /// when this returns [`SwitchResult::Switched`].
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use kernel_hooks::{DetachError, SecCtxMgr, SwitchResult};
+    /// use twizzler_capsec::ObjID;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let (a, b, c) = (ObjID::new(0xa), ObjID::new(0xb), ObjID::new(0xc));
+    /// let thread = SecCtxMgr::new(a);
+    /// thread.attach(b)?;
+    ///
+    /// assert_eq!(thread.switch_context(b), SwitchResult::Switched);
+    /// assert_eq!(thread.active_id(), b); // `a` is now inactive
+    /// assert_eq!(thread.switch_context(b), SwitchResult::NoSwitch);
+    /// assert_eq!(thread.switch_context(c), SwitchResult::NotAttached);
+    ///
+    /// // The active context cannot be detached; an inactive one can.
+    /// assert_eq!(thread.detach(b), Err(DetachError::Active(b)));
+    /// thread.detach(a)?;
+    /// assert_eq!(thread.switch_context(a), SwitchResult::NotAttached);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn switch_context(&self, ctx: ObjID) -> SwitchResult {
         let mut inner = self.inner.lock();
         if inner.active == ctx {

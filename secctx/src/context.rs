@@ -157,6 +157,42 @@ fn check_holder(id: ObjID, holder: ObjID) -> Result<(), ContextError> {
 
 /// Adds a capability to context `id` (it must be for `id`): in place when the context allows
 /// it ([`crate::context_append`]), else by a full edit.
+///
+/// # Example
+///
+/// ```
+/// use rand_core::SeedableRng;
+/// use secctx::{DbStore, ObjMeta, Object, ObjectStore, context, keypair};
+/// use twizzler_capsec::{Cap, CapGrant, ObjID, Protections, SigningScheme};
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(1); // the OS RNG in real use
+/// let dir = tempfile::tempdir()?;
+/// let store = DbStore::open(dir.path())?;
+///
+/// // A key pair, an object it signs for, and a context.
+/// let kdf = keypair::KdfParams::DEFAULT; // (used only with a passphrase)
+/// let (ids, key) = keypair::create_keypair(&store, SigningScheme::Ed25519, None, kdf, &mut rng)?;
+/// let (doc, ctx) = (keypair::random_id(&mut rng), keypair::random_id(&mut rng));
+/// let meta = ObjMeta::signed_by(ids.verifying);
+/// store.create(&Object { id: doc, meta, data: vec![7; 8192] })?;
+/// context::create(&store, ctx, None)?;
+///
+/// // The object's owner grants the context read access.
+/// let cap = Cap::mint(CapGrant::new(doc, ctx, Protections::READ), &key)?;
+/// let before = context::read(&store, ctx)?.generation();
+/// let generation = context::add_cap(&store, ctx, &cap)?;
+/// assert!(generation > before);
+///
+/// let ctx_now = context::read(&store, ctx)?;
+/// assert_eq!(ctx_now.len(), 1);
+/// assert!(ctx_now.records().any(|(target, _, _)| target == doc));
+///
+/// // A capability for another context is refused.
+/// let other = Cap::mint(CapGrant::new(doc, ObjID::new(0x99), Protections::READ), &key)?;
+/// assert!(context::add_cap(&store, ctx, &other).is_err());
+/// # Ok(())
+/// # }
+/// ```
 pub fn add_cap<S: ObjectStore>(store: &S, id: ObjID, cap: &Cap) -> Result<u64, ContextError> {
     check_holder(id, cap.accessor())?;
     let item = cap.encode();
@@ -227,6 +263,31 @@ pub fn remove<S: ObjectStore>(store: &S, id: ObjID, what: Removal) -> Result<u64
 }
 
 /// Sets the per-object mask of `target`.
+///
+/// # Example
+///
+/// A mask limits what a context's records can grant for one object (here to read-only),
+/// whatever the records say; [`remove`] takes it away again:
+///
+/// ```
+/// use secctx::context::{self, Removal};
+/// use secctx::{MemStore, ObjectStore};
+/// use twizzler_capsec::{ObjID, Protections, SecCtx};
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let store = MemStore::new();
+/// let (ctx, object) = (ObjID::new(0x20), ObjID::new(0x10));
+/// context::create(&store, ctx, None)?;
+///
+/// context::set_mask(&store, ctx, object, Protections::READ, Protections::empty())?;
+/// let bytes = store.get(ctx)?.data;
+/// let mask = SecCtx::parse(&bytes)?.mask(object);
+/// assert_eq!(mask.map(|m| m.permmask), Some(Protections::READ));
+///
+/// context::remove(&store, ctx, Removal::Mask(object))?;
+/// assert!(context::remove(&store, ctx, Removal::Mask(object)).is_err()); // nothing left
+/// # Ok(())
+/// # }
+/// ```
 pub fn set_mask<S: ObjectStore>(
     store: &S,
     id: ObjID,

@@ -148,6 +148,25 @@ pub fn random_id<R: CryptoRng + ?Sized>(rng: &mut R) -> ObjID {
 
 /// Generates a key pair of `scheme` and stores it as two new objects; with a passphrase the
 /// signing key is encrypted under a key derived with `kdf`.
+///
+/// # Example
+///
+/// ```
+/// use rand_core::SeedableRng;
+/// use secctx::{MemStore, ObjectStore, keypair};
+/// use twizzler_capsec::SigningScheme;
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(1); // the OS RNG in real use
+/// let store = MemStore::new();
+/// let kdf = keypair::KdfParams::DEFAULT;
+/// let (ids, key) = keypair::create_keypair(&store, SigningScheme::Ed25519, None, kdf, &mut rng)?;
+///
+/// // The verifying-key object is public; the signing-key object is marked secret.
+/// assert_eq!(keypair::load_verifying_key(&store, ids.verifying)?, key.verifying_key());
+/// assert!(store.info(ids.signing)?.meta.secret);
+/// # Ok(())
+/// # }
+/// ```
 pub fn create_keypair<S: ObjectStore, R: CryptoRng + ?Sized>(
     store: &S,
     scheme: SigningScheme,

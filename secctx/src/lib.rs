@@ -20,11 +20,14 @@
 //! use secctx::*;
 //! use twizzler_capsec::SigningScheme;
 //! # use rand_core::SeedableRng;
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! # let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(1); // use the OS RNG in real code
 //! let store = MemStore::new();
-//! let (ids, key) = keypair::create_keypair(&store, SigningScheme::Ed25519, None, keypair::KdfParams::DEFAULT, &mut rng).unwrap();
-//! let vk = keypair::load_verifying_key(&store, ids.verifying).unwrap();
+//! let (ids, key) = keypair::create_keypair(&store, SigningScheme::Ed25519, None, keypair::KdfParams::DEFAULT, &mut rng)?;
+//! let vk = keypair::load_verifying_key(&store, ids.verifying)?;
 //! assert_eq!(vk, key.verifying_key());
+//! # Ok(())
+//! # }
 //! ```
 
 #![forbid(unsafe_code)]

@@ -226,6 +226,40 @@ impl AccessSimulator {
     }
 
     /// Simulates `access` by a thread whose contexts are `contexts`, the first one active.
+    ///
+    /// # Example
+    ///
+    /// A context holding a read-only capability may read the object's second page but not
+    /// write it, and the report says which record counted:
+    ///
+    /// ```
+    /// # use rand_core::SeedableRng;
+    /// use secctx::{AccessSimulator, DbStore, ObjMeta, Object, ObjectStore, SimAccess};
+    /// use secctx::{context, keypair};
+    /// use twizzler_capsec::{AccessKind, Cap, CapGrant, Protections, SigningScheme};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(1); // the OS RNG in real use
+    /// # let dir = tempfile::tempdir()?;
+    /// let store = DbStore::open(dir.path())?;
+    /// let kdf = keypair::KdfParams::DEFAULT;
+    /// let (ids, key) = keypair::create_keypair(&store, SigningScheme::Ed25519, None, kdf, &mut rng)?;
+    /// let (doc, ctx) = (keypair::random_id(&mut rng), keypair::random_id(&mut rng));
+    /// let meta = ObjMeta::signed_by(ids.verifying);
+    /// store.create(&Object { id: doc, meta, data: vec![7; 8192] })?;
+    /// context::create(&store, ctx, None)?;
+    /// context::add_cap(&store, ctx, &Cap::mint(CapGrant::new(doc, ctx, Protections::READ), &key)?)?;
+    ///
+    /// let now = 1; // ns since the Unix epoch
+    /// let sim = AccessSimulator::load(&store, &[ctx], &[doc], now)?;
+    /// let at = |kind| SimAccess { target: doc, offset: 0x1000, kind };
+    ///
+    /// let read = sim.check(&[ctx], at(AccessKind::Read));
+    /// assert!(read.granted());
+    /// assert_eq!(read.contexts[0].records.len(), 1);
+    /// assert!(!sim.check(&[ctx], at(AccessKind::Write)).granted());
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn check(&self, contexts: &[ObjID], access: SimAccess) -> Simulation {
         let Some((&active, inactive)) = contexts.split_first() else {
             return Simulation {

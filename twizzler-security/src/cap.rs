@@ -100,6 +100,28 @@ pub struct Cap {
 
 impl Cap {
     /// Signs `grant` with the target object's signing key.
+    ///
+    /// # Example
+    ///
+    /// The owner of object `0x1000` lets context `0x2000` read it:
+    ///
+    /// ```
+    /// use twizzler_capsec::{Cap, CapGrant, ObjID, Protections, SigningKey, SigningScheme};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// // In real use the entropy comes from the OS (`SigningKey::generate` takes an RNG).
+    /// let owner_key = SigningKey::from_entropy(SigningScheme::Ed25519, &[7; 32])?;
+    /// let (object, context) = (ObjID::new(0x1000), ObjID::new(0x2000));
+    ///
+    /// let cap = Cap::mint(CapGrant::new(object, context, Protections::READ), &owner_key)?;
+    /// assert_eq!((cap.target(), cap.accessor()), (object, context));
+    /// assert_eq!(cap.prots(), Protections::READ);
+    ///
+    /// // Anyone holding the owner's verifying key can check it; the encoding round-trips.
+    /// cap.verify(&owner_key.verifying_key(), 0)?;
+    /// assert_eq!(Cap::decode(&cap.encode())?, cap);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn mint(grant: CapGrant, target_key: &SigningKey) -> Result<Self, SignError> {
         let sig = target_key.sign(&grant.signed_message())?;
         Ok(Self { grant, sig })
@@ -157,6 +179,35 @@ impl Cap {
     }
 
     /// Checks expiry at `now` (ns since the epoch) and the signature under `target_key`.
+    ///
+    /// # Example
+    ///
+    /// A capability verifies only under its target's key, and only until it expires:
+    ///
+    /// ```
+    /// use twizzler_capsec::{
+    ///     Cap, CapGrant, Expiry, ObjID, Protections, SigningKey, SigningScheme, VerifyError,
+    /// };
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let owner = SigningKey::from_entropy(SigningScheme::Ed25519, &[1; 32])?;
+    /// let stranger = SigningKey::from_entropy(SigningScheme::Ed25519, &[2; 32])?;
+    ///
+    /// let mut grant = CapGrant::new(ObjID::new(0x1000), ObjID::new(0x2000), Protections::READ);
+    /// grant.expires = Expiry::from_raw(1_000); // ns since the epoch
+    /// let cap = Cap::mint(grant, &owner)?;
+    ///
+    /// assert!(cap.verify(&owner.verifying_key(), 999).is_ok());
+    /// assert_eq!(
+    ///     cap.verify(&stranger.verifying_key(), 999),
+    ///     Err(VerifyError::BadSignature)
+    /// );
+    /// assert!(matches!(
+    ///     cap.verify(&owner.verifying_key(), 1_000),
+    ///     Err(VerifyError::Expired { .. })
+    /// ));
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn verify(&self, target_key: &VerifyingKey, now: u64) -> Result<(), VerifyError> {
         self.check_expiry(now)?;
         self.verify_signature(target_key)

@@ -215,6 +215,47 @@ pub struct Del {
 impl Del {
     /// Delegates from a capability: the holder of `parent` (its accessor context) grants
     /// `grant` to `grant.receiver`, signing with that context's key.
+    ///
+    /// # Example
+    ///
+    /// Context A holds read-write on an object and hands context B read-only; B cannot be
+    /// handed more than A holds:
+    ///
+    /// ```
+    /// use twizzler_capsec::{
+    ///     Cap, CapGrant, Del, DelGrant, DelegateError, ObjID, Protections, SigningKey,
+    ///     SigningScheme,
+    /// };
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let (object, a, b) = (ObjID::new(0x1000), ObjID::new(0xa), ObjID::new(0xb));
+    /// let owner = SigningKey::from_entropy(SigningScheme::Ed25519, &[1; 32])?;
+    /// let a_key = SigningKey::from_entropy(SigningScheme::Ed25519, &[2; 32])?;
+    /// let rw = Protections::READ | Protections::WRITE;
+    /// let cap = Cap::mint(CapGrant::new(object, a, rw), &owner)?;
+    ///
+    /// // A signs the link with its own key.
+    /// let del = Del::from_cap(&cap, DelGrant::new(b, Protections::READ), &a_key)?;
+    /// assert_eq!((del.target(), del.provider(), del.receiver()), (object, a, b));
+    /// assert_eq!(del.prots(), Protections::READ);
+    ///
+    /// // Verification: the chain's shape, then each signature under its signer's key.
+    /// del.check_chain(0)?;
+    /// let (owner_pub, a_pub) = (owner.verifying_key(), a_key.verifying_key());
+    /// del.verify_signatures(|signer| match signer {
+    ///     s if s == object => Ok(&owner_pub),
+    ///     s if s == a => Ok(&a_pub),
+    ///     s => Err(twizzler_capsec::KeyLookupError::UnknownKey(s)),
+    /// })?;
+    ///
+    /// // Widening the rights is refused when signing.
+    /// let wider = DelGrant::new(b, rw | Protections::EXEC);
+    /// assert!(matches!(
+    ///     Del::from_cap(&cap, wider, &a_key),
+    ///     Err(DelegateError::Amplifies(_))
+    /// ));
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn from_cap(
         parent: &Cap,
         grant: DelGrant,

@@ -34,6 +34,28 @@ impl Gate {
 
     /// Makes a gate, checking its arithmetic.
     #[inline]
+    ///
+    /// # Example
+    ///
+    /// A data gate grants only the pages it covers whole; a code gate admits entry only at
+    /// its aligned offsets:
+    ///
+    /// ```
+    /// use twizzler_capsec::{Gate, GateError};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let data = Gate::new(0x2800, 0x2800, 1)?; // bytes 0x2800..0x5000
+    /// assert!(data.covers_page(3)); // 0x3000..0x4000
+    /// assert!(!data.covers_page(2)); // 0x2000..0x3000: only partly inside
+    ///
+    /// let code = Gate::new(0x2000, 0x100, 16)?; // an entry point every 16 bytes
+    /// assert!(code.allows_entry(0x2010));
+    /// assert!(!code.allows_entry(0x2008));
+    /// assert!(Gate::WHOLE.contains(&code));
+    ///
+    /// assert_eq!(Gate::new(0, 0, 1), Err(GateError::ZeroLength));
+    /// # Ok(())
+    /// # }
+    /// ```
     pub const fn new(offset: u64, length: u64, align: u64) -> Result<Self, GateError> {
         if length == 0 {
             return Err(GateError::ZeroLength);

@@ -395,6 +395,27 @@ enum SigningInner {
 
 impl SigningKey {
     /// Generates a fresh key from the caller's RNG (the kernel passes its own entropy source).
+    ///
+    /// # Example
+    ///
+    /// A key from the OS random number generator, and a signature its verifying key checks:
+    ///
+    /// ```
+    /// use rand_core::UnwrapErr;
+    /// use twizzler_capsec::{SigningKey, SigningScheme, VerifyingKey};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let key = SigningKey::generate(SigningScheme::Ed25519, &mut UnwrapErr(getrandom::SysRng));
+    /// let public = key.verifying_key();
+    ///
+    /// let sig = key.sign(b"hello")?;
+    /// public.verify(b"hello", &sig)?;
+    /// assert!(public.verify(b"hullo", &sig).is_err());
+    ///
+    /// // The public half is what objects name by `kuid`; it round-trips through its encoding.
+    /// assert_eq!(VerifyingKey::decode(&public.encode())?, public);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn generate<R: CryptoRng + ?Sized>(scheme: SigningScheme, rng: &mut R) -> Self {
         match scheme {
             SigningScheme::Ed25519 => {
@@ -423,6 +444,22 @@ impl SigningKey {
     /// `entropy` must hold at least [`SigningKey::MIN_ENTROPY`] bytes of full entropy; it is
     /// condensed with BLAKE3's key derivation (domain-separated per scheme), so any length
     /// above the minimum is fine. The same bytes give the same key.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use twizzler_capsec::{SigningKey, SigningScheme};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let pool = [0x5a_u8; 32]; // in a kernel: bytes from its entropy pool
+    /// let a = SigningKey::from_entropy(SigningScheme::EcdsaP256, &pool)?;
+    /// let b = SigningKey::from_entropy(SigningScheme::EcdsaP256, &pool)?;
+    /// assert_eq!(a.verifying_key(), b.verifying_key()); // same bytes, same key
+    ///
+    /// // Too little entropy is refused.
+    /// assert!(SigningKey::from_entropy(SigningScheme::Ed25519, &pool[..16]).is_err());
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn from_entropy(scheme: SigningScheme, entropy: &[u8]) -> Result<Self, DecodeError> {
         if entropy.len() < Self::MIN_ENTROPY {
             return Err(DecodeError::BadLength {

@@ -42,26 +42,29 @@
 //! #     }
 //! # }
 //! # impl rand_core::TryCryptoRng for Rng {}
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! # let mut rng = Rng(1); // use a real CSPRNG: this one is for the example only
 //! let (object, context) = (ObjID::new(0x1000), ObjID::new(0x2000));
 //!
 //! // The object's owner signs a read-only capability for the context.
 //! let object_key = SigningKey::generate(SigningScheme::Ed25519, &mut rng);
-//! let cap = Cap::mint(CapGrant::new(object, context, Protections::READ), &object_key).unwrap();
+//! let cap = Cap::mint(CapGrant::new(object, context, Protections::READ), &object_key)?;
 //!
 //! // Userspace writes it into the context object.
 //! let mut editor = SecCtxEditor::new();
 //! editor.add_cap(&cap);
-//! let bytes = editor.encode().unwrap();
+//! let bytes = editor.encode()?;
 //!
 //! // The kernel, at a page fault, validates the bytes and evaluates the rule.
-//! let ctx = SecCtx::parse(&bytes).unwrap();
+//! let ctx = SecCtx::parse(&bytes)?;
 //! let keys = Keys([(object, object_key.verifying_key())].into());
 //! let now = 1;
 //! let read = evaluate(context, &ctx, object, Protections::empty(), &keys, Access::read(0x1000), now);
 //! assert!(read.grants(AccessKind::Read.required()));
 //! let write = evaluate(context, &ctx, object, Protections::empty(), &keys, Access::write(0x1000), now);
 //! assert!(!write.grants(AccessKind::Write.required()));
+//! # Ok(())
+//! # }
 //! ```
 
 #![no_std]

@@ -224,6 +224,50 @@ impl Node {
     /// Starts a node: validates the configuration, opens the store, binds the listener, bumps
     /// the controller version (durably), and serves in the background of the current tokio
     /// runtime.
+    ///
+    /// # Example
+    ///
+    /// A node serving its store on a local port, and a client that exports a capability
+    /// through it and reads with the token. It binds a socket on `127.0.0.1` and uses
+    /// plaintext (`Transport::Insecure`, for tests only; real nodes use
+    /// [`Transport::Tls`](crate::Transport::Tls)).
+    ///
+    /// ```
+    /// use dist_bridge::client::Reach;
+    /// use dist_bridge::{ByteRange, Node, NodeClient, NodeConfig, Rights, Scope, Transport};
+    /// use secctx::{DbStore, ObjMeta, Object, ObjectStore, keypair};
+    /// use twizzler_capsec::{Cap, CapGrant, Expiry, ObjID, Protections, SigningKey, SigningScheme};
+    /// # #[tokio::main]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let dir = tempfile::tempdir()?;
+    /// // The node's store: an object signed for by `object_key`, and a context whose own key
+    /// // signs the proof that the caller speaks for it.
+    /// let store = DbStore::open(dir.path().join("store"))?;
+    /// let object_key = SigningKey::from_entropy(SigningScheme::Ed25519, &[1; 32])?;
+    /// let ctx_key = SigningKey::from_entropy(SigningScheme::Ed25519, &[2; 32])?;
+    /// let (object, ctx) = (ObjID::new(0xa001), ObjID::new(0xc001));
+    /// let (object_kuid, ctx_kuid) = (ObjID::new(0x1001), ObjID::new(0x1002));
+    /// keypair::store_verifying_key(&store, object_kuid, &object_key.verifying_key())?;
+    /// keypair::store_verifying_key(&store, ctx_kuid, &ctx_key.verifying_key())?;
+    /// let data = b"hello".to_vec();
+    /// store.create(&Object { id: object, meta: ObjMeta::signed_by(object_kuid), data })?;
+    /// store.create(&Object { id: ctx, meta: ObjMeta::signed_by(ctx_kuid), data: Vec::new() })?;
+    ///
+    /// let mut config = NodeConfig::new(1, dir.path().join("store"), dir.path().join("version"));
+    /// config.transport = Some(Transport::Insecure);
+    /// let node = Node::start(config).await?;
+    ///
+    /// let client = NodeClient::connect(node.addr(), 1, Reach::Insecure).await?;
+    /// let cap = Cap::mint(CapGrant::new(object, ctx, Protections::READ), &object_key)?;
+    /// let read_all = Scope::new(Rights::READ, ByteRange::WHOLE, Expiry::NEVER);
+    /// let token = client.export(&cap, ctx, &ctx_key, read_all).await?;
+    /// assert_eq!(client.read(&token, 0, 5).await?, b"hello");
+    /// assert!(client.write(&token, 0, b"bye").await.is_err()); // read-only token
+    ///
+    /// node.shutdown().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn start(config: NodeConfig) -> Result<RunningNode, StartError> {
         config.validate()?;
         let tls = match &config.transport {

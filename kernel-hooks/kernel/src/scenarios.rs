@@ -154,308 +154,325 @@ fn key_error(v: &Violation, pred: impl Fn(&KeyLookupError) -> bool) -> bool {
     )
 }
 
-/// Runs every scenario.
-pub fn run_all() -> Results {
-    let mut rows = Vec::new();
-    let mut row = |name, expected, c: Check| {
-        rows.push(Row {
-            name,
-            expected,
-            got: c.got,
-            ok: c.ok,
-            reason: c.reason,
-        })
-    };
-    let main = || thread(CTX_MAIN, &[]);
+/// One row of the table and how to get its `got` column: adding a scenario is adding one of
+/// these to [`SCENARIOS`].
+struct Scenario {
+    /// What the scenario does.
+    name: &'static str,
+    /// What the rule says must happen.
+    expected: &'static str,
+    /// Runs it; the cycle scenarios also fill in their [`Measured`] field.
+    run: fn(&mut Measured) -> Check,
+}
 
+/// The cycle counts the measuring scenarios leave for [`Results`].
+#[derive(Default)]
+struct Measured {
+    ed25519: Cycles,
+    p256: Cycles,
+}
+
+/// A row of [`SCENARIOS`].
+const fn scenario(
+    name: &'static str,
+    expected: &'static str,
+    run: fn(&mut Measured) -> Check,
+) -> Scenario {
+    Scenario {
+        name,
+        expected,
+        run,
+    }
+}
+
+/// A thread in [`CTX_MAIN`] alone.
+fn main_thread() -> SecCtxMgr {
+    thread(CTX_MAIN, &[])
+}
+
+fn outside(v: &Violation) -> bool {
+    record_verdict(v, |r| *r == Verdict::OutsideGate)
+}
+
+fn masked(v: &Violation) -> bool {
+    matches!(
+        v,
+        Violation::Denied {
+            cause: DenyCause::Masked { .. },
+            ..
+        }
+    )
+}
+
+fn malformed(v: &Violation) -> bool {
+    matches!(v, Violation::MalformedContext { .. })
+}
+
+/// The code gate's first entry point (entry points every 16 bytes from 0x2000).
+const ALIGNED: u64 = CODE_GATE.0 + CODE_GATE.2;
+
+/// Every scenario, in the order they run and are printed. Order matters: the expiry
+/// scenario moves the engine's clock forward for every scenario after it.
+static SCENARIOS: &[Scenario] = &[
     // Plain reads and writes.
-    let r = go(&main(), Probe::Read, DATA, 0x1000, 0);
-    row(
-        "read, r-- cap (Ed25519)",
-        "allowed",
-        allowed(&r, expected_byte(DATA, 0x1000)),
-    );
-    let r = go(&main(), Probe::Read, DATA_P256, 0x1000, 0);
-    row(
-        "read, r-- cap (P-256)",
-        "allowed",
-        allowed(&r, expected_byte(DATA_P256, 0x1000)),
-    );
-    let r = go(&thread(CTX_EMPTY, &[]), Probe::Read, PUBLIC, 0x1000, 0);
-    row(
-        "read, no cap, default prots r--",
-        "allowed",
-        allowed(&r, expected_byte(PUBLIC, 0x1000)),
-    );
-    let r = go(&main(), Probe::ReadWrite, DATA, 0x1000, 0);
-    row(
-        "read then write, r-- cap",
-        "denied (no w)",
+    scenario("read, r-- cap (Ed25519)", "allowed", |_| {
+        let r = go(&main_thread(), Probe::Read, DATA, 0x1000, 0);
+        allowed(&r, expected_byte(DATA, 0x1000))
+    }),
+    scenario("read, r-- cap (P-256)", "allowed", |_| {
+        let r = go(&main_thread(), Probe::Read, DATA_P256, 0x1000, 0);
+        allowed(&r, expected_byte(DATA_P256, 0x1000))
+    }),
+    scenario("read, no cap, default prots r--", "allowed", |_| {
+        let r = go(&thread(CTX_EMPTY, &[]), Probe::Read, PUBLIC, 0x1000, 0);
+        allowed(&r, expected_byte(PUBLIC, 0x1000))
+    }),
+    scenario("read then write, r-- cap", "denied (no w)", |_| {
+        let r = go(&main_thread(), Probe::ReadWrite, DATA, 0x1000, 0);
         denied(
             &r,
             |v| matches!(v, Violation::Denied { needed, .. } if needed.contains(Protections::WRITE)),
-        ),
-    );
-    let r = go(&main(), Probe::Write, WRITABLE, 0x1000, 0x77);
-    let mut c = allowed(&r, 0x77);
-    c.ok &= written_byte(WRITABLE, 0x1000) == Some(0x77);
-    row("write, rw- cap", "allowed, byte stored", c);
-    let r = go(&main(), Probe::Read, DATA, 0x10, 0);
-    row(
-        "read of the null page",
-        "denied (null page)",
-        denied(&r, |v| matches!(v, Violation::NullPage { .. })),
-    );
-
+        )
+    }),
+    scenario("write, rw- cap", "allowed, byte stored", |_| {
+        let r = go(&main_thread(), Probe::Write, WRITABLE, 0x1000, 0x77);
+        let mut c = allowed(&r, 0x77);
+        c.ok &= written_byte(WRITABLE, 0x1000) == Some(0x77);
+        c
+    }),
+    scenario("read of the null page", "denied (null page)", |_| {
+        let r = go(&main_thread(), Probe::Read, DATA, 0x10, 0);
+        denied(&r, |v| matches!(v, Violation::NullPage { .. }))
+    }),
     // Data gate 0x2800..0x5000.
-    let r = go(&main(), Probe::Read, GATED, 0x3000, 0);
-    row(
-        "data gate: page inside",
-        "allowed",
-        allowed(&r, expected_byte(GATED, 0x3000)),
-    );
-    let r = go(&main(), Probe::Read, GATED, 0x6000, 0);
-    let outside = |v: &Violation| record_verdict(v, |r| *r == Verdict::OutsideGate);
-    row(
-        "data gate: page outside",
-        "denied (outside gate)",
-        denied(&r, outside),
-    );
-    let r = go(&main(), Probe::Read, GATED, 0x2800, 0);
-    row(
+    scenario("data gate: page inside", "allowed", |_| {
+        let r = go(&main_thread(), Probe::Read, GATED, 0x3000, 0);
+        allowed(&r, expected_byte(GATED, 0x3000))
+    }),
+    scenario("data gate: page outside", "denied (outside gate)", |_| {
+        let r = go(&main_thread(), Probe::Read, GATED, 0x6000, 0);
+        denied(&r, outside)
+    }),
+    scenario(
         "data gate: page partly inside",
         "denied (outside gate)",
-        denied(&r, outside),
-    );
-
+        |_| {
+            let r = go(&main_thread(), Probe::Read, GATED, 0x2800, 0);
+            denied(&r, outside)
+        },
+    ),
     // Masks.
-    let masked = |v: &Violation| {
-        matches!(
-            v,
-            Violation::Denied {
-                cause: DenyCause::Masked { .. },
-                ..
-            }
-        )
-    };
-    let r = go(
-        &thread(CTX_OBJ_MASK, &[]),
-        Probe::Write,
-        WRITABLE,
-        0x2000,
-        1,
-    );
-    row(
-        "write, rw- cap, object mask r--",
-        "denied (masked)",
-        denied(&r, masked),
-    );
-    let r = go(
-        &thread(CTX_GLOBAL_MASK, &[]),
-        Probe::Write,
-        WRITABLE,
-        0x2000,
-        1,
-    );
-    row(
-        "write, rw- cap, global mask r-x",
-        "denied (masked)",
-        denied(&r, masked),
-    );
-
+    scenario("write, rw- cap, object mask r--", "denied (masked)", |_| {
+        let r = go(
+            &thread(CTX_OBJ_MASK, &[]),
+            Probe::Write,
+            WRITABLE,
+            0x2000,
+            1,
+        );
+        denied(&r, masked)
+    }),
+    scenario("write, rw- cap, global mask r-x", "denied (masked)", |_| {
+        let r = go(
+            &thread(CTX_GLOBAL_MASK, &[]),
+            Probe::Write,
+            WRITABLE,
+            0x2000,
+            1,
+        );
+        denied(&r, masked)
+    }),
     // Expiry: allowed before, denied once the clock passes it.
-    let r = go(&main(), Probe::Read, EXPIRING, 0x1000, 0);
-    row(
-        "read, cap not yet expired",
-        "allowed",
-        allowed(&r, expected_byte(EXPIRING, 0x1000)),
-    );
-    // Two hours later: the engine's offset moves forward, and `expire()` must follow.
-    ENGINE.set_wall_clock_offset(
-        ENGINE
-            .wall_clock_offset()
-            .saturating_add(2 * 3_600 * 1_000_000_000),
-    );
-    let swept = ENGINE.expire();
-    let r = go(&main(), Probe::Read, EXPIRING, 0x1000, 0);
-    let mut c = denied(&r, |v| {
-        record_verdict(v, |r| {
-            matches!(r, Verdict::Invalid(VerifyError::Expired { .. }))
-        })
-    });
-    c.ok &= swept.total() >= 1;
-    c.got = format!("{}; expire() dropped {}", c.got, swept.total());
-    row("read, clock moved past expiry", "denied (expired)", c);
-
+    scenario("read, cap not yet expired", "allowed", |_| {
+        let r = go(&main_thread(), Probe::Read, EXPIRING, 0x1000, 0);
+        allowed(&r, expected_byte(EXPIRING, 0x1000))
+    }),
+    scenario("read, clock moved past expiry", "denied (expired)", |_| {
+        // Two hours later: the engine's offset moves forward, and `expire()` must follow.
+        ENGINE.set_wall_clock_offset(
+            ENGINE
+                .wall_clock_offset()
+                .saturating_add(2 * 3_600 * 1_000_000_000),
+        );
+        let swept = ENGINE.expire();
+        let r = go(&main_thread(), Probe::Read, EXPIRING, 0x1000, 0);
+        let mut c = denied(&r, |v| {
+            record_verdict(v, |r| {
+                matches!(r, Verdict::Invalid(VerifyError::Expired { .. }))
+            })
+        });
+        c.ok &= swept.total() >= 1;
+        c.got = format!("{}; expire() dropped {}", c.got, swept.total());
+        c
+    }),
     // Forged and misplaced records.
-    let r = go(
-        &thread(CTX_TAMPERED, &[]),
-        Probe::Write,
-        TAMPERED,
-        0x1000,
-        1,
-    );
-    let bad_sig = |v: &Violation| {
-        record_verdict(v, |r| {
-            matches!(r, Verdict::Invalid(VerifyError::BadSignature))
-        })
-    };
-    row(
+    scenario(
         "write, cap edited r-- -> rw-",
         "denied (bad signature)",
-        denied(&r, bad_sig),
-    );
-    let r = go(&thread(CTX_WRONG, &[]), Probe::Read, DATA, 0x1000, 0);
-    row(
+        |_| {
+            let r = go(
+                &thread(CTX_TAMPERED, &[]),
+                Probe::Write,
+                TAMPERED,
+                0x1000,
+                1,
+            );
+            denied(&r, |v| {
+                record_verdict(v, |r| {
+                    matches!(r, Verdict::Invalid(VerifyError::BadSignature))
+                })
+            })
+        },
+    ),
+    scenario(
         "read, cap for another context",
         "denied (wrong accessor)",
-        denied(&r, |v| {
-            record_verdict(v, |r| matches!(r, Verdict::WrongHolder(_)))
-        }),
-    );
-
+        |_| {
+            let r = go(&thread(CTX_WRONG, &[]), Probe::Read, DATA, 0x1000, 0);
+            denied(&r, |v| {
+                record_verdict(v, |r| matches!(r, Verdict::WrongHolder(_)))
+            })
+        },
+    ),
     // Delegation.
-    let r = go(
-        &thread(CTX_RECEIVER, &[]),
-        Probe::Read,
-        DELEGATED,
-        0x1000,
-        0,
-    );
-    row(
-        "read, delegated r-- from rw- cap",
-        "allowed",
-        allowed(&r, expected_byte(DELEGATED, 0x1000)),
-    );
-    let r = go(
-        &thread(CTX_RECEIVER, &[]),
-        Probe::Write,
-        DELEGATED,
-        0x1000,
-        1,
-    );
-    row(
-        "write, delegated r-- only",
-        "denied (no w)",
-        denied(&r, |v| matches!(v, Violation::Denied { .. })),
-    );
-
+    scenario("read, delegated r-- from rw- cap", "allowed", |_| {
+        let r = go(
+            &thread(CTX_RECEIVER, &[]),
+            Probe::Read,
+            DELEGATED,
+            0x1000,
+            0,
+        );
+        allowed(&r, expected_byte(DELEGATED, 0x1000))
+    }),
+    scenario("write, delegated r-- only", "denied (no w)", |_| {
+        let r = go(
+            &thread(CTX_RECEIVER, &[]),
+            Probe::Write,
+            DELEGATED,
+            0x1000,
+            1,
+        );
+        denied(&r, |v| matches!(v, Violation::Denied { .. }))
+    }),
     // Context switching.
-    let t = thread(CTX_EMPTY, &[CTX_MAIN]);
-    let r = go(&t, Probe::Read, DATA, 0x1000, 0);
-    row(
+    scenario(
         "read, only an inactive ctx grants",
         "allowed, switched",
-        switched(&r, &t, CTX_MAIN, expected_byte(DATA, 0x1000)),
-    );
-    let r = go(
-        &thread(CTX_LOCKED, &[CTX_MAIN]),
-        Probe::Read,
-        DATA,
-        0x1000,
-        0,
-    );
-    row(
+        |_| {
+            let t = thread(CTX_EMPTY, &[CTX_MAIN]);
+            let r = go(&t, Probe::Read, DATA, 0x1000, 0);
+            switched(&r, &t, CTX_MAIN, expected_byte(DATA, 0x1000))
+        },
+    ),
+    scenario(
         "same, active ctx UNDETACHABLE",
         "denied (undetachable)",
-        denied(&r, |v| matches!(v, Violation::Undetachable { .. })),
-    );
-
-    // Code entry through a gate (entry points every 16 bytes from 0x2000).
-    let t = thread(CTX_EMPTY, &[CTX_GATE]);
-    let aligned = CODE_GATE.0 + CODE_GATE.2;
-    let r = go(&t, Probe::Exec, CODE, aligned, 0x5a);
-    row(
-        "fetch entering gate, aligned",
-        "allowed, switched",
-        switched(&r, &t, CTX_GATE, 0x5a),
-    );
-    let r = go(
-        &thread(CTX_EMPTY, &[CTX_GATE]),
-        Probe::Exec,
-        CODE,
-        aligned - 8,
-        0x5a,
-    );
-    row(
-        "fetch entering gate, misaligned",
-        "denied",
-        denied(&r, |v| matches!(v, Violation::Denied { .. })),
-    );
-    let r = go(&thread(CTX_GATE, &[]), Probe::Exec, CODE, aligned - 8, 0x5a);
-    row(
-        "fetch, already in ctx, misaligned",
-        "allowed",
-        allowed(&r, 0x5a),
-    );
-
+        |_| {
+            let r = go(
+                &thread(CTX_LOCKED, &[CTX_MAIN]),
+                Probe::Read,
+                DATA,
+                0x1000,
+                0,
+            );
+            denied(&r, |v| matches!(v, Violation::Undetachable { .. }))
+        },
+    ),
+    // Code entry through a gate.
+    scenario("fetch entering gate, aligned", "allowed, switched", |_| {
+        let t = thread(CTX_EMPTY, &[CTX_GATE]);
+        let r = go(&t, Probe::Exec, CODE, ALIGNED, 0x5a);
+        switched(&r, &t, CTX_GATE, 0x5a)
+    }),
+    scenario("fetch entering gate, misaligned", "denied", |_| {
+        let r = go(
+            &thread(CTX_EMPTY, &[CTX_GATE]),
+            Probe::Exec,
+            CODE,
+            ALIGNED - 8,
+            0x5a,
+        );
+        denied(&r, |v| matches!(v, Violation::Denied { .. }))
+    }),
+    scenario("fetch, already in ctx, misaligned", "allowed", |_| {
+        let r = go(&thread(CTX_GATE, &[]), Probe::Exec, CODE, ALIGNED - 8, 0x5a);
+        allowed(&r, 0x5a)
+    }),
     // Malformed and missing contexts, objects without usable keys.
-    let r = go(&thread(CTX_TRUNCATED, &[]), Probe::Read, DATA, 0x1000, 0);
-    let malformed = |v: &Violation| matches!(v, Violation::MalformedContext { .. });
-    row(
-        "active ctx truncated",
-        "denied (malformed)",
-        denied(&r, malformed),
-    );
-    let r = go(&thread(CTX_JUNK, &[]), Probe::Read, DATA, 0x1000, 0);
-    row(
-        "active ctx random bytes",
-        "denied (malformed)",
-        denied(&r, malformed),
-    );
-    let r = go(&thread(CTX_MISSING, &[]), Probe::Read, DATA, 0x1000, 0);
-    row(
-        "active ctx does not exist",
-        "denied (no ctx)",
-        denied(&r, |v| matches!(v, Violation::ContextMissing(_))),
-    );
-    let r = go(&main(), Probe::Read, NO_KUID, 0x1000, 0);
-    row(
-        "read, object has no kuid",
-        "denied (no kuid)",
+    scenario("active ctx truncated", "denied (malformed)", |_| {
+        let r = go(&thread(CTX_TRUNCATED, &[]), Probe::Read, DATA, 0x1000, 0);
+        denied(&r, malformed)
+    }),
+    scenario("active ctx random bytes", "denied (malformed)", |_| {
+        let r = go(&thread(CTX_JUNK, &[]), Probe::Read, DATA, 0x1000, 0);
+        denied(&r, malformed)
+    }),
+    scenario("active ctx does not exist", "denied (no ctx)", |_| {
+        let r = go(&thread(CTX_MISSING, &[]), Probe::Read, DATA, 0x1000, 0);
+        denied(&r, |v| matches!(v, Violation::ContextMissing(_)))
+    }),
+    scenario("read, object has no kuid", "denied (no kuid)", |_| {
+        let r = go(&main_thread(), Probe::Read, NO_KUID, 0x1000, 0);
         denied(&r, |v| {
             key_error(v, |k| matches!(k, KeyLookupError::NoKuid(_)))
-        }),
-    );
-    let r = go(&main(), Probe::Read, UNKNOWN_KEY, 0x1000, 0);
-    row(
-        "read, kuid names no key",
-        "denied (unknown key)",
+        })
+    }),
+    scenario("read, kuid names no key", "denied (unknown key)", |_| {
+        let r = go(&main_thread(), Probe::Read, UNKNOWN_KEY, 0x1000, 0);
         denied(&r, |v| {
             key_error(v, |k| matches!(k, KeyLookupError::UnknownKey(_)))
-        }),
-    );
-
+        })
+    }),
     // Revocation of a key tears down a live mapping.
-    row(
+    scenario(
         "revoke key while page is mapped",
         "read, unmapped, denied",
-        revocation(),
-    );
-
+        |_| revocation(),
+    ),
     // Grants taken away while a task runs: by the expiry timer, by a context write.
-    row(
-        "expiry while running (timer)",
-        "reads, then denied",
-        expiry_while_running(),
-    );
-    row(
+    scenario("expiry while running (timer)", "reads, then denied", |_| {
+        expiry_while_running()
+    }),
+    scenario(
         "task edits its own context",
         "w fault, unmap, denied",
-        self_edit(),
-    );
-
+        |_| self_edit(),
+    ),
     // The cache.
-    row("repeated fault", "allowed, cache hit", cache_hit());
-    let (c, ed25519) = measure(BENCH_ED25519);
-    row("cycles: Ed25519 cap", "misses, then hits", c);
-    let (c, p256) = measure(BENCH_P256);
-    row("cycles: P-256 cap", "misses, then hits", c);
+    scenario("repeated fault", "allowed, cache hit", |_| cache_hit()),
+    scenario("cycles: Ed25519 cap", "misses, then hits", |m| {
+        let (c, cycles) = measure(BENCH_ED25519);
+        m.ed25519 = cycles;
+        c
+    }),
+    scenario("cycles: P-256 cap", "misses, then hits", |m| {
+        let (c, cycles) = measure(BENCH_P256);
+        m.p256 = cycles;
+        c
+    }),
+];
 
+/// Runs every scenario of [`SCENARIOS`], in order.
+pub fn run_all() -> Results {
+    let mut measured = Measured::default();
+    let rows = SCENARIOS
+        .iter()
+        .map(|s| {
+            let c = (s.run)(&mut measured);
+            Row {
+                name: s.name,
+                expected: s.expected,
+                got: c.got,
+                ok: c.ok,
+                reason: c.reason,
+            }
+        })
+        .collect();
     Results {
         rows,
-        ed25519,
-        p256,
+        ed25519: measured.ed25519,
+        p256: measured.p256,
     }
 }
 

@@ -237,134 +237,193 @@ fn race(
     }
 }
 
-/// Runs the several-CPU scenarios; `None` with one CPU online.
+/// What the several-CPU scenarios share while they run, and what they leave for
+/// [`SmpResults`].
+struct SmpRun {
+    /// Application processors the races use (1 to 3).
+    aps: usize,
+    /// `revoke_key`'s cycles per number of busy CPUs.
+    revoke_cycles: Vec<(usize, u64)>,
+    /// The decision-cost measurement under contention.
+    decide: Option<[u64; 4]>,
+}
+
+/// One row of the several-CPU table and how to get its `got` column: adding a scenario is
+/// adding one of these to [`SMP_SCENARIOS`]. `run` returns `None` when the machine has too
+/// few CPUs for the scenario; its row is then left out.
+struct SmpScenario {
+    /// What the scenario does.
+    name: &'static str,
+    /// What must happen.
+    expected: &'static str,
+    /// Runs it.
+    run: fn(&mut SmpRun) -> Option<Race>,
+}
+
+/// A row of [`SMP_SCENARIOS`].
+const fn scenario(
+    name: &'static str,
+    expected: &'static str,
+    run: fn(&mut SmpRun) -> Option<Race>,
+) -> SmpScenario {
+    SmpScenario {
+        name,
+        expected,
+        run,
+    }
+}
+
+/// The kernel's action in the `revoke_key` races: revoke [`KEY_SMP`]`[i]`.
+fn revoke(i: usize) -> impl FnOnce() -> Result<(), String> {
+    move || -> Result<(), String> {
+        crate::objects::revoke_key(KEY_SMP[i]);
+        Ok(())
+    }
+}
+
+/// A task under malformed context `ctx` faulted on an application processor (the `i`th of
+/// these scenarios runs on CPU `1 + i % aps`): the engine must deny it.
+fn malformed_on_ap(s: &SmpRun, i: usize, ctx: ObjID) -> Race {
+    let cpu = 1 + i % s.aps;
+    let report = smp::run_on(cpu, move || {
+        let start = Start {
+            probe: Probe::Read,
+            addr: 0,
+            value: 0,
+            addr2: 0,
+            arg: 0,
+        };
+        task::run(&SecCtxMgr::new(ctx), PROGRAM, start, |_| {})
+    })
+    .and_then(|p| p.wait(TASK_TIMEOUT_NS));
+    match report.map(|r| r.outcome) {
+        Some(Outcome::Denied {
+            why: Denial::Engine(v),
+            ..
+        }) => Race {
+            got: format!("denied on CPU {cpu}"),
+            ok: true,
+            reason: Some(format!("{v}")),
+            cycles: 0,
+        },
+        Some(other) => failed(format!("CPU {cpu}: {other}")),
+        None => failed(format!("CPU {cpu}: no report")),
+    }
+}
+
+/// Every several-CPU scenario, in the order they run and are printed.
+static SMP_SCENARIOS: &[SmpScenario] = &[
+    // revoke_key with 1, 2 and 4 CPUs busy (the last is the race that matters).
+    scenario("revoke_key, 1 CPU (latency base)", "unmapped", |s| {
+        let r = race(SMP_KEYED[0], CTX_SMP, 0, false, revoke(0));
+        s.revoke_cycles.push((1, r.cycles));
+        Some(r)
+    }),
+    scenario("revoke_key vs 1 AP task", "no access after return", |s| {
+        let r = race(SMP_KEYED[1], CTX_SMP, 1, false, revoke(1));
+        s.revoke_cycles.push((2, r.cycles));
+        Some(r)
+    }),
+    scenario("revoke_key vs 3 AP tasks", "no access after return", |s| {
+        if s.aps < 3 {
+            return None;
+        }
+        let r = race(SMP_KEYED[2], CTX_SMP, 3, false, revoke(2));
+        s.revoke_cycles.push((4, r.cycles));
+        Some(r)
+    }),
+    scenario("revoke_record vs AP tasks", "no access after return", |s| {
+        Some(race(SMP_RECORD, CTX_SMP, s.aps, false, || {
+            let id = SMP_RECORD_ID.get().ok_or("no record id")?;
+            crate::objects::revoke_record(*id);
+            Ok(())
+        }))
+    }),
+    scenario(
+        "ctx edit + invalidate_ctx vs AP tasks",
+        "no access after return",
+        |s| {
+            Some(race(
+                SMP_EDIT,
+                CTX_SMP_EDIT,
+                s.aps,
+                false,
+                edit_and_invalidate,
+            ))
+        },
+    ),
+    // Malformed contexts faulted on the application processors, one task at a time.
+    scenario("truncated ctx, task on an AP", "denied (malformed)", |s| {
+        Some(malformed_on_ap(s, 0, CTX_TRUNCATED))
+    }),
+    scenario(
+        "random-bytes ctx, task on an AP",
+        "denied (malformed)",
+        |s| Some(malformed_on_ap(s, 1, CTX_JUNK)),
+    ),
+    scenario("missing ctx, task on an AP", "denied (malformed)", |s| {
+        Some(malformed_on_ap(s, 2, CTX_MISSING))
+    }),
+    scenario(
+        "64 objects x 4 CPUs, cache full",
+        "reads right; evicted; all unmapped",
+        |s| Some(cache_pressure(s.aps)),
+    ),
+    scenario(
+        "switch_context vs detach on an AP",
+        "no access while detached",
+        |_| Some(switch_vs_detach()),
+    ),
+    scenario(
+        "ctx write vs a miss under it on CPU 1",
+        "no grant from before the write",
+        |_| Some(write_window_vs_miss()),
+    ),
+    // Last: it moves the engine's clock forward by hours.
+    scenario(
+        "expiry from the timer vs AP tasks",
+        "no access after expire()",
+        |s| {
+            // The decision-cost measurement (no row of its own) runs here, before the clock
+            // moves, as it always has.
+            s.decide = Some(contention(s.aps));
+            Some(race(SMP_EXPIRING, CTX_SMP, s.aps, true, || {
+                let now = clock::monotonic_ns();
+                ENGINE.set_wall_clock_offset(SMP_EXPIRY_NS - now - 100_000_000);
+                Ok(())
+            }))
+        },
+    ),
+];
+
+/// Runs the several-CPU scenarios of [`SMP_SCENARIOS`], in order; `None` with one CPU
+/// online.
 pub fn run_all() -> Option<SmpResults> {
     let online = smp::online();
     if online < 2 {
         return None;
     }
-    let aps = (online - 1).min(3);
+    let mut run = SmpRun {
+        aps: (online - 1).min(3),
+        revoke_cycles: Vec::new(),
+        decide: None,
+    };
     let mut rows = Vec::new();
-    let mut push = |name: &'static str, expected: &'static str, r: &Race| {
-        rows.push(Row {
-            name,
-            expected,
-            got: r.got.clone(),
-            ok: r.ok,
-            reason: r.reason.clone(),
-        });
-    };
-    let revoke = |i: usize| {
-        move || -> Result<(), String> {
-            crate::objects::revoke_key(KEY_SMP[i]);
-            Ok(())
+    for s in SMP_SCENARIOS {
+        if let Some(r) = (s.run)(&mut run) {
+            rows.push(Row {
+                name: s.name,
+                expected: s.expected,
+                got: r.got,
+                ok: r.ok,
+                reason: r.reason,
+            });
         }
-    };
-
-    // revoke_key with 1, 2 and 4 CPUs busy (the last is the race that matters).
-    let mut revoke_cycles = Vec::new();
-    let r = race(SMP_KEYED[0], CTX_SMP, 0, false, revoke(0));
-    push("revoke_key, 1 CPU (latency base)", "unmapped", &r);
-    revoke_cycles.push((1, r.cycles));
-    let r = race(SMP_KEYED[1], CTX_SMP, 1, false, revoke(1));
-    push("revoke_key vs 1 AP task", "no access after return", &r);
-    revoke_cycles.push((2, r.cycles));
-    if aps >= 3 {
-        let r = race(SMP_KEYED[2], CTX_SMP, 3, false, revoke(2));
-        push("revoke_key vs 3 AP tasks", "no access after return", &r);
-        revoke_cycles.push((4, r.cycles));
     }
-
-    let r = race(SMP_RECORD, CTX_SMP, aps, false, || {
-        let id = SMP_RECORD_ID.get().ok_or("no record id")?;
-        crate::objects::revoke_record(*id);
-        Ok(())
-    });
-    push("revoke_record vs AP tasks", "no access after return", &r);
-
-    let r = race(SMP_EDIT, CTX_SMP_EDIT, aps, false, edit_and_invalidate);
-    push(
-        "ctx edit + invalidate_ctx vs AP tasks",
-        "no access after return",
-        &r,
-    );
-
-    // Malformed contexts faulted on the application processors, one task at a time.
-    for (i, (ctx, name)) in [
-        (CTX_TRUNCATED, "truncated ctx, task on an AP"),
-        (CTX_JUNK, "random-bytes ctx, task on an AP"),
-        (CTX_MISSING, "missing ctx, task on an AP"),
-    ]
-    .into_iter()
-    .enumerate()
-    {
-        let cpu = 1 + i % aps;
-        let report = smp::run_on(cpu, move || {
-            let start = Start {
-                probe: Probe::Read,
-                addr: 0,
-                value: 0,
-                addr2: 0,
-                arg: 0,
-            };
-            task::run(&SecCtxMgr::new(ctx), PROGRAM, start, |_| {})
-        })
-        .and_then(|p| p.wait(TASK_TIMEOUT_NS));
-        let r = match report.map(|r| r.outcome) {
-            Some(Outcome::Denied {
-                why: Denial::Engine(v),
-                ..
-            }) => Race {
-                got: format!("denied on CPU {cpu}"),
-                ok: true,
-                reason: Some(format!("{v}")),
-                cycles: 0,
-            },
-            Some(other) => failed(format!("CPU {cpu}: {other}")),
-            None => failed(format!("CPU {cpu}: no report")),
-        };
-        push(name, "denied (malformed)", &r);
-    }
-
-    let r = cache_pressure(aps);
-    push(
-        "64 objects x 4 CPUs, cache full",
-        "reads right; evicted; all unmapped",
-        &r,
-    );
-
-    let r = switch_vs_detach();
-    push(
-        "switch_context vs detach on an AP",
-        "no access while detached",
-        &r,
-    );
-
-    let r = write_window_vs_miss();
-    push(
-        "ctx write vs a miss under it on CPU 1",
-        "no grant from before the write",
-        &r,
-    );
-
-    let decide = Some(contention(aps));
-
-    // Last: it moves the engine's clock forward by hours.
-    let r = race(SMP_EXPIRING, CTX_SMP, aps, true, || {
-        let now = clock::monotonic_ns();
-        ENGINE.set_wall_clock_offset(SMP_EXPIRY_NS - now - 100_000_000);
-        Ok(())
-    });
-    push(
-        "expiry from the timer vs AP tasks",
-        "no access after expire()",
-        &r,
-    );
-
     Some(SmpResults {
         rows,
-        revoke_cycles,
-        decide,
+        revoke_cycles: run.revoke_cycles,
+        decide: run.decide,
     })
 }
 

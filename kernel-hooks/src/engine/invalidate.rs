@@ -57,6 +57,65 @@ impl<H: Host> Engine<H> {
     /// host records it first). Every record signed by it, or by a delegation provider using it,
     /// stops granting; every decision that consulted it is forgotten and what it granted is
     /// unmapped before this returns. Calling it again is harmless.
+    ///
+    /// # Example
+    ///
+    /// A page mapped under a capability signed by `key_obj` is unmapped when the key is
+    /// revoked, and the next fault is denied:
+    ///
+    /// ```
+    /// # use std::cell::{Cell, RefCell};
+    /// # use std::collections::HashMap;
+    /// # use kernel_hooks::{CtxBytes, Decision, Engine, Fault, Host, ObjectInfo, SecCtxMgr, Unmap};
+    /// # use twizzler_capsec::*;
+    /// # /// A toy kernel: objects, context bytes and keys in maps; one key can be revoked.
+    /// # #[derive(Default)]
+    /// # struct Kernel {
+    /// #     objects: HashMap<ObjID, ObjectInfo>,
+    /// #     contexts: HashMap<ObjID, Vec<u8>>,
+    /// #     keys: HashMap<ObjID, VerifyingKey>,
+    /// #     revoked: Cell<Option<ObjID>>,
+    /// #     unmapped: RefCell<Vec<Unmap>>,
+    /// # }
+    /// # impl Host for Kernel {
+    /// #     fn object(&self, id: ObjID) -> Option<ObjectInfo> { self.objects.get(&id).copied() }
+    /// #     fn with_ctx<R>(&self, ctx: ObjID, f: impl FnOnce(CtxBytes<'_>) -> R) -> Option<R> {
+    /// #         self.contexts.get(&ctx).map(|b| f(CtxBytes::private(b)))
+    /// #     }
+    /// #     fn with_key<R>(&self, kuid: ObjID, f: impl FnOnce(&VerifyingKey) -> R) -> Option<R> {
+    /// #         self.keys.get(&kuid).map(f)
+    /// #     }
+    /// #     fn key_revoked(&self, kuid: ObjID) -> bool { self.revoked.get() == Some(kuid) }
+    /// #     fn record_revoked(&self, _id: &RecordId) -> bool { false }
+    /// #     fn monotonic_ns(&self) -> u64 { 1 }
+    /// #     fn unmap(&self, what: Unmap) { self.unmapped.borrow_mut().push(what) }
+    /// # }
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// // Context `ctx` holds a read-only capability for `file`, signed by the key in `key_obj`.
+    /// let (file, key_obj, ctx) = (ObjID::new(0x10), ObjID::new(0x11), ObjID::new(0x20));
+    /// let key = SigningKey::from_entropy(SigningScheme::Ed25519, &[9; 32])?;
+    /// let mut editor = SecCtxEditor::new();
+    /// editor.add_cap(&Cap::mint(CapGrant::new(file, ctx, Protections::READ), &key)?);
+    /// let info = ObjectInfo { kuid: Some(key_obj), default_prots: Protections::empty() };
+    /// let engine = Engine::new(Kernel {
+    ///     objects: [(file, info)].into(),
+    ///     contexts: [(ctx, editor.encode()?)].into(),
+    ///     keys: [(key_obj, key.verifying_key())].into(),
+    ///     ..Kernel::default() // `Kernel` is a toy `Host` (hidden above)
+    /// });
+    /// let thread = SecCtxMgr::new(ctx);
+    /// let read = Fault::new(file, info, 0x1000, AccessKind::Read);
+    ///
+    /// assert!(matches!(engine.decide(&thread, &read), Decision::Map { .. }));
+    ///
+    /// engine.host().revoked.set(Some(key_obj)); // the kernel records the revocation first
+    /// let gone = engine.revoke_key(key_obj);
+    /// assert_eq!(gone.unmapped(), &[Unmap::Object { ctx, target: file }]);
+    /// assert_eq!(engine.host().unmapped.borrow().as_slice(), gone.unmapped());
+    /// assert!(matches!(engine.decide(&thread, &read), Decision::Violation(_)));
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn revoke_key(&self, kuid: ObjID) -> Invalidation {
         let old = self.epoch.fetch_add(1, Ordering::AcqRel);
         self.sweep(old, |e| e.deps.uses_kuid(kuid))

@@ -210,6 +210,66 @@ impl<H: Host> Engine<H> {
     /// context; if it does not grant and is not `UNDETACHABLE`, try the inactive ones (an
     /// instruction fetch must land on an entry point of the gate to switch). The thread is not
     /// switched: `Map::switch_to` names the context the kernel switches to.
+    ///
+    /// # Example
+    ///
+    /// A read fault is granted (the signature is verified once), the same fault again is a
+    /// cache hit, and a write the capability does not grant is a violation:
+    ///
+    /// ```
+    /// # use std::cell::{Cell, RefCell};
+    /// # use std::collections::HashMap;
+    /// # use kernel_hooks::{CtxBytes, Decision, Engine, Fault, Host, ObjectInfo, SecCtxMgr, Unmap};
+    /// # use twizzler_capsec::*;
+    /// # /// A toy kernel: objects, context bytes and keys in maps; one key can be revoked.
+    /// # #[derive(Default)]
+    /// # struct Kernel {
+    /// #     objects: HashMap<ObjID, ObjectInfo>,
+    /// #     contexts: HashMap<ObjID, Vec<u8>>,
+    /// #     keys: HashMap<ObjID, VerifyingKey>,
+    /// #     revoked: Cell<Option<ObjID>>,
+    /// #     unmapped: RefCell<Vec<Unmap>>,
+    /// # }
+    /// # impl Host for Kernel {
+    /// #     fn object(&self, id: ObjID) -> Option<ObjectInfo> { self.objects.get(&id).copied() }
+    /// #     fn with_ctx<R>(&self, ctx: ObjID, f: impl FnOnce(CtxBytes<'_>) -> R) -> Option<R> {
+    /// #         self.contexts.get(&ctx).map(|b| f(CtxBytes::private(b)))
+    /// #     }
+    /// #     fn with_key<R>(&self, kuid: ObjID, f: impl FnOnce(&VerifyingKey) -> R) -> Option<R> {
+    /// #         self.keys.get(&kuid).map(f)
+    /// #     }
+    /// #     fn key_revoked(&self, kuid: ObjID) -> bool { self.revoked.get() == Some(kuid) }
+    /// #     fn record_revoked(&self, _id: &RecordId) -> bool { false }
+    /// #     fn monotonic_ns(&self) -> u64 { 1 }
+    /// #     fn unmap(&self, what: Unmap) { self.unmapped.borrow_mut().push(what) }
+    /// # }
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// // Context `ctx` holds a read-only capability for `file`, signed by the key in `key_obj`.
+    /// let (file, key_obj, ctx) = (ObjID::new(0x10), ObjID::new(0x11), ObjID::new(0x20));
+    /// let key = SigningKey::from_entropy(SigningScheme::Ed25519, &[9; 32])?;
+    /// let mut editor = SecCtxEditor::new();
+    /// editor.add_cap(&Cap::mint(CapGrant::new(file, ctx, Protections::READ), &key)?);
+    /// let info = ObjectInfo { kuid: Some(key_obj), default_prots: Protections::empty() };
+    /// let engine = Engine::new(Kernel {
+    ///     objects: [(file, info)].into(),
+    ///     contexts: [(ctx, editor.encode()?)].into(),
+    ///     keys: [(key_obj, key.verifying_key())].into(),
+    ///     ..Kernel::default() // `Kernel` is a toy `Host` (hidden above)
+    /// });
+    /// let thread = SecCtxMgr::new(ctx);
+    /// let read = Fault::new(file, info, 0x1000, AccessKind::Read);
+    ///
+    /// let first = engine.decide(&thread, &read);
+    /// assert!(matches!(first, Decision::Map { prots, .. } if prots == Protections::READ));
+    /// let again = engine.decide(&thread, &read);
+    /// assert_eq!(again, first);
+    /// assert_eq!((engine.stats().hits, engine.stats().verifies), (1, 1));
+    ///
+    /// let write = Fault { kind: AccessKind::Write, ..read };
+    /// assert!(matches!(engine.decide(&thread, &write), Decision::Violation(_)));
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn decide(&self, thread: &SecCtxMgr, fault: &Fault) -> Decision {
         // The common case first, kept small: the active context's fresh cache entry decides.
         // No lock is taken (the thread's active id and the cache set are read under sequence

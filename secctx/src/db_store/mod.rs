@@ -139,6 +139,29 @@ impl DbStore {
     /// Opens the store in directory `dir`, creating the directory (mode 0700) and an empty
     /// database (mode 0600) when there is none. Anything but a regular file at the database's
     /// path (a symbolic link included) is refused: see the [module documentation](self).
+    ///
+    /// # Example
+    ///
+    /// Create an object and read part of it; a second open of the directory sees it:
+    ///
+    /// ```
+    /// use secctx::{DbStore, ObjMeta, Object, ObjectStore};
+    /// use twizzler_capsec::ObjID;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let dir = tempfile::tempdir()?;
+    /// let store = DbStore::open(dir.path().join("store"))?;
+    ///
+    /// let id = ObjID::new(0x42);
+    /// store.create(&Object { id, meta: ObjMeta::plain(), data: b"hello, objects".to_vec() })?;
+    /// assert_eq!(store.read_at(id, 7, 7)?, b"objects");
+    /// drop(store);
+    ///
+    /// let again = DbStore::open(dir.path().join("store"))?;
+    /// assert_eq!(again.list()?, [id]);
+    /// assert_eq!(again.get(id)?.data, b"hello, objects");
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn open(dir: impl Into<PathBuf>) -> Result<DbStore, StoreError> {
         Self::open_checked(dir.into(), true)
     }

@@ -53,17 +53,19 @@ struct OwnedEntry {
 ///
 /// ```
 /// use twizzler_capsec::{CtxFlags, ObjID, Protections, SecCtx, SecCtxEditor};
-///
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// let mut ed = SecCtxEditor::new();
 /// ed.set_global_mask(Protections::READ | Protections::WRITE);
 /// ed.set_mask(ObjID::new(7), Protections::READ, Protections::empty());
 /// ed.set_flags(CtxFlags::UNDETACHABLE);
-/// let bytes = ed.encode().unwrap();
+/// let bytes = ed.encode()?;
 ///
-/// let ctx = SecCtx::parse(&bytes).unwrap();
+/// let ctx = SecCtx::parse(&bytes)?;
 /// assert_eq!(ctx.generation(), 3);
 /// assert!(ctx.flags().contains(CtxFlags::UNDETACHABLE));
-/// assert_eq!(ctx.mask(ObjID::new(7)).unwrap().permmask, Protections::READ);
+/// assert_eq!(ctx.mask(ObjID::new(7)).map(|m| m.permmask), Some(Protections::READ));
+/// # Ok(())
+/// # }
 /// ```
 ///
 /// # Memory
@@ -124,6 +126,40 @@ impl SecCtxEditor {
     ///
     /// The bytes the entries name are copied once, as the one span of the item heap that
     /// covers them all; entries keep their ranges in it (so overlapping entries cost nothing).
+    ///
+    /// # Example
+    ///
+    /// Editing a context that already exists: load it, take one capability out, add another,
+    /// write it back. Every edit bumps the generation, so caches keyed on it miss.
+    ///
+    /// ```
+    /// use twizzler_capsec::{
+    ///     Cap, CapGrant, ObjID, Protections, SecCtx, SecCtxEditor, SigningKey, SigningScheme,
+    /// };
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let key = SigningKey::from_entropy(SigningScheme::Ed25519, &[3; 32])?;
+    /// let ctx_id = ObjID::new(0x2000);
+    /// let (old, new) = (ObjID::new(0x10), ObjID::new(0x11));
+    /// let cap_old = Cap::mint(CapGrant::new(old, ctx_id, Protections::READ), &key)?;
+    /// let cap_new = Cap::mint(CapGrant::new(new, ctx_id, Protections::READ), &key)?;
+    ///
+    /// let mut ed = SecCtxEditor::new();
+    /// ed.add_cap(&cap_old);
+    /// let stored = ed.encode()?; // the bytes of the context object
+    ///
+    /// let before = SecCtx::parse(&stored)?;
+    /// let mut ed = SecCtxEditor::from_ctx(&before);
+    /// assert_eq!(ed.remove(old, &cap_old.id()), 1);
+    /// ed.add_cap(&cap_new);
+    /// let edited = ed.encode()?;
+    ///
+    /// let after = SecCtx::parse(&edited)?;
+    /// assert!(after.generation() > before.generation());
+    /// assert_eq!(after.entries_for(old).count(), 0);
+    /// assert_eq!(after.entries_for(new).count(), 1);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn from_ctx(ctx: &SecCtx<'_>) -> Self {
         let lo = ctx.entries().map(|e| e.at).min().unwrap_or(0);
         let hi = ctx.entries().map(|e| e.at + e.len).max().unwrap_or(0);

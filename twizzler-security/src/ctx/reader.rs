@@ -456,6 +456,38 @@ struct RawEntry {
 
 impl<'a> SecCtx<'a, [u8]> {
     /// Validates `bytes` as a context (see [`SecCtx::parse_mem`]).
+    ///
+    /// # Example
+    ///
+    /// Reading a context: find the records filed under an object and decode them. Bytes that
+    /// are not a context are refused, never half-read.
+    ///
+    /// ```
+    /// use twizzler_capsec::{
+    ///     Cap, CapGrant, ObjID, Protections, Record, SecCtx, SecCtxEditor, SigningKey,
+    ///     SigningScheme,
+    /// };
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let key = SigningKey::from_entropy(SigningScheme::Ed25519, &[4; 32])?;
+    /// # let (object, ctx_id) = (ObjID::new(0x1000), ObjID::new(0x2000));
+    /// # let cap = Cap::mint(CapGrant::new(object, ctx_id, Protections::READ), &key)?;
+    /// # let mut ed = SecCtxEditor::new();
+    /// # ed.add_cap(&cap);
+    /// let bytes: Vec<u8> = ed.encode()?; // e.g. read from the context object
+    ///
+    /// let ctx = SecCtx::parse(&bytes)?;
+    /// assert_eq!(ctx.entry_count(), 1);
+    /// for entry in ctx.entries_for(object) {
+    ///     let record: Record = entry.record()?;
+    ///     assert_eq!((record.target(), record.holder()), (object, ctx_id));
+    ///     assert_eq!(record.prots(), Protections::READ);
+    /// }
+    ///
+    /// assert!(SecCtx::parse(&bytes[..bytes.len() - 1]).is_err()); // truncated
+    /// assert!(SecCtx::parse(b"not a context").is_err());
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn parse(bytes: &'a [u8]) -> Result<Self, CtxError> {
         Self::parse_mem(bytes)
     }
