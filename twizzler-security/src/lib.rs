@@ -74,7 +74,7 @@ extern crate alloc;
 extern crate std;
 
 mod cap;
-mod codec;
+pub mod codec;
 pub mod ctx;
 mod del;
 mod error;
