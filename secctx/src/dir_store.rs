@@ -65,7 +65,8 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use twizzler_capsec::{ObjID, Protections};
+use twizzler_capsec::codec::{Reader, VecWriter};
+use twizzler_capsec::{DecodeError, ObjID, Protections};
 
 use crate::store::{ObjMeta, Object, StoreError};
 
@@ -114,16 +115,17 @@ pub fn encode_object(obj: &Object) -> Vec<u8> {
     // usize is at most 64 bits on every supported target, so this never truncates.
     let data_len = obj.data.len() as u64;
 
-    let mut out = Vec::with_capacity(MIN_FILE_LEN.saturating_add(obj.data.len()));
-    out.extend_from_slice(&MAGIC);
-    out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
-    out.extend_from_slice(&flags.to_le_bytes());
-    out.extend_from_slice(&obj.id.to_le_bytes());
-    out.extend_from_slice(&kuid.to_le_bytes());
-    out.extend_from_slice(&obj.meta.default_prots.bits().to_le_bytes());
-    out.extend_from_slice(&0u16.to_le_bytes());
-    out.extend_from_slice(&data_len.to_le_bytes());
-    out.extend_from_slice(&obj.data);
+    let mut w = VecWriter::with_capacity(MIN_FILE_LEN.saturating_add(obj.data.len()));
+    w.bytes(&MAGIC)
+        .u16(FORMAT_VERSION)
+        .u16(flags)
+        .u128(obj.id.raw())
+        .u128(kuid.raw())
+        .u16(obj.meta.default_prots.bits())
+        .u16(0)
+        .u64(data_len)
+        .bytes(&obj.data);
+    let mut out = w.into_vec();
     let sum = blake3::hash(&out);
     out.extend_from_slice(sum.as_bytes());
     out
@@ -147,12 +149,11 @@ pub fn decode_object(id: ObjID, bytes: &[u8]) -> Result<Object, StoreError> {
             shown.escape_ascii()
         )));
     }
-    let Some(header) = bytes.first_chunk::<HEADER_LEN>() else {
+    let Ok(header) = Header::parse(bytes) else {
         return Err(corrupt(format!(
             "truncated: {len} of at least {MIN_FILE_LEN} bytes"
         )));
     };
-    let header = Header::parse(header);
 
     if header.version != FORMAT_VERSION {
         return Err(corrupt(format!(
@@ -245,38 +246,22 @@ struct Header {
 }
 
 impl Header {
-    fn parse(bytes: &[u8; HEADER_LEN]) -> Self {
-        let mut r = FixedReader(bytes);
-        let _magic: [u8; 4] = r.take();
-        Self {
-            version: u16::from_le_bytes(r.take()),
-            flags: u16::from_le_bytes(r.take()),
-            id: ObjID::from_le_bytes(r.take()),
-            kuid: ObjID::from_le_bytes(r.take()),
-            prots: u16::from_le_bytes(r.take()),
-            reserved: u16::from_le_bytes(r.take()),
-            data_len: u64::from_le_bytes(r.take()),
-        }
-    }
-}
-
-/// Reads fixed-size fields in order from a slice known to hold them all.
-struct FixedReader<'a>(&'a [u8]);
-
-impl FixedReader<'_> {
-    /// The next `N` bytes; zeros past the end (which [`Header::parse`] never reaches: its
-    /// fields add up to exactly [`HEADER_LEN`]).
-    fn take<const N: usize>(&mut self) -> [u8; N] {
-        match self.0.split_first_chunk::<N>() {
-            Some((field, rest)) => {
-                self.0 = rest;
-                *field
-            }
-            None => {
-                self.0 = &[];
-                [0; N]
-            }
-        }
+    /// Reads the header's fields from the start of `bytes`, after the magic (which the
+    /// caller has checked); the bytes after the header are left alone.
+    fn parse(bytes: &[u8]) -> Result<Self, DecodeError> {
+        let mut r = Reader::new(bytes.get(..HEADER_LEN).unwrap_or(bytes));
+        let _magic: [u8; 4] = r.array()?;
+        let header = Self {
+            version: r.u16()?,
+            flags: r.u16()?,
+            id: ObjID::new(r.u128()?),
+            kuid: ObjID::new(r.u128()?),
+            prots: r.u16()?,
+            reserved: r.u16()?,
+            data_len: r.u64()?,
+        };
+        r.finish()?;
+        Ok(header)
     }
 }
 
