@@ -11,7 +11,7 @@
 
 use twizzler_capsec::ctx::{
     CTX_MAGIC, CTX_VERSION, CTX_VERSION_OVERFLOW, ENTRY_LEN, EntryRow, HEADER_LEN, HeaderFields,
-    MASK_LEN, WRITING,
+    WRITING,
 };
 use twizzler_capsec::{MAX_OBJECT_SIZE, ObjID, RecordKind};
 
@@ -109,19 +109,13 @@ impl Plan {
             _ => return None,
         };
         let generation = head.generation;
-        let n = u64::from(head.entry_count);
-        let m = u64::from(head.mask_count);
-        let entries = u64::from(head.entries);
-        let masks = u64::from(head.masks);
         let heap = u64::from(head.heap);
         let heap_len = u64::from(head.heap_len);
-        let overflow_at = masks + m * MASK_LEN as u64;
-        let overflow_end = overflow_at + (u64::from(overflow) + 1) * ENTRY_LEN as u64;
+        let overflow_at = head.overflow_offset();
         let fits = generation & WRITING == 0
             && overflow < MAX_OVERFLOW
-            && entries == HEADER_LEN as u64
-            && masks == entries + n * ENTRY_LEN as u64
-            && overflow_end <= heap
+            && head.tables_packed()
+            && head.overflow_end(overflow + 1) <= heap
             && heap.checked_add(heap_len)? == len
             && len.checked_add(item_len)? <= MAX_OBJECT_SIZE
             && heap_len + item_len <= u64::from(u32::MAX);

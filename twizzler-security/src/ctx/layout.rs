@@ -3,7 +3,7 @@
 //! store appending one overflow row) and must not know the offsets. [`SecCtx`](super::SecCtx)
 //! and [`CtxHeader`](super::CtxHeader) are the validating readers.
 
-use super::{ENTRY_LEN, HEADER_LEN};
+use super::{ENTRY_LEN, HEADER_LEN, MASK_LEN};
 use crate::codec::{Reader, Writer};
 use crate::error::DecodeError;
 
@@ -60,6 +60,24 @@ impl HeaderFields {
         };
         r.finish()?;
         Ok(h)
+    }
+
+    /// Whether the entry table starts right after the header and the mask table right after
+    /// the entry table, as the editor writes them.
+    pub fn tables_packed(&self) -> bool {
+        let entries = u64::from(self.entries);
+        entries == HEADER_LEN as u64
+            && u64::from(self.masks) == entries + u64::from(self.entry_count) * ENTRY_LEN as u64
+    }
+
+    /// Where the overflow table starts: right after the mask table.
+    pub fn overflow_offset(&self) -> u64 {
+        u64::from(self.masks) + u64::from(self.mask_count) * MASK_LEN as u64
+    }
+
+    /// Where an overflow table of `rows` rows ends.
+    pub fn overflow_end(&self, rows: u32) -> u64 {
+        self.overflow_offset() + u64::from(rows) * ENTRY_LEN as u64
     }
 
     /// The header's bytes.
@@ -147,6 +165,35 @@ mod tests {
             prop_assert_eq!(HeaderFields::decode(&std::vec![0; n]).is_ok(), n == HEADER_LEN);
             prop_assert_eq!(EntryRow::decode(&std::vec![0; n]).is_ok(), n == ENTRY_LEN);
         }
+    }
+
+    #[test]
+    fn table_positions_follow_the_layout() {
+        let h = HeaderFields {
+            entry_count: 2,
+            mask_count: 3,
+            entries: HEADER_LEN as u32,
+            masks: (HEADER_LEN + 2 * ENTRY_LEN) as u32,
+            ..HeaderFields::default()
+        };
+        assert!(h.tables_packed());
+        let overflow = (HEADER_LEN + 2 * ENTRY_LEN + 3 * MASK_LEN) as u64;
+        assert_eq!(h.overflow_offset(), overflow);
+        assert_eq!(h.overflow_end(4), overflow + 4 * ENTRY_LEN as u64);
+        assert!(
+            !HeaderFields {
+                masks: h.masks + 1,
+                ..h
+            }
+            .tables_packed()
+        );
+        assert!(
+            !HeaderFields {
+                entries: h.entries + 1,
+                ..h
+            }
+            .tables_packed()
+        );
     }
 
     #[test]
