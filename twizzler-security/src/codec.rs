@@ -291,3 +291,69 @@ impl VecWriter {
         self.buf
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Any sequence of reads over any bytes: never a panic, a read succeeds exactly when
+        /// enough bytes are left, and the cursor only moves on success.
+        #[test]
+        fn reads_are_total(
+            bytes in proptest::collection::vec(any::<u8>(), 0..64),
+            reads in proptest::collection::vec(0u8..7, 0..24),
+        ) {
+            let mut r = Reader::new(&bytes);
+            for op in reads {
+                let (before, left) = (r.position(), r.remaining());
+                let need = match op {
+                    0 => r.u8().map(|_| 1),
+                    1 => r.u16().map(|_| 2),
+                    2 => r.u32().map(|_| 4),
+                    3 => r.u64().map(|_| 8),
+                    4 => r.u128().map(|_| 16),
+                    5 => r.array::<3>().map(|_| 3),
+                    _ => r.take(5).map(|_| 5),
+                };
+                let size = [1, 2, 4, 8, 16, 3, 5][usize::from(op)];
+                match need {
+                    Ok(n) => {
+                        prop_assert!(n <= left);
+                        prop_assert_eq!(r.position(), before + n);
+                    }
+                    Err(e) => {
+                        prop_assert!(size > left);
+                        prop_assert_eq!(
+                            e,
+                            DecodeError::Truncated { at: before, needed: size, available: left }
+                        );
+                        prop_assert_eq!(r.position(), before);
+                    }
+                }
+                prop_assert_eq!(r.position() + r.remaining(), bytes.len());
+            }
+            let done = r.is_empty();
+            prop_assert_eq!(r.finish().is_ok(), done);
+        }
+
+        /// What the writers write, the reader reads back, in the same order.
+        #[test]
+        fn writers_and_reader_agree(a: u8, b: u16, c: u32, d: u64, e: u128, tail: [u8; 3]) {
+            let mut fixed = [0u8; 1 + 2 + 4 + 8 + 16 + 3];
+            Writer::new(&mut fixed).u8(a).u16(b).u32(c).u64(d).u128(e).bytes(&tail);
+            let mut grown = VecWriter::new();
+            grown.u8(a).u16(b).u32(c).u64(d).u128(e).bytes(&tail);
+            prop_assert_eq!(&grown.into_vec()[..], &fixed[..]);
+            let mut r = Reader::new(&fixed);
+            prop_assert_eq!(r.u8()?, a);
+            prop_assert_eq!(r.u16()?, b);
+            prop_assert_eq!(r.u32()?, c);
+            prop_assert_eq!(r.u64()?, d);
+            prop_assert_eq!(r.u128()?, e);
+            prop_assert_eq!(r.rest(), &tail[..]);
+            r.finish()?;
+        }
+    }
+}
