@@ -20,6 +20,9 @@ use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::sync::{Mutex, MutexGuard};
 
+use twizzler_capsec::DecodeError;
+use twizzler_capsec::codec::{Reader, Writer};
+
 /// A capability's name in the baseline: the node that issued it and a serial number.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct CapName {
@@ -63,31 +66,27 @@ impl BroadcastMessage {
             Self::Ack(c) => (2u8, c),
         };
         let mut out = [0u8; MESSAGE_LEN];
-        out[0] = kind;
-        out[1..9].copy_from_slice(&cap.issuer.to_le_bytes());
-        out[9..].copy_from_slice(&cap.serial.to_le_bytes());
+        Writer::new(&mut out)
+            .u8(kind)
+            .u64(cap.issuer)
+            .u64(cap.serial);
         out
     }
 
     /// Decodes the wire encoding (total and canonical).
     pub fn decode(bytes: &[u8]) -> Result<Self, BroadcastError> {
-        let b: &[u8; MESSAGE_LEN] = bytes
-            .try_into()
-            .map_err(|_| BroadcastError::Malformed("wrong length"))?;
-        let (kind, rest) = b.split_first().ok_or(BroadcastError::Malformed("empty"))?;
-        let (issuer, serial) = rest.split_at(8);
+        if bytes.len() != MESSAGE_LEN {
+            return Err(BroadcastError::Malformed("wrong length"));
+        }
+        // The length is checked: no read below can run short.
+        let short = |_: DecodeError| BroadcastError::Malformed("wrong length");
+        let mut r = Reader::new(bytes);
+        let kind = r.u8().map_err(short)?;
         let cap = CapName {
-            issuer: u64::from_le_bytes(
-                issuer
-                    .try_into()
-                    .map_err(|_| BroadcastError::Malformed("issuer"))?,
-            ),
-            serial: u64::from_le_bytes(
-                serial
-                    .try_into()
-                    .map_err(|_| BroadcastError::Malformed("serial"))?,
-            ),
+            issuer: r.u64().map_err(short)?,
+            serial: r.u64().map_err(short)?,
         };
+        r.finish().map_err(short)?;
         match kind {
             1 => Ok(Self::Revoke(cap)),
             2 => Ok(Self::Ack(cap)),

@@ -43,6 +43,9 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 
+use twizzler_capsec::DecodeError;
+use twizzler_capsec::codec::{Reader, Writer};
+
 use crate::crypto;
 
 /// A controller: a node id and the version of the node's current life.
@@ -74,18 +77,24 @@ impl ControllerId {
     /// The wire encoding: node then version, each a little-endian `u64`.
     pub fn encode(&self) -> [u8; Self::ENCODED_LEN] {
         let mut out = [0u8; Self::ENCODED_LEN];
-        out[..8].copy_from_slice(&self.node.to_le_bytes());
-        out[8..].copy_from_slice(&self.version.to_le_bytes());
+        Writer::new(&mut out).u64(self.node).u64(self.version);
         out
     }
 
-    /// Decodes the wire encoding; `None` unless `bytes` is exactly [`Self::ENCODED_LEN`] long.
-    pub fn decode(bytes: &[u8]) -> Option<Self> {
-        let bytes: &[u8; Self::ENCODED_LEN] = bytes.try_into().ok()?;
-        let (node, version) = bytes.split_at(8);
-        Some(Self {
-            node: u64::from_le_bytes(node.try_into().ok()?),
-            version: u64::from_le_bytes(version.try_into().ok()?),
+    /// Decodes the wire encoding: exactly [`Self::ENCODED_LEN`] bytes.
+    pub fn decode(bytes: &[u8]) -> Result<Self, DecodeError> {
+        let mut r = Reader::new(bytes);
+        let id = Self::decode_from(&mut r)?;
+        r.finish()?;
+        Ok(id)
+    }
+
+    /// Reads the encoding from `r`, leaving what follows it: for the formats that hold a
+    /// controller id as a field.
+    pub fn decode_from(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        Ok(Self {
+            node: r.u64()?,
+            version: r.u64()?,
         })
     }
 }
@@ -101,7 +110,54 @@ pub const VERSION_FILE_MAGIC: [u8; 4] = *b"DBCV";
 /// Format version of the version file.
 pub const VERSION_FILE_FORMAT: u16 = 1;
 /// Length of the version file.
-pub const VERSION_FILE_LEN: usize = 24 + 32;
+pub const VERSION_FILE_LEN: usize = BODY_LEN + 32;
+/// Length of the checksummed part of the version file.
+const BODY_LEN: usize = 24;
+
+/// Why bytes are not a version file (see the [module docs](self)).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum VersionFileDecodeError {
+    /// Not [`VERSION_FILE_LEN`] bytes.
+    Length(usize),
+    /// Not a version file (bad magic).
+    BadMagic,
+    /// The checksum does not match: a torn or damaged write.
+    Checksum,
+    /// A format version this build does not read.
+    UnsupportedFormat(u16),
+    /// The reserved field is not zero.
+    Reserved(u16),
+    /// Controller version 0, which is never written.
+    VersionZero,
+    /// The bytes do not frame (cannot happen once the length is checked).
+    Framing(DecodeError),
+}
+
+impl fmt::Display for VersionFileDecodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Length(n) => write!(f, "{n} bytes, expected {VERSION_FILE_LEN}"),
+            Self::BadMagic => f.write_str("bad magic"),
+            Self::Checksum => f.write_str("checksum mismatch (torn or damaged write)"),
+            Self::UnsupportedFormat(v) => write!(
+                f,
+                "unsupported format version {v} (this build reads {VERSION_FILE_FORMAT})"
+            ),
+            Self::Reserved(v) => write!(f, "reserved field is {v:#06x}, not 0"),
+            Self::VersionZero => f.write_str("controller version 0 is never written"),
+            Self::Framing(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for VersionFileDecodeError {}
+
+impl From<DecodeError> for VersionFileDecodeError {
+    fn from(e: DecodeError) -> Self {
+        Self::Framing(e)
+    }
+}
 
 /// Why the controller version could not be read or made durable. Every variant names the file.
 #[derive(Debug)]
@@ -122,7 +178,7 @@ pub enum VersionFileError {
         /// The file.
         path: PathBuf,
         /// What is wrong.
-        why: String,
+        why: VersionFileDecodeError,
     },
     /// The file belongs to another node.
     NodeMismatch {
@@ -265,40 +321,48 @@ impl VersionFile {
 /// The encoded content of a version file.
 pub fn encode_version_file(node: u64, version: u64) -> [u8; VERSION_FILE_LEN] {
     let mut out = [0u8; VERSION_FILE_LEN];
-    out[0..4].copy_from_slice(&VERSION_FILE_MAGIC);
-    out[4..6].copy_from_slice(&VERSION_FILE_FORMAT.to_le_bytes());
-    out[8..16].copy_from_slice(&node.to_le_bytes());
-    out[16..24].copy_from_slice(&version.to_le_bytes());
-    let sum = crypto::version_file_checksum(&out[..24]);
-    out[24..].copy_from_slice(&sum);
+    let mut body = [0u8; BODY_LEN];
+    Writer::new(&mut body)
+        .bytes(&VERSION_FILE_MAGIC)
+        .u16(VERSION_FILE_FORMAT)
+        .u16(0)
+        .u64(node)
+        .u64(version);
+    let sum = crypto::version_file_checksum(&body);
+    Writer::new(&mut out).bytes(&body).bytes(&sum);
     out
 }
 
 /// Decodes a version file's content: `(node, version)`, or what is wrong with it.
-pub fn decode_version_file(bytes: &[u8]) -> Result<(u64, u64), String> {
-    let bytes: &[u8; VERSION_FILE_LEN] = bytes
-        .try_into()
-        .map_err(|_| format!("{} bytes, expected {VERSION_FILE_LEN}", bytes.len()))?;
-    let (body, sum) = bytes.split_at(24);
-    let u64_at = |at: usize| -> u64 {
-        let mut b = [0u8; 8];
-        if let Some(src) = body.get(at..at + 8) {
-            b.copy_from_slice(src);
-        }
-        u64::from_le_bytes(b)
-    };
-    if body.get(0..4) != Some(&VERSION_FILE_MAGIC[..]) {
-        return Err("bad magic".into());
+///
+/// Checks, in this order: the length, the magic, the checksum, then the fields; so random
+/// damage is reported as a checksum mismatch, and a field error means it was written so.
+pub fn decode_version_file(bytes: &[u8]) -> Result<(u64, u64), VersionFileDecodeError> {
+    if bytes.len() != VERSION_FILE_LEN {
+        return Err(VersionFileDecodeError::Length(bytes.len()));
     }
-    if !crypto::version_file_checksum_matches(body, sum) {
-        return Err("checksum mismatch (torn or damaged write)".into());
+    let mut r = Reader::new(bytes);
+    let body: [u8; BODY_LEN] = r.array()?;
+    let sum = r.rest();
+    let mut r = Reader::new(&body);
+    if r.array::<4>()? != VERSION_FILE_MAGIC {
+        return Err(VersionFileDecodeError::BadMagic);
     }
-    if body.get(4..8) != Some(&[1, 0, 0, 0][..]) {
-        return Err("unsupported format version or non-zero reserved field".into());
+    if !crypto::version_file_checksum_matches(&body, sum) {
+        return Err(VersionFileDecodeError::Checksum);
     }
-    let (node, version) = (u64_at(8), u64_at(16));
+    let format = r.u16()?;
+    if format != VERSION_FILE_FORMAT {
+        return Err(VersionFileDecodeError::UnsupportedFormat(format));
+    }
+    let reserved = r.u16()?;
+    if reserved != 0 {
+        return Err(VersionFileDecodeError::Reserved(reserved));
+    }
+    let (node, version) = (r.u64()?, r.u64()?);
+    r.finish()?;
     if version == 0 {
-        return Err("controller version 0 is never written".into());
+        return Err(VersionFileDecodeError::VersionZero);
     }
     Ok((node, version))
 }
@@ -373,8 +437,9 @@ mod tests {
     #[test]
     fn controller_id_round_trips() {
         let id = ControllerId::new(7, 9);
-        assert_eq!(ControllerId::decode(&id.encode()), Some(id));
-        assert_eq!(ControllerId::decode(&[0; 15]), None);
+        assert_eq!(ControllerId::decode(&id.encode()), Ok(id));
+        assert!(ControllerId::decode(&[0; 15]).is_err());
+        assert!(ControllerId::decode(&[0; 17]).is_err());
     }
 
     #[test]

@@ -18,6 +18,7 @@
 //!
 //! Tags are compared in constant time ([`blake3::Hash`]'s `PartialEq`).
 
+use twizzler_capsec::codec::Writer;
 use zeroize::{Zeroize, Zeroizing};
 
 use crate::controller::ControllerId;
@@ -67,11 +68,11 @@ impl NodeSecret {
         generation: u64,
     ) -> Zeroizing<[u8; KEY_LEN]> {
         let mut material = Zeroizing::new([0u8; KEY_LEN + 8 + 8 + 4 + 8]);
-        material[..KEY_LEN].copy_from_slice(&self.0);
-        material[KEY_LEN..KEY_LEN + 8].copy_from_slice(&id.node.to_le_bytes());
-        material[KEY_LEN + 8..KEY_LEN + 16].copy_from_slice(&id.version.to_le_bytes());
-        material[KEY_LEN + 16..KEY_LEN + 20].copy_from_slice(&range.to_le_bytes());
-        material[KEY_LEN + 20..].copy_from_slice(&generation.to_le_bytes());
+        Writer::new(&mut material[..])
+            .bytes(&self.0)
+            .bytes(&id.encode())
+            .u32(range)
+            .u64(generation);
         Zeroizing::new(blake3::derive_key(CTX_RANGE_KEY, &material[..]))
     }
 }

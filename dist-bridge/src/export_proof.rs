@@ -25,6 +25,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::sync::Mutex;
 
+use twizzler_capsec::codec::VecWriter;
 use twizzler_capsec::{ObjID, SignError, Signature, SigningKey, VerifyingKey};
 
 use crate::token::Scope;
@@ -60,20 +61,20 @@ pub struct ExportClaim<'a> {
 
 /// The signed message of a proof (see the [module docs](self)).
 pub fn proof_message(claim: &ExportClaim<'_>, time: u64, nonce: &[u8; NONCE_LEN]) -> Vec<u8> {
-    let mut m = Vec::with_capacity(PROOF_DOMAIN.len() + 96 + claim.cap.len());
-    m.extend_from_slice(PROOF_DOMAIN);
-    m.extend_from_slice(&claim.node.to_le_bytes());
-    m.extend_from_slice(&time.to_le_bytes());
-    m.extend_from_slice(nonce);
-    m.extend_from_slice(&claim.context.raw().to_le_bytes());
-    m.extend_from_slice(&u32::from(claim.scope.rights.bits()).to_le_bytes());
-    m.extend_from_slice(&claim.scope.range.offset().to_le_bytes());
-    m.extend_from_slice(&claim.scope.range.len().to_le_bytes());
-    m.extend_from_slice(&claim.scope.expires.raw().to_le_bytes());
+    let mut w = VecWriter::with_capacity(PROOF_DOMAIN.len() + 96 + claim.cap.len());
     let cap_len = u32::try_from(claim.cap.len()).unwrap_or(u32::MAX);
-    m.extend_from_slice(&cap_len.to_le_bytes());
-    m.extend_from_slice(claim.cap);
-    m
+    w.bytes(PROOF_DOMAIN)
+        .u64(claim.node)
+        .u64(time)
+        .bytes(nonce)
+        .u128(claim.context.raw())
+        .u32(u32::from(claim.scope.rights.bits()))
+        .u64(claim.scope.range.offset())
+        .u64(claim.scope.range.len())
+        .u64(claim.scope.expires.raw())
+        .u32(cap_len)
+        .bytes(claim.cap);
+    w.into_vec()
 }
 
 /// Why a proof could not be made.

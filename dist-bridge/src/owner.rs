@@ -38,7 +38,8 @@ use std::collections::HashSet;
 use std::fmt;
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-use twizzler_capsec::{Cap, Expiry, KeyLookupError, ObjID, RecordId, VerifyError};
+use twizzler_capsec::codec::{Reader, VecWriter};
+use twizzler_capsec::{Cap, DecodeError, Expiry, KeyLookupError, ObjID, RecordId, VerifyError};
 use zeroize::Zeroizing;
 
 use crate::controller::ControllerId;
@@ -394,6 +395,7 @@ pub struct UpgradeNotice {
 
 /// Magic of an encoded [`UpgradeNotice`] (`"DBUP"`).
 pub const UPGRADE_MAGIC: [u8; 4] = *b"DBUP";
+const UPGRADE_FORMAT: u16 = 1;
 const UPGRADE_HEADER: usize = 4 + 2 + 2 + ControllerId::ENCODED_LEN + 4;
 const CHANGE_LEN: usize = 4 + 8 + 8;
 
@@ -437,62 +439,53 @@ impl UpgradeNotice {
     /// The wire encoding: magic `DBUP`, format 1 (u16), reserved 0 (u16), owner (16), change
     /// count (u32), then per change index (u32), old (u64), new (u64); little-endian.
     pub fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(UPGRADE_HEADER + self.changes.len() * CHANGE_LEN);
-        out.extend_from_slice(&UPGRADE_MAGIC);
-        out.extend_from_slice(&1u16.to_le_bytes());
-        out.extend_from_slice(&0u16.to_le_bytes());
-        out.extend_from_slice(&self.owner.encode());
+        let mut w = VecWriter::with_capacity(UPGRADE_HEADER + self.changes.len() * CHANGE_LEN);
         let count = u32::try_from(self.changes.len()).unwrap_or(u32::MAX);
-        out.extend_from_slice(&count.to_le_bytes());
+        w.bytes(&UPGRADE_MAGIC)
+            .u16(UPGRADE_FORMAT)
+            .u16(0)
+            .bytes(&self.owner.encode())
+            .u32(count);
         for c in self.changes.iter().take(count as usize) {
-            out.extend_from_slice(&c.index.to_le_bytes());
-            out.extend_from_slice(&c.old.to_le_bytes());
-            out.extend_from_slice(&c.new.to_le_bytes());
+            w.u32(c.index).u64(c.old).u64(c.new);
         }
-        out
+        w.into_vec()
     }
 
     /// Decodes the wire encoding (total and canonical).
     pub fn decode(bytes: &[u8]) -> Result<Self, NoticeDecodeError> {
-        let header = bytes
-            .get(..UPGRADE_HEADER)
-            .ok_or(NoticeDecodeError::Truncated(bytes.len()))?;
-        if header.get(..8) != Some(&[b'D', b'B', b'U', b'P', 1, 0, 0, 0][..]) {
+        if bytes.len() < UPGRADE_HEADER {
+            return Err(NoticeDecodeError::Truncated(bytes.len()));
+        }
+        // The header's length is checked: a short read below is a bad header (it cannot
+        // happen), and a short change a bad length.
+        let bad_header = |_: DecodeError| NoticeDecodeError::BadHeader;
+        let mut r = Reader::new(bytes);
+        if r.array::<4>().map_err(bad_header)? != UPGRADE_MAGIC
+            || r.u16().map_err(bad_header)? != UPGRADE_FORMAT
+            || r.u16().map_err(bad_header)? != 0
+        {
             return Err(NoticeDecodeError::BadHeader);
         }
-        let owner = header
-            .get(8..24)
-            .and_then(ControllerId::decode)
-            .ok_or(NoticeDecodeError::BadHeader)?;
-        let count = header
-            .get(24..28)
-            .and_then(|b| b.try_into().ok())
-            .map(u32::from_le_bytes)
-            .ok_or(NoticeDecodeError::BadHeader)?;
-        let body = bytes.get(UPGRADE_HEADER..).unwrap_or_default();
+        let owner = ControllerId::decode_from(&mut r).map_err(bad_header)?;
+        let count = r.u32().map_err(bad_header)?;
         let bad_len = NoticeDecodeError::BadLength {
             count,
             len: bytes.len(),
         };
-        if (count as usize).checked_mul(CHANGE_LEN) != Some(body.len()) {
+        if (count as usize).checked_mul(CHANGE_LEN) != Some(r.remaining()) {
             return Err(bad_len);
         }
-        let u64_at = |c: &[u8], at: usize| {
-            c.get(at..at + 8)
-                .and_then(|b| b.try_into().ok())
-                .map(u64::from_le_bytes)
-        };
-        let changes = body
-            .chunks_exact(CHANGE_LEN)
-            .map(|c| {
-                Some(VersionChange {
-                    index: u32::from_le_bytes(c.get(..4)?.try_into().ok()?),
-                    old: u64_at(c, 4)?,
-                    new: u64_at(c, 12)?,
-                })
-            })
-            .collect::<Option<Vec<_>>>()
-            .ok_or(bad_len)?;
+        let bad_len = |_: DecodeError| bad_len;
+        let mut changes = Vec::with_capacity(count as usize);
+        for _ in 0..count {
+            changes.push(VersionChange {
+                index: r.u32().map_err(bad_len)?,
+                old: r.u64().map_err(bad_len)?,
+                new: r.u64().map_err(bad_len)?,
+            });
+        }
+        r.finish().map_err(bad_len)?;
         Ok(Self { owner, changes })
     }
 }

@@ -30,7 +30,8 @@
 
 use core::fmt;
 
-use twizzler_capsec::{Expiry, ObjID};
+use twizzler_capsec::codec::{Reader, VecWriter, Writer};
+use twizzler_capsec::{DecodeError, Expiry, ObjID};
 
 use crate::controller::ControllerId;
 use crate::crypto::{self, KEY_LEN};
@@ -144,18 +145,17 @@ impl Scope {
         Ok(())
     }
 
-    fn encode_into(&self, out: &mut Vec<u8>) {
-        out.extend_from_slice(&self.rights.bits().to_le_bytes());
-        out.extend_from_slice(&self.range.offset().to_le_bytes());
-        out.extend_from_slice(&self.range.len().to_le_bytes());
-        out.extend_from_slice(&self.expires.raw().to_le_bytes());
+    fn encode_into(&self, w: &mut VecWriter) {
+        w.bytes(&self.encode());
     }
 
     fn encode(&self) -> [u8; SCOPE_LEN] {
-        let mut v = Vec::with_capacity(SCOPE_LEN);
-        self.encode_into(&mut v);
         let mut out = [0u8; SCOPE_LEN];
-        out.copy_from_slice(&v);
+        Writer::new(&mut out)
+            .u16(self.rights.bits())
+            .u64(self.range.offset())
+            .u64(self.range.len())
+            .u64(self.expires.raw());
         out
     }
 
@@ -218,6 +218,9 @@ pub enum TokenDecodeError {
     UnsupportedFormat(u16),
     /// The reserved byte is not zero.
     NonZeroReserved(u8),
+    /// The bytes do not frame as the layout says in another way than by length (no read of
+    /// the token's decoder produces it; kept so the codec's errors map totally).
+    Framing(DecodeError),
     /// More caveats than [`MAX_CAVEATS`].
     TooManyCaveats(u8),
     /// Rights bits that name no right.
@@ -259,6 +262,7 @@ impl fmt::Display for TokenDecodeError {
                 "token format version {v} is not supported (this build reads {TOKEN_FORMAT})"
             ),
             Self::NonZeroReserved(b) => write!(f, "token reserved byte is {b:#x}, not 0"),
+            Self::Framing(e) => write!(f, "token: {e}"),
             Self::TooManyCaveats(n) => {
                 write!(f, "token has {n} caveats, at most {MAX_CAVEATS} allowed")
             }
@@ -274,6 +278,24 @@ impl fmt::Display for TokenDecodeError {
 }
 
 impl std::error::Error for TokenDecodeError {}
+
+impl From<DecodeError> for TokenDecodeError {
+    fn from(e: DecodeError) -> Self {
+        match e {
+            // The codec names the offset and what was left there; a token error names the
+            // whole: how many bytes were needed up to the end of the read, of how many.
+            DecodeError::Truncated {
+                at,
+                needed,
+                available,
+            } => Self::Truncated {
+                needed: at.saturating_add(needed),
+                got: at.saturating_add(available),
+            },
+            other => Self::Framing(other),
+        }
+    }
+}
 
 /// Why a holder cannot attenuate a token as asked.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -317,17 +339,33 @@ pub struct TokenBody {
 impl TokenBody {
     /// The encoding the root tag covers.
     pub(crate) fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(BODY_LEN);
-        self.encode_into(&mut out);
-        out
+        let mut w = VecWriter::with_capacity(BODY_LEN);
+        self.encode_into(&mut w);
+        w.into_vec()
     }
 
-    fn encode_into(&self, out: &mut Vec<u8>) {
-        out.extend_from_slice(&self.owner.encode());
-        out.extend_from_slice(&self.guard.index.to_le_bytes());
-        out.extend_from_slice(&self.guard.version.to_le_bytes());
-        out.extend_from_slice(&self.object.to_le_bytes());
-        self.scope.encode_into(out);
+    fn encode_into(&self, w: &mut VecWriter) {
+        w.bytes(&self.owner.encode())
+            .u32(self.guard.index)
+            .u64(self.guard.version)
+            .u128(self.object.raw());
+        self.scope.encode_into(w);
+    }
+
+    fn decode_from(r: &mut Reader<'_>) -> Result<Self, TokenDecodeError> {
+        let owner = ControllerId::decode_from(r)?;
+        let guard = GuardRef {
+            index: r.u32()?,
+            version: r.u64()?,
+        };
+        let object = ObjID::new(r.u128()?);
+        let scope = Scope::decode_from(r, Part::Body)?;
+        Ok(Self {
+            owner,
+            guard,
+            object,
+            scope,
+        })
     }
 }
 
@@ -434,22 +472,22 @@ impl GuardedToken {
 
     /// The canonical encoding.
     pub fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(self.encoded_len());
-        out.extend_from_slice(&TOKEN_MAGIC);
-        out.extend_from_slice(&TOKEN_FORMAT.to_le_bytes());
-        out.push(u8::try_from(self.caveats.len()).unwrap_or(u8::MAX));
-        out.push(0);
-        self.body.encode_into(&mut out);
+        let mut w = VecWriter::with_capacity(self.encoded_len());
+        w.bytes(&TOKEN_MAGIC)
+            .u16(TOKEN_FORMAT)
+            .u8(u8::try_from(self.caveats.len()).unwrap_or(u8::MAX))
+            .u8(0);
+        self.body.encode_into(&mut w);
         for c in &self.caveats {
-            c.encode_into(&mut out);
+            c.encode_into(&mut w);
         }
-        out.extend_from_slice(&self.tag);
-        out
+        w.bytes(&self.tag);
+        w.into_vec()
     }
 
     /// Decodes a token (total and canonical; see the [module docs](self)).
     pub fn decode(bytes: &[u8]) -> Result<GuardedToken, TokenDecodeError> {
-        let mut r = Reader { bytes, at: 0 };
+        let mut r = Reader::new(bytes);
         let magic = r.array::<4>()?;
         if magic != TOKEN_MAGIC {
             return Err(TokenDecodeError::BadMagic(magic));
@@ -479,15 +517,9 @@ impl GuardedToken {
                 got: bytes.len(),
             });
         }
-        let owner = ControllerId::new(r.u64()?, r.u64()?);
-        let guard = GuardRef {
-            index: r.u32()?,
-            version: r.u64()?,
-        };
-        let object = ObjID::from_le_bytes(r.array::<16>()?);
-        let scope = Scope::decode_from(&mut r, Part::Body)?;
+        let body = TokenBody::decode_from(&mut r)?;
         let mut caveats = Vec::with_capacity(usize::from(count));
-        let mut last = scope;
+        let mut last = body.scope;
         for n in 1..=count {
             let c = Scope::decode_from(&mut r, Part::Caveat(n))?;
             c.within(&last)
@@ -496,16 +528,8 @@ impl GuardedToken {
             last = c;
         }
         let tag = r.array::<TAG_LEN>()?;
-        Ok(GuardedToken {
-            body: TokenBody {
-                owner,
-                guard,
-                object,
-                scope,
-            },
-            caveats,
-            tag,
-        })
+        r.finish()?;
+        Ok(GuardedToken { body, caveats, tag })
     }
 }
 
@@ -532,43 +556,4 @@ fn chain(root_tag: [u8; TAG_LEN], caveats: &[Scope]) -> [u8; TAG_LEN] {
         tag = crypto::caveat_tag(&tag, caveat_number(i), &c.encode());
     }
     tag
-}
-
-/// A bounds-checked little-endian reader.
-struct Reader<'a> {
-    bytes: &'a [u8],
-    at: usize,
-}
-
-impl Reader<'_> {
-    fn array<const N: usize>(&mut self) -> Result<[u8; N], TokenDecodeError> {
-        let end = self.at.checked_add(N);
-        let got = end.and_then(|end| self.bytes.get(self.at..end));
-        match got.and_then(|s| <[u8; N]>::try_from(s).ok()) {
-            Some(a) => {
-                self.at += N;
-                Ok(a)
-            }
-            None => Err(TokenDecodeError::Truncated {
-                needed: self.at.saturating_add(N),
-                got: self.bytes.len(),
-            }),
-        }
-    }
-
-    fn u8(&mut self) -> Result<u8, TokenDecodeError> {
-        Ok(u8::from_le_bytes(self.array()?))
-    }
-
-    fn u16(&mut self) -> Result<u16, TokenDecodeError> {
-        Ok(u16::from_le_bytes(self.array()?))
-    }
-
-    fn u32(&mut self) -> Result<u32, TokenDecodeError> {
-        Ok(u32::from_le_bytes(self.array()?))
-    }
-
-    fn u64(&mut self) -> Result<u64, TokenDecodeError> {
-        Ok(u64::from_le_bytes(self.array()?))
-    }
 }

@@ -65,7 +65,8 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use twizzler_capsec::{ObjID, Protections};
+use twizzler_capsec::codec::{Reader, VecWriter};
+use twizzler_capsec::{DecodeError, ObjID, Protections};
 
 use crate::store::{ObjMeta, Object, StoreError};
 
@@ -114,16 +115,17 @@ pub fn encode_object(obj: &Object) -> Vec<u8> {
     // usize is at most 64 bits on every supported target, so this never truncates.
     let data_len = obj.data.len() as u64;
 
-    let mut out = Vec::with_capacity(MIN_FILE_LEN.saturating_add(obj.data.len()));
-    out.extend_from_slice(&MAGIC);
-    out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
-    out.extend_from_slice(&flags.to_le_bytes());
-    out.extend_from_slice(&obj.id.to_le_bytes());
-    out.extend_from_slice(&kuid.to_le_bytes());
-    out.extend_from_slice(&obj.meta.default_prots.bits().to_le_bytes());
-    out.extend_from_slice(&0u16.to_le_bytes());
-    out.extend_from_slice(&data_len.to_le_bytes());
-    out.extend_from_slice(&obj.data);
+    let mut w = VecWriter::with_capacity(MIN_FILE_LEN.saturating_add(obj.data.len()));
+    w.bytes(&MAGIC)
+        .u16(FORMAT_VERSION)
+        .u16(flags)
+        .u128(obj.id.raw())
+        .u128(kuid.raw())
+        .u16(obj.meta.default_prots.bits())
+        .u16(0)
+        .u64(data_len)
+        .bytes(&obj.data);
+    let mut out = w.into_vec();
     let sum = blake3::hash(&out);
     out.extend_from_slice(sum.as_bytes());
     out
@@ -132,93 +134,164 @@ pub fn encode_object(obj: &Object) -> Vec<u8> {
 /// Decodes an object file that should hold object `id` (the id its name says).
 ///
 /// Total: any byte string gives the object or [`StoreError::Corrupt`] naming `id` and what is
-/// wrong, never a panic. Accepts exactly the outputs of [`encode_object`] for objects whose
-/// id is `id`.
+/// wrong ([`ObjectFileError`]'s message), never a panic. Accepts exactly the outputs of
+/// [`encode_object`] for objects whose id is `id`.
 pub fn decode_object(id: ObjID, bytes: &[u8]) -> Result<Object, StoreError> {
-    let corrupt = |why: String| StoreError::Corrupt { id, why };
+    decode_object_file(id, bytes).map_err(|e| StoreError::Corrupt {
+        id,
+        why: e.to_string(),
+    })
+}
+
+/// Why bytes are not the object file of an object (see the [module documentation](self)).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ObjectFileError {
+    /// The file does not start with `TZOB` (as far as it goes).
+    BadMagic {
+        /// The first bytes, up to four.
+        found: [u8; 4],
+        /// How many of them there are.
+        len: usize,
+    },
+    /// Shorter than a header and checksum.
+    TooShort(usize),
+    /// A format version this build does not read.
+    UnsupportedVersion(u16),
+    /// A data length whose file would not fit a `u64`.
+    DataLengthOverflow(u64),
+    /// Shorter than the header says.
+    Truncated {
+        /// The file's length.
+        len: usize,
+        /// What the header says.
+        expected: u64,
+    },
+    /// Longer than the header says.
+    TrailingBytes {
+        /// The file's length.
+        len: usize,
+        /// What the header says.
+        expected: u64,
+    },
+    /// The checksum does not match.
+    Checksum,
+    /// Flag bits that name nothing.
+    UnknownFlags(u16),
+    /// The file holds another object than its name says.
+    WrongObject(ObjID),
+    /// A kuid without the flag that says there is one.
+    KuidWithoutFlag(ObjID),
+    /// Default protections with bits that name no right.
+    UnknownProtections(u16),
+    /// The reserved field is not zero.
+    Reserved(u16),
+}
+
+impl std::fmt::Display for ObjectFileError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::BadMagic { found, len } => write!(
+                f,
+                "bad magic {}, expected \"TZOB\"",
+                found.get(..*len).unwrap_or(found).escape_ascii()
+            ),
+            Self::TooShort(len) => write!(f, "truncated: {len} of at least {MIN_FILE_LEN} bytes"),
+            Self::UnsupportedVersion(v) => write!(
+                f,
+                "unsupported format version {v} (this build reads {FORMAT_VERSION})"
+            ),
+            Self::DataLengthOverflow(n) => write!(f, "data length {n} is impossibly large"),
+            Self::Truncated { len, expected } => {
+                write!(f, "truncated: {len} of {expected} bytes")
+            }
+            Self::TrailingBytes { len, expected } => write!(
+                f,
+                "trailing bytes: {len} bytes where the header says {expected}"
+            ),
+            Self::Checksum => f.write_str("checksum mismatch"),
+            Self::UnknownFlags(bits) => write!(f, "unknown flag bits {bits:#06x}"),
+            Self::WrongObject(found) => write!(
+                f,
+                "the file holds object {found}, not the object its name says"
+            ),
+            Self::KuidWithoutFlag(kuid) => {
+                write!(f, "kuid {kuid} is set but the has-kuid flag is clear")
+            }
+            Self::UnknownProtections(bits) => write!(
+                f,
+                "default protections {bits:#06x} have bits that name no right"
+            ),
+            Self::Reserved(v) => write!(f, "reserved field is {v:#06x}, not 0"),
+        }
+    }
+}
+
+impl std::error::Error for ObjectFileError {}
+
+/// [`decode_object`] with its typed error. It checks, in this order, the magic, the version,
+/// the length, the checksum and then every field.
+pub fn decode_object_file(id: ObjID, bytes: &[u8]) -> Result<Object, ObjectFileError> {
     let len = bytes.len();
 
     // Compare as much of the magic as there is, so a short file of another kind is not
     // called a truncated object file.
     if bytes.iter().zip(MAGIC.iter()).any(|(a, b)| a != b) {
+        let mut found = [0u8; 4];
         let shown = bytes.get(..MAGIC.len()).unwrap_or(bytes);
-        return Err(corrupt(format!(
-            "bad magic {}, expected \"TZOB\"",
-            shown.escape_ascii()
-        )));
+        for (dst, src) in found.iter_mut().zip(shown) {
+            *dst = *src;
+        }
+        return Err(ObjectFileError::BadMagic {
+            found,
+            len: shown.len(),
+        });
     }
-    let Some(header) = bytes.first_chunk::<HEADER_LEN>() else {
-        return Err(corrupt(format!(
-            "truncated: {len} of at least {MIN_FILE_LEN} bytes"
-        )));
+    let Ok(header) = Header::parse(bytes) else {
+        return Err(ObjectFileError::TooShort(len));
     };
-    let header = Header::parse(header);
-
     if header.version != FORMAT_VERSION {
-        return Err(corrupt(format!(
-            "unsupported format version {} (this build reads {FORMAT_VERSION})",
-            header.version
-        )));
+        return Err(ObjectFileError::UnsupportedVersion(header.version));
     }
 
     let expected = (HEADER_LEN as u64)
         .checked_add(header.data_len)
-        .and_then(|n| n.checked_add(CHECKSUM_LEN as u64));
-    let Some(expected) = expected else {
-        return Err(corrupt(format!(
-            "data length {} is impossibly large",
-            header.data_len
-        )));
-    };
+        .and_then(|n| n.checked_add(CHECKSUM_LEN as u64))
+        .ok_or(ObjectFileError::DataLengthOverflow(header.data_len))?;
     let actual = len as u64;
     if actual < expected {
-        return Err(corrupt(format!("truncated: {len} of {expected} bytes")));
+        return Err(ObjectFileError::Truncated { len, expected });
     }
     if actual > expected {
-        return Err(corrupt(format!(
-            "trailing bytes: {len} bytes where the header says {expected}"
-        )));
+        return Err(ObjectFileError::TrailingBytes { len, expected });
     }
 
     let Some((body, sum)) = bytes.split_last_chunk::<CHECKSUM_LEN>() else {
         // Unreachable: the length check above guarantees the checksum is there.
-        return Err(corrupt(format!("truncated: {len} of {expected} bytes")));
+        return Err(ObjectFileError::Truncated { len, expected });
     };
     if blake3::hash(body) != blake3::Hash::from_bytes(*sum) {
-        return Err(corrupt("checksum mismatch".into()));
+        return Err(ObjectFileError::Checksum);
     }
 
     let unknown = header.flags & !KNOWN_FLAGS;
     if unknown != 0 {
-        return Err(corrupt(format!("unknown flag bits {unknown:#06x}")));
+        return Err(ObjectFileError::UnknownFlags(unknown));
     }
     if header.id != id {
-        return Err(corrupt(format!(
-            "the file holds object {}, not the object its name says",
-            header.id
-        )));
+        return Err(ObjectFileError::WrongObject(header.id));
     }
     let kuid = if header.flags & FLAG_HAS_KUID != 0 {
         Some(header.kuid)
     } else if header.kuid != ObjID::default() {
-        return Err(corrupt(format!(
-            "kuid {} is set but the has-kuid flag is clear",
-            header.kuid
-        )));
+        return Err(ObjectFileError::KuidWithoutFlag(header.kuid));
     } else {
         None
     };
-    let Some(default_prots) = Protections::from_raw(header.prots) else {
-        return Err(corrupt(format!(
-            "default protections {:#06x} have bits that name no right",
-            header.prots
-        )));
-    };
+    let default_prots = Protections::from_raw(header.prots)
+        .ok_or(ObjectFileError::UnknownProtections(header.prots))?;
     if header.reserved != 0 {
-        return Err(corrupt(format!(
-            "reserved field is {:#06x}, not 0",
-            header.reserved
-        )));
+        return Err(ObjectFileError::Reserved(header.reserved));
     }
     let data = body.get(HEADER_LEN..).unwrap_or_default().to_vec();
 
@@ -245,38 +318,22 @@ struct Header {
 }
 
 impl Header {
-    fn parse(bytes: &[u8; HEADER_LEN]) -> Self {
-        let mut r = FixedReader(bytes);
-        let _magic: [u8; 4] = r.take();
-        Self {
-            version: u16::from_le_bytes(r.take()),
-            flags: u16::from_le_bytes(r.take()),
-            id: ObjID::from_le_bytes(r.take()),
-            kuid: ObjID::from_le_bytes(r.take()),
-            prots: u16::from_le_bytes(r.take()),
-            reserved: u16::from_le_bytes(r.take()),
-            data_len: u64::from_le_bytes(r.take()),
-        }
-    }
-}
-
-/// Reads fixed-size fields in order from a slice known to hold them all.
-struct FixedReader<'a>(&'a [u8]);
-
-impl FixedReader<'_> {
-    /// The next `N` bytes; zeros past the end (which [`Header::parse`] never reaches: its
-    /// fields add up to exactly [`HEADER_LEN`]).
-    fn take<const N: usize>(&mut self) -> [u8; N] {
-        match self.0.split_first_chunk::<N>() {
-            Some((field, rest)) => {
-                self.0 = rest;
-                *field
-            }
-            None => {
-                self.0 = &[];
-                [0; N]
-            }
-        }
+    /// Reads the header's fields from the start of `bytes`, after the magic (which the
+    /// caller has checked); the bytes after the header are left alone.
+    fn parse(bytes: &[u8]) -> Result<Self, DecodeError> {
+        let mut r = Reader::new(bytes.get(..HEADER_LEN).unwrap_or(bytes));
+        let _magic: [u8; 4] = r.array()?;
+        let header = Self {
+            version: r.u16()?,
+            flags: r.u16()?,
+            id: ObjID::new(r.u128()?),
+            kuid: ObjID::new(r.u128()?),
+            prots: r.u16()?,
+            reserved: r.u16()?,
+            data_len: r.u64()?,
+        };
+        r.finish()?;
+        Ok(header)
     }
 }
 

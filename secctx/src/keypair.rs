@@ -38,21 +38,22 @@ use argon2::{Algorithm, Argon2, Params, Version};
 use chacha20poly1305::aead::{Aead, KeyInit, Payload};
 use chacha20poly1305::{XChaCha20Poly1305, XNonce};
 use rand_core::CryptoRng;
-use twizzler_capsec::{KEY_ENCODED_LEN, ObjID, SigningKey, SigningScheme, VerifyingKey};
+use twizzler_capsec::codec::{Reader, VecWriter};
+use twizzler_capsec::{
+    DecodeError, KEY_ENCODED_LEN, ObjID, SigningKey, SigningScheme, VerifyingKey,
+};
 use zeroize::Zeroizing;
 
 use crate::store::{ObjMeta, Object, ObjectStore, StoreError};
 
-const VK_MAGIC: &[u8; 4] = b"TZVK";
-const SK_MAGIC: &[u8; 4] = b"TZSK";
+const VK_MAGIC: u32 = u32::from_le_bytes(*b"TZVK");
+const SK_MAGIC: u32 = u32::from_le_bytes(*b"TZSK");
 const VERSION: u16 = 1;
 const PLAIN: u16 = 0;
 const SEALED: u16 = 1;
 const SALT_LEN: usize = 16;
 const NONCE_LEN: usize = 24;
 const TAG_LEN: usize = 16;
-/// Header of a signing-key object: magic, version, protection, verifying-key id.
-const SK_HEADER: usize = 4 + 2 + 2 + 16;
 
 /// Argon2id cost parameters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -94,7 +95,7 @@ pub enum KeyError {
         /// The object.
         id: ObjID,
         /// What is wrong.
-        why: String,
+        why: KeyFormatError,
     },
     /// The signing key is passphrase-protected and no passphrase was given.
     PassphraseRequired(ObjID),
@@ -136,6 +137,65 @@ impl std::error::Error for KeyError {
 impl From<StoreError> for KeyError {
     fn from(e: StoreError) -> Self {
         Self::Store(e)
+    }
+}
+
+/// Why an object's bytes are not a key object of the expected kind (see the layouts in the
+/// [module documentation](self)).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum KeyFormatError {
+    /// The header does not frame as the layout says: magic, version, truncation, trailing
+    /// bytes.
+    Header(DecodeError),
+    /// A verifying-key object's reserved field is not zero.
+    Reserved(u16),
+    /// A signing-key object's protection is neither plain nor sealed.
+    UnknownProtection(u16),
+    /// A sealed key's Argon2id costs are beyond what this build accepts.
+    KdfOutOfRange(KdfParams),
+    /// A sealed key's ciphertext is not an encoded key and its tag.
+    CiphertextLength(usize),
+    /// The verifying key's encoding.
+    VerifyingKey(DecodeError),
+    /// The signing key's encoding.
+    SigningKey(DecodeError),
+}
+
+impl fmt::Display for KeyFormatError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Header(e) => write!(f, "not a key object of this kind: {e}"),
+            Self::Reserved(v) => write!(f, "reserved field is {v:#06x}, not 0"),
+            Self::UnknownProtection(p) => write!(f, "unknown protection {p}"),
+            Self::KdfOutOfRange(k) => write!(
+                f,
+                "key-derivation parameters out of range ({} KiB, {} passes, {} lanes)",
+                k.memory_kib, k.passes, k.lanes
+            ),
+            Self::CiphertextLength(n) => write!(
+                f,
+                "ciphertext has the wrong length ({n}, expected {})",
+                KEY_ENCODED_LEN + TAG_LEN
+            ),
+            Self::VerifyingKey(e) => write!(f, "verifying key: {e}"),
+            Self::SigningKey(e) => write!(f, "signing key: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for KeyFormatError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::Header(e) | Self::VerifyingKey(e) | Self::SigningKey(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<DecodeError> for KeyFormatError {
+    fn from(e: DecodeError) -> Self {
+        Self::Header(e)
     }
 }
 
@@ -234,15 +294,12 @@ pub fn store_keypair_named<S: ObjectStore, R: CryptoRng + ?Sized>(
 
 /// The object that holds verifying key `key` as object `id` (see [`store_verifying_key`]).
 pub fn verifying_key_object(id: ObjID, key: &VerifyingKey) -> Object {
-    let mut data = Vec::with_capacity(8 + KEY_ENCODED_LEN);
-    data.extend_from_slice(VK_MAGIC);
-    data.extend_from_slice(&VERSION.to_le_bytes());
-    data.extend_from_slice(&0u16.to_le_bytes());
-    data.extend_from_slice(&key.encode());
+    let mut w = VecWriter::with_capacity(8 + KEY_ENCODED_LEN);
+    w.u32(VK_MAGIC).u16(VERSION).u16(0).bytes(&key.encode());
     Object {
         id,
         meta: ObjMeta::plain(),
-        data,
+        data: w.into_vec(),
     }
 }
 
@@ -278,21 +335,17 @@ fn seal_signing_key<R: CryptoRng + ?Sized>(
     kdf: KdfParams,
     rng: &mut R,
 ) -> Result<Zeroizing<Vec<u8>>, KeyError> {
-    let mut out = Zeroizing::new(Vec::with_capacity(128));
-    out.extend_from_slice(SK_MAGIC);
-    out.extend_from_slice(&VERSION.to_le_bytes());
     let encoded = key.encode();
     let Some(pass) = passphrase else {
-        out.extend_from_slice(&PLAIN.to_le_bytes());
-        out.extend_from_slice(&ids.verifying.to_le_bytes());
-        out.extend_from_slice(&encoded[..]);
-        return Ok(out);
+        let mut w = VecWriter::with_capacity(24 + KEY_ENCODED_LEN);
+        w.u32(SK_MAGIC)
+            .u16(VERSION)
+            .u16(PLAIN)
+            .u128(ids.verifying.raw())
+            .bytes(&encoded[..]);
+        return Ok(Zeroizing::new(w.into_vec()));
     };
-    out.extend_from_slice(&SEALED.to_le_bytes());
-    out.extend_from_slice(&ids.verifying.to_le_bytes());
-    for v in [kdf.memory_kib, kdf.passes, kdf.lanes] {
-        out.extend_from_slice(&v.to_le_bytes());
-    }
+    let mut out = Zeroizing::new(sealed_header(ids.verifying, kdf));
     let aad = associated_data(&out, ids.signing);
     let mut salt = [0u8; SALT_LEN];
     let mut nonce = [0u8; NONCE_LEN];
@@ -315,17 +368,27 @@ fn seal_signing_key<R: CryptoRng + ?Sized>(
     Ok(out)
 }
 
-fn associated_data(header: &[u8], own_id: ObjID) -> Vec<u8> {
-    let mut aad = header.to_vec();
-    aad.extend_from_slice(&own_id.to_le_bytes());
-    aad
+/// The header of a sealed signing-key object, up to the salt: what its AEAD authenticates.
+fn sealed_header(verifying: ObjID, kdf: KdfParams) -> Vec<u8> {
+    let mut w = VecWriter::with_capacity(128);
+    w.u32(SK_MAGIC)
+        .u16(VERSION)
+        .u16(SEALED)
+        .u128(verifying.raw())
+        .u32(kdf.memory_kib)
+        .u32(kdf.passes)
+        .u32(kdf.lanes);
+    w.into_vec()
 }
 
-fn malformed(id: ObjID, why: impl Into<String>) -> KeyError {
-    KeyError::Malformed {
-        id,
-        why: why.into(),
-    }
+fn associated_data(header: &[u8], own_id: ObjID) -> Vec<u8> {
+    let mut w = VecWriter::with_capacity(header.len() + 16);
+    w.bytes(header).u128(own_id.raw());
+    w.into_vec()
+}
+
+fn malformed(id: ObjID) -> impl FnOnce(KeyFormatError) -> KeyError {
+    move |why| KeyError::Malformed { id, why }
 }
 
 /// Reads the verifying key stored in object `id`.
@@ -335,23 +398,18 @@ pub fn load_verifying_key<S: ObjectStore>(store: &S, id: ObjID) -> Result<Verify
 
 /// Parses a verifying-key object.
 pub fn parse_verifying_key(obj: &Object) -> Result<VerifyingKey, KeyError> {
-    let id = obj.id;
-    let d = &obj.data;
-    if d.get(..4) != Some(&VK_MAGIC[..]) {
-        return Err(malformed(id, "not a verifying-key object (bad magic)"));
+    decode_verifying_key(&obj.data).map_err(malformed(obj.id))
+}
+
+fn decode_verifying_key(d: &[u8]) -> Result<VerifyingKey, KeyFormatError> {
+    let mut r = Reader::new(d);
+    r.magic(VK_MAGIC)?;
+    r.version(VERSION)?;
+    let reserved = r.u16()?;
+    if reserved != 0 {
+        return Err(KeyFormatError::Reserved(reserved));
     }
-    match d.get(4..8) {
-        Some([1, 0, 0, 0]) => {}
-        Some(_) => {
-            return Err(malformed(
-                id,
-                "unsupported version or non-zero reserved field",
-            ));
-        }
-        None => return Err(malformed(id, "truncated header")),
-    }
-    let rest = d.get(8..).unwrap_or_default();
-    VerifyingKey::decode(rest).map_err(|e| malformed(id, format!("verifying key: {e}")))
+    VerifyingKey::decode(r.rest()).map_err(KeyFormatError::VerifyingKey)
 }
 
 /// What a signing-key object says about itself without decrypting.
@@ -363,38 +421,23 @@ pub struct SigningKeyInfo {
     pub protected: bool,
 }
 
-fn u16_at(d: &[u8], at: usize) -> Option<u16> {
-    Some(u16::from_le_bytes(d.get(at..at + 2)?.try_into().ok()?))
-}
-
-fn u32_at(d: &[u8], at: usize) -> Option<u32> {
-    Some(u32::from_le_bytes(d.get(at..at + 4)?.try_into().ok()?))
-}
-
 /// Reads a signing-key object's header.
 pub fn signing_key_info(obj: &Object) -> Result<SigningKeyInfo, KeyError> {
-    let id = obj.id;
-    let d = &obj.data;
-    if d.get(..4) != Some(&SK_MAGIC[..]) {
-        return Err(malformed(id, "not a signing-key object (bad magic)"));
-    }
-    match u16_at(d, 4) {
-        Some(VERSION) => {}
-        Some(v) => return Err(malformed(id, format!("unsupported version {v}"))),
-        None => return Err(malformed(id, "truncated header")),
-    }
-    let protected = match u16_at(d, 6) {
-        Some(PLAIN) => false,
-        Some(SEALED) => true,
-        Some(p) => return Err(malformed(id, format!("unknown protection {p}"))),
-        None => return Err(malformed(id, "truncated header")),
+    signing_key_header(&mut Reader::new(&obj.data)).map_err(malformed(obj.id))
+}
+
+/// Reads the header of a signing-key object: magic, version, protection, verifying-key id.
+fn signing_key_header(r: &mut Reader<'_>) -> Result<SigningKeyInfo, KeyFormatError> {
+    r.magic(SK_MAGIC)?;
+    r.version(VERSION)?;
+    let protected = match r.u16()? {
+        PLAIN => false,
+        SEALED => true,
+        p => return Err(KeyFormatError::UnknownProtection(p)),
     };
-    let vid = d
-        .get(8..SK_HEADER)
-        .and_then(|b| <[u8; 16]>::try_from(b).ok())
-        .ok_or_else(|| malformed(id, "truncated header"))?;
+    let verifying = ObjID::new(r.u128()?);
     Ok(SigningKeyInfo {
-        verifying: ObjID::from_le_bytes(vid),
+        verifying,
         protected,
     })
 }
@@ -406,43 +449,40 @@ pub fn load_signing_key<S: ObjectStore>(
     passphrase: Option<&str>,
 ) -> Result<SigningKey, KeyError> {
     let obj = store.get(id)?;
-    let info = signing_key_info(&obj)?;
-    let d = &obj.data;
-    let body = d.get(SK_HEADER..).unwrap_or_default();
+    let bad = malformed(id);
+    let mut r = Reader::new(&obj.data);
+    let info = signing_key_header(&mut r).map_err(malformed(id))?;
     if !info.protected {
-        return SigningKey::decode(body).map_err(|e| malformed(id, format!("signing key: {e}")));
+        return SigningKey::decode(r.rest()).map_err(|e| bad(KeyFormatError::SigningKey(e)));
     }
     let pass = passphrase.ok_or(KeyError::PassphraseRequired(id))?;
-    let params_end = SK_HEADER + 12;
-    let kdf = KdfParams {
-        memory_kib: u32_at(d, SK_HEADER).ok_or_else(|| malformed(id, "truncated"))?,
-        passes: u32_at(d, SK_HEADER + 4).ok_or_else(|| malformed(id, "truncated"))?,
-        lanes: u32_at(d, SK_HEADER + 8).ok_or_else(|| malformed(id, "truncated"))?,
-    };
-    // Refuse absurd costs from a hostile file before allocating for them (4 GiB, 64 passes).
-    if kdf.memory_kib > 4 * 1024 * 1024 || kdf.passes > 64 || kdf.lanes > 64 {
-        return Err(malformed(id, "key-derivation parameters out of range"));
-    }
-    let salt = d
-        .get(params_end..params_end + SALT_LEN)
-        .ok_or_else(|| malformed(id, "truncated salt"))?;
-    let nonce = d
-        .get(params_end + SALT_LEN..params_end + SALT_LEN + NONCE_LEN)
-        .ok_or_else(|| malformed(id, "truncated nonce"))?;
-    let ct = d
-        .get(params_end + SALT_LEN + NONCE_LEN..)
-        .unwrap_or_default();
-    if ct.len() != KEY_ENCODED_LEN + TAG_LEN {
-        return Err(malformed(id, "ciphertext has the wrong length"));
-    }
-    let header = d.get(..params_end).unwrap_or_default();
-    let aad = associated_data(header, id);
-    let k = derive(pass, salt, kdf)?;
+    let sealed = (|| {
+        let kdf = KdfParams {
+            memory_kib: r.u32()?,
+            passes: r.u32()?,
+            lanes: r.u32()?,
+        };
+        // Refuse absurd costs from a hostile file before allocating for them (4 GiB, 64
+        // passes).
+        if kdf.memory_kib > 4 * 1024 * 1024 || kdf.passes > 64 || kdf.lanes > 64 {
+            return Err(KeyFormatError::KdfOutOfRange(kdf));
+        }
+        let salt: [u8; SALT_LEN] = r.array()?;
+        let nonce: [u8; NONCE_LEN] = r.array()?;
+        let ct = r.rest();
+        if ct.len() != KEY_ENCODED_LEN + TAG_LEN {
+            return Err(KeyFormatError::CiphertextLength(ct.len()));
+        }
+        Ok((kdf, salt, nonce, ct))
+    })();
+    let (kdf, salt, nonce, ct) = sealed.map_err(bad)?;
+    let aad = associated_data(&sealed_header(info.verifying, kdf), id);
+    let k = derive(pass, &salt, kdf)?;
     let cipher = XChaCha20Poly1305::new(k.as_ref().into());
     let plain = Zeroizing::new(
         cipher
-            .decrypt(XNonce::from_slice(nonce), Payload { msg: ct, aad: &aad })
+            .decrypt(XNonce::from_slice(&nonce), Payload { msg: ct, aad: &aad })
             .map_err(|_| KeyError::WrongPassphrase(id))?,
     );
-    SigningKey::decode(&plain).map_err(|e| malformed(id, format!("signing key: {e}")))
+    SigningKey::decode(&plain).map_err(|e| malformed(id)(KeyFormatError::SigningKey(e)))
 }

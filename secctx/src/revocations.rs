@@ -18,15 +18,18 @@
 //! order or a repeat, so a list has one encoding.
 
 use std::collections::BTreeSet;
+use std::fmt;
 
-use twizzler_capsec::{ObjID, RecordId};
+use twizzler_capsec::codec::{Reader, VecWriter};
+use twizzler_capsec::{DecodeError, ObjID, RecordId};
 
 use crate::store::{ObjMeta, Object, ObjectStore, StoreError, Txn};
 
 /// The id of the revocation-list object.
 pub const REVOCATIONS_ID: ObjID = ObjID::new(0x5245_564f_4b45_4400_0000_0000_0000_0001);
 
-const MAGIC: &[u8; 4] = b"TZRV";
+const MAGIC: u32 = u32::from_le_bytes(*b"TZRV");
+const VERSION: u16 = 1;
 const HEADER: usize = 16;
 
 /// Revoked key objects and records.
@@ -38,92 +41,139 @@ pub struct RevocationList {
     pub records: BTreeSet<RecordId>,
 }
 
-fn corrupt(why: impl Into<String>) -> StoreError {
-    StoreError::Corrupt {
-        id: REVOCATIONS_ID,
-        why: why.into(),
+/// Why bytes are not a revocation list. In a store it becomes [`StoreError::Corrupt`] naming
+/// [`REVOCATIONS_ID`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RevocationsError {
+    /// The bytes do not frame as the layout says (magic, version, header).
+    Decode(DecodeError),
+    /// The reserved field is not zero.
+    Reserved(u16),
+    /// The length does not match the counts in the header.
+    Length {
+        /// The bytes' length.
+        found: usize,
+        /// What the counts add up to (`None`: more than fits a `usize`).
+        expected: Option<usize>,
+    },
+    /// The key ids are not strictly ascending.
+    KeysOutOfOrder,
+    /// The record ids are not strictly ascending.
+    RecordsOutOfOrder,
+}
+
+impl fmt::Display for RevocationsError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Decode(e) => write!(f, "not a revocation list: {e}"),
+            Self::Reserved(v) => write!(f, "reserved field is {v:#06x}, not 0"),
+            Self::Length {
+                found,
+                expected: Some(expected),
+            } => write!(f, "{found} bytes, expected {expected}"),
+            Self::Length { expected: None, .. } => f.write_str("counts overflow"),
+            Self::KeysOutOfOrder => f.write_str("key ids not in ascending order, or repeated"),
+            Self::RecordsOutOfOrder => {
+                f.write_str("record ids not in ascending order, or repeated")
+            }
+        }
     }
 }
 
-fn u32_at(d: &[u8], at: usize) -> Option<usize> {
-    let v = u32::from_le_bytes(d.get(at..at + 4)?.try_into().ok()?);
-    usize::try_from(v).ok()
+impl std::error::Error for RevocationsError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::Decode(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<DecodeError> for RevocationsError {
+    fn from(e: DecodeError) -> Self {
+        Self::Decode(e)
+    }
+}
+
+impl From<RevocationsError> for StoreError {
+    fn from(e: RevocationsError) -> Self {
+        StoreError::Corrupt {
+            id: REVOCATIONS_ID,
+            why: e.to_string(),
+        }
+    }
 }
 
 impl RevocationList {
     /// Parses the list's bytes.
-    pub fn decode(d: &[u8]) -> Result<Self, StoreError> {
-        if d.get(..4) != Some(&MAGIC[..]) {
-            return Err(corrupt("not a revocation list (bad magic)"));
+    pub fn decode(d: &[u8]) -> Result<Self, RevocationsError> {
+        let mut r = Reader::new(d);
+        r.magic(MAGIC)?;
+        r.version(VERSION)?;
+        let reserved = r.u16()?;
+        if reserved != 0 {
+            return Err(RevocationsError::Reserved(reserved));
         }
-        if d.get(4..8) != Some(&[1, 0, 0, 0][..]) {
-            return Err(corrupt("unsupported version or non-zero reserved field"));
+        let nk = r.u32()?;
+        let nr = r.u32()?;
+        let expected = usize::try_from(nk)
+            .ok()
+            .and_then(|k| k.checked_mul(16))
+            .and_then(|k| usize::try_from(nr).ok()?.checked_mul(32)?.checked_add(k))
+            .and_then(|b| b.checked_add(HEADER));
+        if expected != Some(d.len()) {
+            return Err(RevocationsError::Length {
+                found: d.len(),
+                expected,
+            });
         }
-        let nk = u32_at(d, 8).ok_or_else(|| corrupt("truncated header"))?;
-        let nr = u32_at(d, 12).ok_or_else(|| corrupt("truncated header"))?;
-        let expected = nk
-            .checked_mul(16)
-            .and_then(|k| nr.checked_mul(32)?.checked_add(k))
-            .and_then(|b| b.checked_add(HEADER))
-            .ok_or_else(|| corrupt("counts overflow"))?;
-        if d.len() != expected {
-            return Err(corrupt(format!("{} bytes, expected {expected}", d.len())));
-        }
-        let body = d.get(HEADER..).unwrap_or_default();
-        let (kb, rb) = body.split_at(nk * 16);
-        let keys: Vec<ObjID> = kb
-            .chunks_exact(16)
-            .filter_map(|c| <[u8; 16]>::try_from(c).ok().map(ObjID::from_le_bytes))
-            .collect();
-        let records: Vec<RecordId> = rb
-            .chunks_exact(32)
-            .filter_map(|c| <[u8; 32]>::try_from(c).ok().map(RecordId))
-            .collect();
         // One encoding per list: each id strictly after the one before it, as `encode`
         // writes them (a list in another order, or with repeats, was not written here).
-        if !keys.windows(2).all(|w| matches!(w, [a, b] if a < b)) {
-            return Err(corrupt("key ids not in ascending order, or repeated"));
+        let mut keys = BTreeSet::new();
+        for _ in 0..nk {
+            let k = ObjID::new(r.u128()?);
+            if keys.last().is_some_and(|last| *last >= k) {
+                return Err(RevocationsError::KeysOutOfOrder);
+            }
+            keys.insert(k);
         }
-        if !records.windows(2).all(|w| matches!(w, [a, b] if a < b)) {
-            return Err(corrupt("record ids not in ascending order, or repeated"));
+        let mut records = BTreeSet::new();
+        for _ in 0..nr {
+            let id = RecordId(r.array()?);
+            if records.last().is_some_and(|last| *last >= id) {
+                return Err(RevocationsError::RecordsOutOfOrder);
+            }
+            records.insert(id);
         }
-        Ok(Self {
-            keys: keys.into_iter().collect(),
-            records: records.into_iter().collect(),
-        })
+        r.finish()?;
+        Ok(Self { keys, records })
     }
 
     /// The list's bytes.
     pub fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(HEADER + 16 * self.keys.len() + 32 * self.records.len());
-        out.extend_from_slice(MAGIC);
-        out.extend_from_slice(&1u16.to_le_bytes());
-        out.extend_from_slice(&0u16.to_le_bytes());
+        let mut w =
+            VecWriter::with_capacity(HEADER + 16 * self.keys.len() + 32 * self.records.len());
         // The list is built by this module; counts beyond u32 cannot arise in practice, and
         // saturating keeps the encoder total (the decoder would then reject the length).
-        out.extend_from_slice(
-            &u32::try_from(self.keys.len())
-                .unwrap_or(u32::MAX)
-                .to_le_bytes(),
-        );
-        out.extend_from_slice(
-            &u32::try_from(self.records.len())
-                .unwrap_or(u32::MAX)
-                .to_le_bytes(),
-        );
+        w.u32(MAGIC)
+            .u16(VERSION)
+            .u16(0)
+            .u32(u32::try_from(self.keys.len()).unwrap_or(u32::MAX))
+            .u32(u32::try_from(self.records.len()).unwrap_or(u32::MAX));
         for k in &self.keys {
-            out.extend_from_slice(&k.to_le_bytes());
+            w.u128(k.raw());
         }
         for r in &self.records {
-            out.extend_from_slice(&r.0);
+            w.bytes(&r.0);
         }
-        out
+        w.into_vec()
     }
 
     /// The store's list (empty if it has none).
     pub fn load<S: ObjectStore>(store: &S) -> Result<Self, StoreError> {
         match store.get(REVOCATIONS_ID) {
-            Ok(obj) => Self::decode(&obj.data),
+            Ok(obj) => Ok(Self::decode(&obj.data)?),
             Err(StoreError::NotFound(_)) => Ok(Self::default()),
             Err(e) => Err(e),
         }

@@ -77,7 +77,7 @@ extern crate alloc;
 extern crate std;
 
 mod cap;
-mod codec;
+pub mod codec;
 pub mod ctx;
 mod del;
 mod error;

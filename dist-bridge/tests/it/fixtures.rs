@@ -237,7 +237,7 @@ fn check_token(bytes: &[u8]) -> Result<(), String> {
 }
 
 fn check_version_file(bytes: &[u8]) -> Result<(), String> {
-    let (node, version) = decode_version_file(bytes)?;
+    let (node, version) = decode_version_file(bytes).map_err(err)?;
     same("node", node, NODE)?;
     same("version", version, CONTROLLER_VERSION)
 }
@@ -260,7 +260,7 @@ fn check_upgrade_notice(bytes: &[u8]) -> Result<(), String> {
 }
 
 fn check_controller_id(bytes: &[u8]) -> Result<(), String> {
-    let id = ControllerId::decode(bytes).ok_or("not a controller id")?;
+    let id = ControllerId::decode(bytes).map_err(err)?;
     same("node", id.node, NODE)?;
     same("version", id.version, CONTROLLER_VERSION)
 }

@@ -157,7 +157,7 @@ pub(crate) fn describe(obj: &Object) -> Result<(Value, String)> {
             ),
         )
     } else if obj.id == REVOCATIONS_ID {
-        let list = RevocationList::decode(&obj.data)?;
+        let list = RevocationList::decode(&obj.data).map_err(StoreError::from)?;
         let (kj, tl) = revocation_lines(&list);
         ("revocation_list", kj, tl)
     } else {

@@ -22,7 +22,8 @@
 //! | 12 | 16 | `kuid`, zero when there is none |
 
 use redb::TableDefinition;
-use twizzler_capsec::{ObjID, Protections};
+use twizzler_capsec::codec::{Reader, Writer};
+use twizzler_capsec::{DecodeError, ObjID, Protections};
 
 use crate::store::{MAX_OBJECT_LEN, ObjInfo, ObjMeta, StoreError};
 
@@ -54,48 +55,82 @@ pub(super) fn encode_meta(info: &ObjInfo) -> [u8; META_LEN] {
     if info.meta.secret {
         flags |= SECRET;
     }
-    b[0] = META_VERSION;
-    b[1] = flags;
-    b[2..4].copy_from_slice(&info.meta.default_prots.bits().to_le_bytes());
-    b[4..12].copy_from_slice(&info.len.to_le_bytes());
-    let kuid = info.meta.kuid.map_or(0, ObjID::raw);
-    b[12..28].copy_from_slice(&kuid.to_le_bytes());
+    let mut w = Writer::new(&mut b);
+    w.u8(META_VERSION)
+        .u8(flags)
+        .u16(info.meta.default_prots.bits())
+        .u64(info.len)
+        .u128(info.meta.kuid.map_or(0, ObjID::raw));
     b
 }
 
 /// Decodes object `id`'s metadata record; any damage is [`StoreError::Corrupt`].
 pub(super) fn decode_meta(id: ObjID, bytes: &[u8]) -> Result<ObjInfo, StoreError> {
-    let corrupt = |why: String| StoreError::Corrupt { id, why };
-    let b: &[u8; META_LEN] = bytes.try_into().map_err(|_| {
-        corrupt(format!(
-            "metadata record is {} bytes, not {META_LEN}",
-            bytes.len()
-        ))
-    })?;
-    let [version, flags, p0, p1, rest @ ..] = *b;
+    decode_meta_record(bytes).map_err(|e| StoreError::Corrupt {
+        id,
+        why: e.to_string(),
+    })
+}
+
+/// Why bytes are not a metadata record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum MetaError {
+    /// Not [`META_LEN`] bytes.
+    Length(usize),
+    /// A record version this build does not read.
+    Version(u8),
+    /// Flag bits that name nothing.
+    Flags(u8),
+    /// Protections with bits that name no right.
+    Protections(u16),
+    /// A length beyond the largest object.
+    TooLong(u64),
+    /// A kuid without the flag that says there is one.
+    KuidWithoutFlag,
+}
+
+impl std::fmt::Display for MetaError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Length(n) => write!(f, "metadata record is {n} bytes, not {META_LEN}"),
+            Self::Version(v) => write!(f, "metadata record version {v}"),
+            Self::Flags(b) => write!(f, "unknown metadata flags {b:#x}"),
+            Self::Protections(p) => write!(f, "default protections {p:#x} name no right"),
+            Self::TooLong(len) => write!(f, "length {len} is beyond the largest object"),
+            Self::KuidWithoutFlag => f.write_str("a kuid without the flag that says there is one"),
+        }
+    }
+}
+
+impl std::error::Error for MetaError {}
+
+fn decode_meta_record(bytes: &[u8]) -> Result<ObjInfo, MetaError> {
+    if bytes.len() != META_LEN {
+        return Err(MetaError::Length(bytes.len()));
+    }
+    // The length is checked: no read below can run short.
+    let short = |_: DecodeError| MetaError::Length(bytes.len());
+    let mut r = Reader::new(bytes);
+    let version = r.u8().map_err(short)?;
     if version != META_VERSION {
-        return Err(corrupt(format!("metadata record version {version}")));
+        return Err(MetaError::Version(version));
     }
+    let flags = r.u8().map_err(short)?;
     if flags & !(HAS_KUID | SECRET) != 0 {
-        return Err(corrupt(format!("unknown metadata flags {flags:#x}")));
+        return Err(MetaError::Flags(flags));
     }
-    let prots = u16::from_le_bytes([p0, p1]);
-    let default_prots = Protections::from_bits(prots)
-        .ok_or_else(|| corrupt(format!("default protections {prots:#x} name no right")))?;
-    let (len, kuid) = rest.split_at(8);
-    let len = u64::from_le_bytes(len.try_into().unwrap_or_default());
+    let prots = r.u16().map_err(short)?;
+    let default_prots = Protections::from_bits(prots).ok_or(MetaError::Protections(prots))?;
+    let len = r.u64().map_err(short)?;
     if len > MAX_OBJECT_LEN {
-        return Err(corrupt(format!(
-            "length {len} is beyond the largest object"
-        )));
+        return Err(MetaError::TooLong(len));
     }
-    let kuid = u128::from_le_bytes(kuid.try_into().unwrap_or_default());
+    let kuid = r.u128().map_err(short)?;
+    r.finish().map_err(short)?;
     let kuid = if flags & HAS_KUID != 0 {
         Some(ObjID::new(kuid))
     } else if kuid != 0 {
-        return Err(corrupt(
-            "a kuid without the flag that says there is one".into(),
-        ));
+        return Err(MetaError::KuidWithoutFlag);
     } else {
         None
     };

@@ -14,7 +14,10 @@ use std::time::{Duration, Instant};
 
 use proptest::prelude::*;
 use secctx::DirStore;
-use secctx::dir_store::{CHECKSUM_LEN, HEADER_LEN, MIN_FILE_LEN, decode_object, encode_object};
+use secctx::dir_store::{
+    CHECKSUM_LEN, HEADER_LEN, MIN_FILE_LEN, ObjectFileError, decode_object, decode_object_file,
+    encode_object,
+};
 use secctx::store::{ObjMeta, Object, StoreError};
 use twizzler_capsec::{ObjID, Protections};
 
@@ -329,6 +332,27 @@ fn every_truncation_is_corrupt() {
     });
     assert!(matches!(updated, Err(StoreError::Corrupt { .. })));
     assert_eq!(fs::read(&path).expect("read"), &full[..60]);
+}
+
+#[test]
+fn the_typed_decoder_names_the_variant() {
+    let obj = sample(6);
+    let mut bytes = encode_object(&obj);
+    assert_eq!(decode_object_file(obj.id, &bytes), Ok(obj.clone()));
+    let last = bytes.len() - 1;
+    bytes[last] ^= 1;
+    assert_eq!(
+        decode_object_file(obj.id, &bytes),
+        Err(ObjectFileError::Checksum)
+    );
+    assert_eq!(
+        decode_object_file(obj.id, b"TZ"),
+        Err(ObjectFileError::TooShort(2))
+    );
+    assert!(matches!(
+        decode_object_file(obj.id, b"TZOC"),
+        Err(ObjectFileError::BadMagic { len: 4, .. })
+    ));
 }
 
 #[test]
@@ -758,6 +782,9 @@ fn check_total_and_canonical(expected: ObjID, bytes: &[u8]) -> Result<bool, Test
         Err(StoreError::Corrupt { id, why }) => {
             prop_assert_eq!(id, expected);
             prop_assert!(!why.is_empty());
+            // The store's message is the typed decoder's.
+            let typed = decode_object_file(expected, bytes);
+            prop_assert_eq!(typed.map_err(|e| e.to_string()), Err(why));
             Ok(false)
         }
         Err(other) => Err(TestCaseError::fail(format!("not Corrupt: {other:?}"))),

@@ -29,8 +29,10 @@
 //! - Mask ([`MASK_LEN`] bytes): target (16), permmask (2), ovrmask (2). Strictly sorted by target.
 //! - Heap: the encoded capabilities and delegations.
 
+mod layout;
 mod mem;
 mod reader;
+pub use layout::{EntryRow, HeaderFields};
 pub use mem::CtxMem;
 pub use reader::{CtxError, CtxHeader, Entry, EntryIter, MAX_RECORD_LEN, Mask, SecCtx, Validated};
 

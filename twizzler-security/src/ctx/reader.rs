@@ -8,11 +8,10 @@ use core::fmt;
 
 use super::mem::CtxMem;
 use super::{
-    CTX_MAGIC, CTX_VERSION, CTX_VERSION_OVERFLOW, CtxFlags, ENTRY_LEN, HEADER_LEN, MASK_LEN,
-    WRITING,
+    CTX_MAGIC, CTX_VERSION, CTX_VERSION_OVERFLOW, CtxFlags, ENTRY_LEN, HEADER_LEN, HeaderFields,
+    MASK_LEN, WRITING,
 };
 use crate::cap::{CAP_BODY_LEN, CAP_LEN, CAP_MAGIC};
-use crate::codec::Reader;
 use crate::del::MAX_DEL_LEN;
 use crate::error::DecodeError;
 use crate::gate::Gate;
@@ -313,28 +312,34 @@ impl CtxHeader {
                 available: mem.len(),
             }));
         }
-        let mut r = Reader::new(&raw);
-        r.magic(CTX_MAGIC)?;
-        let version = r.u16()?;
+        let HeaderFields {
+            magic,
+            version,
+            flags: raw_flags,
+            generation,
+            global_mask: raw_global,
+            reserved: reserved_a,
+            entry_count,
+            mask_count,
+            entries: entries_offset,
+            masks: masks_offset,
+            heap: heap_offset,
+            heap_len,
+            overflow: word_44,
+        } = HeaderFields::decode(&raw)?;
+        if magic != CTX_MAGIC {
+            return Err(CtxError::Header(DecodeError::BadMagic {
+                expected: CTX_MAGIC,
+                found: magic,
+            }));
+        }
         if version != CTX_VERSION && version != CTX_VERSION_OVERFLOW {
             return Err(CtxError::Header(DecodeError::UnsupportedVersion {
                 found: version,
                 supported: CTX_VERSION_OVERFLOW,
             }));
         }
-        let raw_flags = r.u16()?;
-        let generation = r.u64()?;
-        let raw_global = r.u16()?;
-        let reserved_a = r.u16()?;
-        let entry_count = r.u32()?;
-        let mask_count = r.u32()?;
-        let entries_offset = r.u32()?;
-        let masks_offset = r.u32()?;
-        let heap_offset = r.u32()?;
-        let heap_len = r.u32()?;
         // Version 2: the overflow table's entry count. Version 1: reserved, zero.
-        let word_44 = r.u32()?;
-        r.finish()?;
         let (reserved_b, overflow_count) = if version == CTX_VERSION_OVERFLOW {
             (0, word_44)
         } else {
