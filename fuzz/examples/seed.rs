@@ -354,6 +354,44 @@ fn main() {
         with(2, &p.encode()[..]),
     ];
     write_all(&root, "key_decode", keys);
+
+    // dist_formats and store_formats: the formats' golden files (the crates' frozen
+    // fixtures), behind their selector bytes.
+    let fixture = |krate: &str, file: &str| -> Vec<u8> {
+        let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("..")
+            .join(krate)
+            .join("tests/fixtures")
+            .join(file);
+        fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+    };
+    let dist = [
+        (0, "token-v1.bin"),
+        (1, "version-file-v1.bin"),
+        (2, "upgrade-notice-v1.bin"),
+        (3, "broadcast-revoke-v1.bin"),
+        (3, "broadcast-ack-v1.bin"),
+        (4, "controller-id-v1.bin"),
+    ];
+    write_all(
+        &root,
+        "dist_formats",
+        dist.iter()
+            .map(|(sel, f)| with(*sel, &fixture("dist-bridge", f))),
+    );
+    let store = [
+        (0, "revocations-v1.bin"),
+        (1, "verifying-key-object-v1.bin"),
+        (2, "signing-key-object-v1.bin"),
+        (2, "signing-key-object-sealed-v1.bin"),
+    ];
+    write_all(
+        &root,
+        "store_formats",
+        store
+            .iter()
+            .map(|(sel, f)| with(*sel, &fixture("secctx", f))),
+    );
 }
 
 /// `n` deterministic pseudo-random bytes (BLAKE3-derived record ids of a counter).
