@@ -728,7 +728,10 @@ fn lookup_in(ctx: ObjID, id: ObjID, default_prots: Protections) -> PermsInfo {
 /// references that keep each attached context's mapping alive.
 pub struct SecCtxMgr {
     hooks: kernel_hooks::SecCtxMgr,
-    held: Mutex<BTreeMap<ObjID, SecurityContextRef>>,
+    /// A spin lock, never a mutex: a thread's manager is dropped with its thread, which can
+    /// happen in the scheduler while the current thread sleeps in a mutex's queue, where
+    /// upstream's `Mutex::lock` panics (`mutex_link.is_linked()`) or hangs.
+    held: Spinlock<BTreeMap<ObjID, SecurityContextRef>>,
     /// The ticket of this thread's last fault decision ([`decision_is_current`]).
     ticket: Spinlock<Option<MapTicket>>,
     /// Whether this thread is arming an expiry step (`arm_step`): `ARM_IDLE`, `ARM_INSIDE`
@@ -751,7 +754,7 @@ impl SecCtxMgr {
         held.insert(id, ctx);
         Self {
             hooks,
-            held: Mutex::new(held),
+            held: Spinlock::new(held),
             ticket: Spinlock::new(None),
             arming: AtomicU8::new(ARM_IDLE),
             writes: ctx_write::ThreadWrites::new(),
@@ -866,7 +869,7 @@ impl Clone for SecCtxMgr {
     fn clone(&self) -> Self {
         Self {
             hooks: self.hooks.clone(),
-            held: Mutex::new(self.held.lock().clone()),
+            held: Spinlock::new(self.held.lock().clone()),
             ticket: Spinlock::new(None),
             arming: AtomicU8::new(ARM_IDLE),
             writes: ctx_write::ThreadWrites::new(),
@@ -877,24 +880,32 @@ impl Clone for SecCtxMgr {
 impl Drop for SecCtxMgr {
     fn drop(&mut self) {
         // A context only the global table and this manager hold is dropped from the table
-        // (its kernel mapping goes with it).
-        let mut global = mapped_contexts().lock();
-        let held = self.held.lock();
-        for (id, ctx) in held.iter() {
-            if *id != KERNEL_SCTX && Arc::strong_count(ctx) == 2 {
-                global.remove(id);
-                CONTEXT_IDS.lock().remove(&id.raw());
+        // (its kernel mapping goes with it). Spin locks only, and the contexts themselves
+        // dropped after they are released: this runs wherever the thread's last reference
+        // goes, the scheduler included (see `held`).
+        let mut unmapped = Vec::new();
+        {
+            let mut global = mapped_contexts().lock();
+            let held = self.held.lock();
+            for (id, ctx) in held.iter() {
+                if *id != KERNEL_SCTX && Arc::strong_count(ctx) == 2 {
+                    unmapped.extend(global.remove(id));
+                    CONTEXT_IDS.lock().remove(&id.raw());
+                }
             }
         }
+        drop(unmapped);
     }
 }
 
 /// Every context object mapped in the kernel, by id: one mapping each, shared by every thread
 /// that holds it.
-static MAPPED_CONTEXTS: Once<Mutex<BTreeMap<ObjID, SecurityContextRef>>> = Once::new();
+/// A spin lock, held only to look up, insert or remove: never while mapping or unmapping.
+static MAPPED_CONTEXTS: Spinlock<BTreeMap<ObjID, SecurityContextRef>> =
+    Spinlock::new(BTreeMap::new());
 
-fn mapped_contexts() -> &'static Mutex<BTreeMap<ObjID, SecurityContextRef>> {
-    MAPPED_CONTEXTS.call_once(|| Mutex::new(BTreeMap::new()))
+fn mapped_contexts() -> &'static Spinlock<BTreeMap<ObjID, SecurityContextRef>> {
+    &MAPPED_CONTEXTS
 }
 
 /// The security context object `id`, mapped in the kernel once and shared.
@@ -902,21 +913,32 @@ pub fn get_sctx(id: ObjID) -> twizzler_rt_abi::Result<SecurityContextRef> {
     let LookupResult::Found(obj) = lookup_object(id, LookupFlags::empty()) else {
         return Err(ObjectError::NoSuchObject.into());
     };
-    let mut mapped = mapped_contexts().lock();
-    if let Some(ctx) = mapped.get(&id) {
+    if let Some(ctx) = mapped_contexts().lock().get(&id) {
         return Ok(ctx.clone());
     }
     // Read-only in the kernel: the engine reads a context's bytes, it never writes them.
+    // Mapped with no lock held; if another thread mapped it meanwhile, its mapping is kept
+    // and this one dropped (after the lock is released).
     let info = ObjectContextInfo::new(
         obj,
         Protections::READ,
         CacheType::WriteBack,
         MapFlags::empty(),
     );
-    let ctx = Arc::new(SecurityContext::new(Some(
+    let ours = Arc::new(SecurityContext::new(Some(
         kernel_context().insert_kernel_object(info),
     )));
-    mapped.insert(id, ctx.clone());
-    CONTEXT_IDS.lock().insert(id.raw());
+    let (ctx, spare) = {
+        let mut mapped = mapped_contexts().lock();
+        match mapped.get(&id) {
+            Some(theirs) => (theirs.clone(), Some(ours)),
+            None => {
+                mapped.insert(id, ours.clone());
+                CONTEXT_IDS.lock().insert(id.raw());
+                (ours, None)
+            }
+        }
+    };
+    drop(spare);
     Ok(ctx)
 }
