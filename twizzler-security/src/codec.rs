@@ -38,6 +38,36 @@
 #[cfg(feature = "alloc")]
 use alloc::vec::Vec;
 
+/// The integer writers of [`Writer`] and [`VecWriter`], each over the writer's own `bytes`.
+macro_rules! le_writers {
+    () => {
+        /// Writes `v`.
+        pub fn u8(&mut self, v: u8) -> &mut Self {
+            self.bytes(&[v])
+        }
+
+        /// Writes `v`, little-endian.
+        pub fn u16(&mut self, v: u16) -> &mut Self {
+            self.bytes(&v.to_le_bytes())
+        }
+
+        /// Writes `v`, little-endian.
+        pub fn u32(&mut self, v: u32) -> &mut Self {
+            self.bytes(&v.to_le_bytes())
+        }
+
+        /// Writes `v`, little-endian.
+        pub fn u64(&mut self, v: u64) -> &mut Self {
+            self.bytes(&v.to_le_bytes())
+        }
+
+        /// Writes `v`, little-endian.
+        pub fn u128(&mut self, v: u128) -> &mut Self {
+            self.bytes(&v.to_le_bytes())
+        }
+    };
+}
+
 use crate::error::DecodeError;
 
 /// A forward-only cursor over untrusted bytes. Every read is checked: past the end it returns
@@ -188,30 +218,7 @@ impl<'a> Writer<'a> {
         self
     }
 
-    /// Writes `v`, little-endian.
-    pub fn u8(&mut self, v: u8) -> &mut Self {
-        self.bytes(&[v])
-    }
-
-    /// Writes `v`, little-endian.
-    pub fn u16(&mut self, v: u16) -> &mut Self {
-        self.bytes(&v.to_le_bytes())
-    }
-
-    /// Writes `v`, little-endian.
-    pub fn u32(&mut self, v: u32) -> &mut Self {
-        self.bytes(&v.to_le_bytes())
-    }
-
-    /// Writes `v`, little-endian.
-    pub fn u64(&mut self, v: u64) -> &mut Self {
-        self.bytes(&v.to_le_bytes())
-    }
-
-    /// Writes `v`, little-endian.
-    pub fn u128(&mut self, v: u128) -> &mut Self {
-        self.bytes(&v.to_le_bytes())
-    }
+    le_writers!();
 
     /// Leaves `n` bytes as they are (zero in a fresh buffer). Only the context editor (with
     /// `alloc`) writes a gap.
@@ -256,30 +263,7 @@ impl VecWriter {
         self
     }
 
-    /// Writes `v`.
-    pub fn u8(&mut self, v: u8) -> &mut Self {
-        self.bytes(&[v])
-    }
-
-    /// Writes `v`, little-endian.
-    pub fn u16(&mut self, v: u16) -> &mut Self {
-        self.bytes(&v.to_le_bytes())
-    }
-
-    /// Writes `v`, little-endian.
-    pub fn u32(&mut self, v: u32) -> &mut Self {
-        self.bytes(&v.to_le_bytes())
-    }
-
-    /// Writes `v`, little-endian.
-    pub fn u64(&mut self, v: u64) -> &mut Self {
-        self.bytes(&v.to_le_bytes())
-    }
-
-    /// Writes `v`, little-endian.
-    pub fn u128(&mut self, v: u128) -> &mut Self {
-        self.bytes(&v.to_le_bytes())
-    }
+    le_writers!();
 
     /// How many bytes were written.
     pub fn position(&self) -> usize {

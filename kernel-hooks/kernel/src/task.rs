@@ -393,13 +393,7 @@ fn decide(thread: &SecCtxMgr, fault: Fault, present: bool) -> (Decision, FaultRe
 /// touches user address `addr` with `kind`, as a page fault from user mode would report it.
 /// `Ok` when the page is mapped or the access is to be retried.
 pub fn fault_as(thread: &SecCtxMgr, addr: u64, kind: AccessKind) -> Result<(), Outcome> {
-    let error = PF_USER
-        | match kind {
-            AccessKind::Read => 0,
-            AccessKind::Write => PF_WRITE,
-            AccessKind::Exec => PF_FETCH,
-        };
-    page_fault(thread, addr, error, addr, &mut Vec::new(), false)
+    fault_from(thread, addr, kind, addr)
 }
 
 /// [`fault_as`] with the faulting instruction at user address `rip` (a write into a context
