@@ -489,9 +489,13 @@ pub fn check_fault(
     // A denial installs nothing, so only a grant's ticket needs keeping: one lock per fault.
     let (mut perms, ticket) = decide_ticketed(thread.secctx.hooks(), obj, offset, addr, cause)?;
     *thread.secctx.ticket.lock() = Some(ticket);
-    if is_context(obj.id()) {
+    // Only a grant with W can map a context page writable or be a context write: a read-only
+    // grant (most faults) never asks whether its object is a context.
+    if perms.provide.contains(Protections::WRITE)
+        && let Some(sctx) = context_of(obj.id())
+    {
         if cause == MemoryAccessKind::Write {
-            return context_write(obj, offset, addr, ip);
+            return context_write(thread, &sctx, obj, offset, addr, ip);
         }
         // Step 1 of the context-write protocol: a context page is mapped read-only at first,
         // whatever the engine grants, so a write to it faults.
@@ -504,24 +508,17 @@ pub fn check_fault(
     Ok(perms)
 }
 
-/// Step 2 of the context-write protocol (`ctx_write`): the engine allowed the current
-/// thread's write at byte `offset` of context object `obj`.
+/// Step 2 of the context-write protocol (`ctx_write`): the engine allowed `thread`'s write at
+/// byte `offset` of context object `obj`, mapped in the kernel as `sctx`.
 fn context_write(
+    thread: &crate::thread::ThreadRef,
+    sctx: &SecurityContextRef,
     obj: &ObjectRef,
     offset: usize,
     addr: VirtAddr,
     ip: VirtAddr,
 ) -> Result<PermsInfo, UpcallInfo> {
-    let Some(thread) = crate::thread::current_thread_ref() else {
-        return Err(UpcallInfo::SecurityViolation(SecurityViolationInfo {
-            address: addr.raw(),
-            access_kind: MemoryAccessKind::Write,
-        }));
-    };
-    let sctx = mapped_contexts().lock().get(&obj.id()).cloned();
-    if let Some(sctx) = &sctx {
-        ctx_write::open_window(sctx);
-    }
+    ctx_write::open_window(sctx);
     let _ = ENGINE.invalidate_ctx(to_hooks_id(obj.id()));
     // A thread editing its own context runs code granted under it, which the invalidation
     // just unmapped: fault the instruction's page in again first, while the context is still
@@ -545,21 +542,15 @@ fn context_write(
         MemoryAccessKind::Write,
     )?;
     *thread.secctx.ticket.lock() = Some(ticket);
-    if let Some(sctx) = &sctx {
-        sctx.writes.mark_dirty();
-    }
+    sctx.writes.mark_dirty();
     Ok(perms)
 }
 
-/// Whether object `id` is a security context the kernel has mapped (one a thread attached):
-/// the contexts the engine reads, whose writes it must see.
-fn is_context(id: ObjID) -> bool {
-    CONTEXT_IDS.lock().contains(&id.raw())
+/// The security context object `id`, if the kernel has mapped it (a thread attached it): the
+/// contexts the engine reads, whose writes it must see.
+fn context_of(id: ObjID) -> Option<SecurityContextRef> {
+    mapped_contexts().lock().get(&id).cloned()
 }
-
-/// The ids of [`mapped_contexts`], kept beside it for the fault path's [`is_context`] (a
-/// spin lock and a set, not the table's mutex).
-static CONTEXT_IDS: Spinlock<BTreeSet<u128>> = Spinlock::new(BTreeSet::new());
 
 /// Whether the current thread's last fault decision still holds: the fault path's mapper
 /// asks this holding the lock the engine's unmaps take (the memory context's table of
@@ -890,7 +881,6 @@ impl Drop for SecCtxMgr {
             for (id, ctx) in held.iter() {
                 if *id != KERNEL_SCTX && Arc::strong_count(ctx) == 2 {
                     unmapped.extend(global.remove(id));
-                    CONTEXT_IDS.lock().remove(&id.raw());
                 }
             }
         }
@@ -934,7 +924,6 @@ pub fn get_sctx(id: ObjID) -> twizzler_rt_abi::Result<SecurityContextRef> {
             Some(theirs) => (theirs.clone(), Some(ours)),
             None => {
                 mapped.insert(id, ours.clone());
-                CONTEXT_IDS.lock().insert(id.raw());
                 (ours, None)
             }
         }

@@ -172,6 +172,12 @@ impl Drop for FaultScope {
             return;
         };
         let writes = &ct.secctx.writes;
+        // Only the thread holding the gate can hold a window: every other fault (nearly
+        // all of them) takes no lock here.
+        if WRITE_GATE.load(Ordering::Acquire) != ct.id() {
+            writes.depth.fetch_sub(1, Ordering::Relaxed);
+            return;
+        }
         let mine = {
             let mut window = writes.window.lock();
             match window.as_ref() {
