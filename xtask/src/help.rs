@@ -121,6 +121,8 @@ COMMANDS:
         --override-abi (`cargo install bindgen-cli`; Debian 12's is too old) and
         libclang (Debian libclang-dev), ld.lld (Debian lld), {QEMU}, and {OVMF}
         (Debian ovmf). Installs none of them. Not part of CI. See twizzler-port/README.md.
+        TWIZZLER_QEMU_ARGS (environment): extra QEMU arguments, e.g. `-s` to attach gdb
+        to a kernel that hangs (twizzler-port/README.md, section Debugging a hang).
 
     help, --help, -h
         This text.

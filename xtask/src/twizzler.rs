@@ -47,11 +47,14 @@ const BOOT_TIMEOUT: Duration = Duration::from_secs(1800);
 /// after this, not after [`BOOT_TIMEOUT`]. The longest silences seen in passing runs were
 /// under a minute (booting, and upstream's longest tests, at a load of 15).
 const SILENCE_TIMEOUT: Duration = Duration::from_secs(300);
+/// The environment variable whose whitespace-separated words are added to QEMU's arguments
+/// (for example `-s`, to attach gdb to a hung kernel).
+const EXTRA_QEMU_ARGS: &str = "TWIZZLER_QEMU_ARGS";
 /// The port's directory in this repository.
 const PORT_DIR: &str = "twizzler-port";
 /// Where our kernel files go in the checkout (the adapter replaces upstream's module; the
 /// rest are its in-kernel tests).
-const OUR_FILES: [(&str, &str); 7] = [
+const OUR_FILES: [(&str, &str); 8] = [
     ("kernel/security.rs", "src/kernel/src/security.rs"),
     (
         "kernel/security/ctx_write.rs",
@@ -76,6 +79,10 @@ const OUR_FILES: [(&str, &str); 7] = [
     (
         "kernel/security/port_tests/conformance.rs",
         "src/kernel/src/security/port_tests/conformance.rs",
+    ),
+    (
+        "kernel/security/port_tests/lifetimes.rs",
+        "src/kernel/src/security/port_tests/lifetimes.rs",
     ),
 ];
 /// What the port's conformance test prints before each check's line and its summary
@@ -842,6 +849,9 @@ fn boot(opts: &Options, elf: &Path) -> Result<Report, String> {
         "virtio-blk-pci,drive=esp",
     ];
     args.extend_from_slice(&QEMU_HEADLESS);
+    // Extra arguments for debugging a hang, e.g. `-s` for QEMU's gdb stub (README, "Debugging").
+    let extra = std::env::var(EXTRA_QEMU_ARGS).unwrap_or_default();
+    args.extend(extra.split_whitespace());
     println!("$ {}", command_line(QEMU, &args));
     let mut child = Command::new(QEMU)
         .args(args)

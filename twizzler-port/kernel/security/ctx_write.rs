@@ -45,6 +45,15 @@ const NO_THREAD: u64 = u64::MAX;
 /// The thread whose context write is in its window, system-wide ([`NO_THREAD`]: none).
 static WRITE_GATE: AtomicU64 = AtomicU64::new(NO_THREAD);
 
+/// How many reads of a context ([`CtxWrites::read`]) found another thread's window open and
+/// waited for it to close: one per held read, counted once it starts waiting.
+static HELD_READS: AtomicU64 = AtomicU64::new(0);
+
+/// How many reads of a context have waited out another thread's write window since boot.
+pub fn held_reads() -> u64 {
+    HELD_READS.load(Ordering::Acquire)
+}
+
 /// The current thread's id ([`NO_THREAD`] outside a thread).
 fn me() -> u64 {
     current_thread_ref().map_or(NO_THREAD, |t| t.id())
@@ -83,6 +92,7 @@ impl CtxWrites {
     /// fault can make a page of it writable meanwhile).
     pub fn read<R>(&self, ctx: ObjID, f: impl FnOnce() -> R) -> R {
         let me = me();
+        let mut counted = false;
         let mut dirty = loop {
             let dirty = self.dirty.lock();
             let writer = self.writer.load(Ordering::Acquire);
@@ -90,6 +100,10 @@ impl CtxWrites {
                 break dirty;
             }
             drop(dirty);
+            if !counted {
+                counted = true;
+                HELD_READS.fetch_add(1, Ordering::AcqRel);
+            }
             wait_a_moment();
         };
         if *dirty {

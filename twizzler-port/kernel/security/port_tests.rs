@@ -37,8 +37,7 @@ use crate::{
     condvar::CondVar,
     memory::{
         context::{
-            Context, ContextRef, KernelMemoryContext, ObjectContextInfo, UserContext,
-            kernel_context,
+            Context, KernelMemoryContext, ObjectContextInfo, UserContext, kernel_context,
             virtmem::{PageFaultFlags, Slot, fault::do_page_fault},
         },
         pagetables::MappingCursor,
@@ -51,6 +50,7 @@ use crate::{
 
 mod conformance;
 mod fault_path;
+mod lifetimes;
 mod policy;
 mod timing;
 
@@ -423,29 +423,14 @@ extern "C" fn job_trampoline() {
     }
     *JOB_DONE.lock() = true;
     JOB_SIGNAL.signal();
-    // The thread exits (its security contexts are dropped with it), but its memory context
-    // is kept alive: when the reaped thread dropped the last reference to it, upstream's
-    // `test_closure`, which runs after our tests and reaps exited threads in its wait, hung
-    // until the timeout (one run; with the context kept, 39/39 passed twice). Dropping a
-    // `VirtContext` whose page tables a thread of it used is the suspect; not yet understood
-    // (README, "Status").
-    // Every job's context is kept, never replaced: replacing the last one dropped the one
-    // before it under the spinlock (a `VirtContext` dropped with interrupts off, its TLB
-    // shootdown waiting on the other CPU), and the next test hung in "TLB complete pause"
-    // once several tests ran jobs.
-    if let Some(mc) = current_memory_context() {
-        KEPT_CONTEXTS.lock().push(mc);
-    }
+    // The thread exits; its memory context goes with its last reference (the reaped
+    // thread's), and its page tables are freed then.
     crate::thread::exit(0);
 }
 
-/// The memory contexts of every job thread (see `job_trampoline`).
-static KEPT_CONTEXTS: Spinlock<alloc::vec::Vec<ContextRef>> = Spinlock::new(alloc::vec::Vec::new());
-
 /// Runs `job` on a new thread whose memory context is a fresh user context and whose active
-/// security context is `sctx`, and waits for it. The thread then exits; its memory context
-/// is kept (see `job_trampoline`). A failed assertion in `job` panics the
-/// kernel, which fails the run.
+/// security context is `sctx`, and waits for it. The thread then exits, and its memory context
+/// goes with it. A failed assertion in `job` panics the kernel, which fails the run.
 fn run_in_user_context(
     sctx: SecurityContextRef,
     attached: &[SecurityContextRef],
@@ -455,8 +440,9 @@ fn run_in_user_context(
     *JOB.lock() = Some(Box::new(job));
     // As the attach syscall does: the memory context gets page tables for each security
     // context before a thread with it attached runs in it.
+    let sctx_id = sctx.id();
     let mem = Arc::new(Context::new());
-    mem.register_sctx(sctx.id(), ArchContext::new());
+    mem.register_sctx(sctx_id, ArchContext::new());
     super::note_sctx_in(&mem, sctx.id());
     let secctx = SecCtxMgr::new(sctx);
     for other in attached {
@@ -464,6 +450,11 @@ fn run_in_user_context(
         super::note_sctx_in(&mem, other.id());
         assert!(secctx.attach(other.clone()).is_ok(), "attach");
     }
+    let roots: alloc::vec::Vec<u64> = core::iter::once(sctx_id)
+        .chain(attached.iter().map(|a| a.id()))
+        .chain(core::iter::once(KERNEL_SCTX))
+        .map(|id| mem.with_arch(id, |arch| arch.with_mapper(|m| m.root_address().raw())))
+        .collect();
     let mut thread = Thread::new(Some(mem), None, Priority::USER);
     thread.secctx = secctx;
     // SAFETY: the thread is new and not yet scheduled; `job_trampoline` never returns (it
@@ -477,6 +468,16 @@ fn run_in_user_context(
         }
         JOB_SIGNAL.wait(done);
     }
+    // This kernel thread has no memory context of its own: it must not run on the job's page
+    // tables, which are freed once the exited thread is reaped. A CPU left on a freed root
+    // runs on whatever the frame holds next (upstream switched only to threads with a memory
+    // context; `0008` switches kernel threads to the kernel's tables).
+    // SAFETY: reading CR3 in ring 0 has no side effect.
+    let cr3 = unsafe { x86::controlregs::cr3() } & !0xfff;
+    assert!(
+        !roots.contains(&cr3),
+        "a kernel thread runs on the exited job's page tables (CR3 {cr3:#x})"
+    );
 }
 
 /// The protections of the page-table entry for `addr` under security context `sctx` in the

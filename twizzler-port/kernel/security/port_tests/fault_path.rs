@@ -1,17 +1,20 @@
 //! In-kernel tests through the real fault handler (`do_page_fault`) on a user memory context:
 //! what reaches the page tables of each security context.
 
-use kernel_hooks::Host as _;
+use alloc::sync::Arc;
+use core::sync::atomic::{AtomicBool, Ordering};
+
+use kernel_hooks::{Decision, Fault, Host as _};
 use twizzler_abi::{
     device::CacheType,
     object::{MAX_SIZE, ObjID, Protections},
     syscall::MapFlags,
     upcall::{MemoryAccessKind, UpcallInfo},
 };
-use twizzler_capsec::{Gate, Protections as Caps, SecCtxEditor};
+use twizzler_capsec::{AccessKind, Gate, Protections as Caps, SecCtxEditor};
 use twizzler_kernel_macros::kernel_test;
 
-use super::super::get_sctx;
+use super::super::{ENGINE, ctx_write, get_sctx, object_info, to_hooks_id};
 use super::{context_object, keyed_object, mint, new_key, pte, run_in_user_context};
 use crate::{
     arch::VirtAddr,
@@ -20,7 +23,8 @@ use crate::{
         virtmem::{PageFaultFlags, Slot, fault::do_page_fault},
     },
     obj::ObjectRef,
-    thread::current_memory_context,
+    processor::sched::{SchedFlags, schedule},
+    thread::{current_memory_context, entry::run_closure_in_new_thread, priority::Priority},
 };
 
 /// Maps `target` at slot 17 of the current (user) memory context with `prots`, and returns
@@ -439,4 +443,71 @@ fn port_a_thread_writing_its_context_is_seen_at_its_next_fault() {
             "C was write-protected again before the engine read it: {got:?}"
         );
     });
+}
+
+#[kernel_test]
+fn port_a_miss_under_a_context_waits_out_another_threads_write_window() {
+    // The window's second half (`ctx_write`, step 2): while thread A's write to context C is
+    // in its window, thread B's miss under C waits, and decides from the bytes A leaves. C
+    // grants r-- on D. A opens the window (as its write fault does), starts B (a miss on D
+    // under C), waits until B is held, empties C's entry table and closes the window. B must
+    // be denied: without the window it reads the old bytes, is granted, and caches a grant
+    // the edit removed (nothing sweeps it: the edit no longer faults).
+    let key = new_key();
+    let data = keyed_object(key.obj, &[0x44; 64]);
+    let c = context_object(Some(key.obj), |ctx| {
+        let mut e = SecCtxEditor::new();
+        e.add_cap(&mint(&key, data.id(), ctx, Caps::READ, |_| {}));
+        e
+    });
+    let crate::obj::LookupResult::Found(c_obj) =
+        crate::obj::lookup_object(c, crate::obj::LookupFlags::empty())
+    else {
+        panic!("the context object is in the object table");
+    };
+    let sctx = get_sctx(c).unwrap_or_else(|_| panic!("context"));
+    let scope = ctx_write::fault_scope();
+    ctx_write::open_window(&sctx);
+    let held_before = ctx_write::held_reads();
+    let b_done = Arc::new(AtomicBool::new(false));
+    let (_, b) = run_closure_in_new_thread(Priority::USER, {
+        let (b_done, data) = (b_done.clone(), data.clone());
+        move || {
+            let granted = reads_under(c, &data);
+            b_done.store(true, Ordering::Release);
+            granted
+        }
+    });
+    while ctx_write::held_reads() == held_before {
+        assert!(
+            !b_done.load(Ordering::Acquire),
+            "B's miss under C was decided while A's write window on C was open"
+        );
+        schedule(SchedFlags::YIELD | SchedFlags::REINSERT);
+    }
+    // The edit A's write fault was for: the entry count to 0, a new generation.
+    super::write_into_at(&c_obj, 20, &[0; 4]);
+    super::write_into_at(&c_obj, 8, &0x5eed_0002_u64.to_le_bytes());
+    drop(scope);
+    assert!(
+        !b.wait(),
+        "B waited out the window and decided from the edited context: no record for D"
+    );
+    assert!(
+        !reads_under(c, &data),
+        "and nothing granted under the old bytes was cached"
+    );
+}
+
+/// Whether the engine grants a read of `data`'s first page to a thread whose active context
+/// is `ctx` (a decision only: nothing is mapped).
+fn reads_under(ctx: ObjID, data: &ObjectRef) -> bool {
+    let hooks = kernel_hooks::SecCtxMgr::new(to_hooks_id(ctx));
+    let fault = Fault::new(
+        to_hooks_id(data.id()),
+        object_info(data),
+        0x1000,
+        AccessKind::Read,
+    );
+    matches!(ENGINE.decide(&hooks, &fault), Decision::Map { .. })
 }

@@ -1,5 +1,6 @@
 //! Costs in upstream's kernel, printed as `port timing:` lines that `cargo xtask twizzler`
 //! puts in its table: the engine's hit and miss, the `kuid` read the adapter does per fault,
+//! the context lookup a grant with W adds,
 //! one Ed25519 verification by our crate, and upstream's own benchmark (the ECDSA
 //! verification its `bench_capability_verification` times, through upstream's
 //! `twizzler_security`) in the same boot. Every figure is the median of several timed
@@ -69,6 +70,13 @@ fn port_timings_in_upstreams_kernel() {
         let _ = black_box(ENGINE.decide(&mgr, &fault));
     });
 
+    // What a grant with W adds to a fault: the question whether its object is a context the
+    // kernel has mapped (`context_of`, one spin-locked table lookup); for a data object the
+    // answer is no, as here.
+    let ctx_lookup = per_call(15, 20_000, || {
+        black_box(super::super::context_of(black_box(target.id())));
+    });
+
     // A miss: the context's cached decisions dropped, then one decision (one verification).
     let mut misses = Vec::new();
     for _ in 0..15 {
@@ -117,6 +125,10 @@ fn port_timings_in_upstreams_kernel() {
         hit_with_kuid
     );
     logln!("port timing: kuid read (check_id + read_meta): {} ns", kuid);
+    logln!(
+        "port timing: is the object a context (asked by a grant with W): {} ns",
+        ctx_lookup
+    );
     logln!("port timing: miss (one Ed25519 verification): {} ns", miss);
     logln!("port timing: Ed25519 verify, our crate: {} ns", verify);
     logln!(
