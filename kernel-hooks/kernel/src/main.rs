@@ -38,21 +38,30 @@ mod boot;
 mod clock;
 mod conformance;
 mod cpu;
+mod elf;
 mod exit;
 mod gdt;
 mod heap;
 mod objects;
 mod paging;
 mod port;
+mod program;
+mod program_scenarios;
 mod rng;
 mod scenarios;
 mod serial;
 mod smp;
 mod smp_scenarios;
+mod syscall;
 mod task;
 mod timer;
 mod trap;
 mod user;
+// The system-call ABI, shared with the user programs (one file, so the two sides agree). Not
+// every constant is used on this side (some only name what a program passes).
+#[allow(dead_code)]
+#[path = "../../user/src/abi.rs"]
+mod user_abi;
 mod world;
 
 use exit::Outcome;
@@ -158,9 +167,11 @@ fn run(start_info: u64) -> Result<bool, alloc::string::String> {
     let conformant = conformance::run();
     let results = scenarios::run_all();
     let smp_results = smp_scenarios::run_all();
+    let program_results = program_scenarios::run_all();
     let ok = report(&results);
     let smp_ok = report_smp(smp_results.as_ref());
-    Ok(conformant && ok && smp_ok)
+    let programs_ok = report_programs(program_results.as_ref());
+    Ok(conformant && ok && smp_ok && programs_ok)
 }
 
 /// Prints one table of rows; returns how many did not match.
@@ -236,6 +247,37 @@ fn report_smp(results: Option<&smp_scenarios::SmpResults>) -> bool {
         println!("kernel-hooks-qemu: all {total} several-CPU scenarios match");
     } else {
         println!("kernel-hooks-qemu: {bad} of {total} several-CPU scenarios MISMATCH");
+    }
+    bad == 0
+}
+
+/// Prints the user programs' table; returns whether every row matched.
+fn report_programs(results: Option<&program_scenarios::ProgramResults>) -> bool {
+    println!();
+    let Some(results) = results else {
+        println!(
+            "user programs: not embedded (the kernel was built without \
+             KERNEL_HOOKS_USER_BIN_DIR; `cargo xtask` builds them)"
+        );
+        return true;
+    };
+    println!(
+        "user programs (Rust, ring 3, code/data/stack/heap in objects; each step reported by \
+         the program, checked by the kernel):"
+    );
+    let bad = print_rows(&results.rows);
+    let mhz = (clock::tsc_hz() / 1_000_000).max(1);
+    for (name, traps, cycles) in &results.runs {
+        println!(
+            "  {name}: {traps} traps (page faults and system calls), {cycles} cycles = {} us",
+            cycles / mhz
+        );
+    }
+    let total = results.rows.len();
+    if bad == 0 {
+        println!("kernel-hooks-qemu: all {total} user-program rows match");
+    } else {
+        println!("kernel-hooks-qemu: {bad} of {total} user-program rows MISMATCH");
     }
     bad == 0
 }

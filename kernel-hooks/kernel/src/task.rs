@@ -542,7 +542,7 @@ fn map(
 /// Handles one page fault: `Ok` when the page is now mapped (or the access is to be retried),
 /// or the outcome that ends the task. `rip` is the faulting instruction. `ctx_invalidated`:
 /// this is the second decision of a context write, made after `invalidate_ctx`.
-fn page_fault(
+pub(crate) fn page_fault(
     thread: &SecCtxMgr,
     addr: u64,
     error: u64,
