@@ -10,6 +10,7 @@ use crate::program::{self, ProgramRun, StepReport};
 use crate::scenarios::Row;
 use crate::task::Outcome;
 use crate::user_abi::{Error, report};
+use crate::world::ids;
 
 /// What a step should come to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -67,6 +68,200 @@ pub const POLICY: [Step; 8] = [
     step(
         8,
         "policy: read data after revocation",
+        "denied",
+        Expect::Denied,
+    ),
+];
+
+/// The hostile program (`kernel-hooks/user/src/bin/hostile.rs`): every row an error code
+/// or a denial, and the kernel still standing.
+pub const HOSTILE: [Step; 34] = [
+    step(
+        1,
+        "hostile: entropy -> kernel address",
+        "EFAULT",
+        Expect::Err(Error::BadPointer),
+    ),
+    step(
+        2,
+        "hostile: entropy -> unmapped slot",
+        "EFAULT",
+        Expect::Err(Error::BadPointer),
+    ),
+    step(
+        3,
+        "hostile: entropy past its heap's pages",
+        "EFAULT",
+        Expect::Err(Error::BadPointer),
+    ),
+    step(
+        4,
+        "hostile: entropy across its heap's end",
+        "EFAULT",
+        Expect::Err(Error::BadPointer),
+    ),
+    step(
+        5,
+        "hostile: entropy, length u64::MAX",
+        "EINVAL_LEN",
+        Expect::Err(Error::BadLength),
+    ),
+    step(
+        6,
+        "hostile: entropy, range wraps at 2^64",
+        "EFAULT",
+        Expect::Err(Error::BadPointer),
+    ),
+    step(
+        7,
+        "hostile: entropy -> its own code (r-x)",
+        "EACCES",
+        Expect::Err(Error::Denied),
+    ),
+    step(
+        8,
+        "hostile: create key from kernel memory",
+        "EFAULT",
+        Expect::Err(Error::BadPointer),
+    ),
+    step(
+        9,
+        "hostile: entropy -> its heap (control)",
+        "ok",
+        Expect::Ok,
+    ),
+    step(
+        10,
+        "hostile: create key from random bytes",
+        "EMALFORMED",
+        Expect::Err(Error::Malformed),
+    ),
+    step(
+        11,
+        "hostile: map an unknown id",
+        "ENOENT",
+        Expect::Err(Error::NoObject),
+    ),
+    step(12, "hostile: map a boot object (no cap)", "ok", Expect::Ok),
+    step(13, "hostile: read that object", "denied", Expect::Denied),
+    step(
+        14,
+        "hostile: read public object (control)",
+        "read 0xe1",
+        Expect::Byte(0xe1),
+    ),
+    step(
+        15,
+        "hostile: map a key object",
+        "EWRONGKIND",
+        Expect::Err(Error::WrongKind),
+    ),
+    step(
+        16,
+        "hostile: attach a boot context",
+        "ENOTALLOWED",
+        Expect::Err(Error::NotAllowed),
+    ),
+    step(
+        17,
+        "hostile: attach a data object",
+        "EWRONGKIND",
+        Expect::Err(Error::WrongKind),
+    ),
+    step(
+        18,
+        "hostile: attach own ctx without r--",
+        "ENOTALLOWED",
+        Expect::Err(Error::NotAllowed),
+    ),
+    step(
+        19,
+        "hostile: switch to an unattached ctx",
+        "ENOTATTACHED",
+        Expect::Err(Error::NotAttached),
+    ),
+    step(
+        20,
+        "hostile: detach its active ctx",
+        "EALREADY",
+        Expect::Err(Error::Already),
+    ),
+    step(
+        21,
+        "hostile: revoke a boot key",
+        "EPERM",
+        Expect::Err(Error::NotOwner),
+    ),
+    step(
+        22,
+        "hostile: revoke a data object as a key",
+        "EWRONGKIND",
+        Expect::Err(Error::WrongKind),
+    ),
+    step(
+        23,
+        "hostile: revoke own cap on boot object",
+        "EPERM",
+        Expect::Err(Error::NotOwner),
+    ),
+    step(
+        24,
+        "hostile: revoke a garbage record",
+        "EMALFORMED",
+        Expect::Err(Error::Malformed),
+    ),
+    step(
+        25,
+        "hostile: revoke a record of kind 7",
+        "EINVAL",
+        Expect::Err(Error::BadArg),
+    ),
+    step(
+        26,
+        "hostile: create an object of 0 pages",
+        "EINVAL",
+        Expect::Err(Error::BadArg),
+    ),
+    step(
+        27,
+        "hostile: create an object of 257 pages",
+        "EINVAL",
+        Expect::Err(Error::BadArg),
+    ),
+    step(
+        28,
+        "hostile: create, protections 0xffff",
+        "EINVAL",
+        Expect::Err(Error::BadArg),
+    ),
+    step(
+        29,
+        "hostile: create, kuid not a key",
+        "EWRONGKIND",
+        Expect::Err(Error::WrongKind),
+    ),
+    step(
+        30,
+        "hostile: create an object of kind 9",
+        "EINVAL",
+        Expect::Err(Error::BadArg),
+    ),
+    step(
+        31,
+        "hostile: system call 999",
+        "ENOSYS",
+        Expect::Err(Error::NoSys),
+    ),
+    step(
+        32,
+        "hostile: recovery range in the kernel",
+        "EINVAL",
+        Expect::Err(Error::BadArg),
+    ),
+    step(33, "hostile: read kernel memory", "denied", Expect::Denied),
+    step(
+        34,
+        "hostile: read an unmapped slot",
         "denied",
         Expect::Denied,
     ),
@@ -169,8 +364,24 @@ pub fn run_all() -> Option<ProgramResults> {
     }
     let mut rows = Vec::new();
     let mut runs = Vec::new();
-    let table: [(&'static str, &[Step], &'static str); 1] = [("policy", &POLICY, "policy: exits")];
-    for (name, steps, exit_row) in table {
+    // The hostile program is given a boot object it holds no capability for, a boot context,
+    // the boot key that signs for the object, and a public object.
+    let hostile_args = [
+        ids::DATA.raw() as u64,
+        ids::CTX_MAIN.raw() as u64,
+        ids::KEY_ED25519.raw() as u64,
+        ids::PUBLIC.raw() as u64,
+    ];
+    let table: [(&'static str, &[Step], &'static str, [u64; 4]); 2] = [
+        ("policy", &POLICY, "policy: exits", [0; 4]),
+        (
+            "hostile",
+            &HOSTILE,
+            "hostile: exits (kernel unharmed)",
+            hostile_args,
+        ),
+    ];
+    for (name, steps, exit_row, args) in table {
         let Some(p) = program::program(name) else {
             rows.push(Row {
                 name: exit_row,
@@ -181,7 +392,7 @@ pub fn run_all() -> Option<ProgramResults> {
             });
             continue;
         };
-        match program::run(p, [0; 4]) {
+        match program::run(p, args) {
             Ok(run) => {
                 rows.extend(rows_of(exit_row, steps, &run, exit_row));
                 runs.push((name, run.traps, run.cycles));
