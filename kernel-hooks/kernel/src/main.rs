@@ -26,6 +26,11 @@
 //! [`task::detach`], detaches first and then unmaps that context's pages). The 33 scenarios
 //! run on the boot CPU; [`smp_scenarios`] then races tasks on the other CPUs against
 //! revocations, evictions with the cache full and detaches, and prints a second table.
+//!
+//! Last, [`program_scenarios`] runs the user programs written in Rust (`kernel-hooks/user`,
+//! embedded by `build.rs` when `cargo xtask` built them): [`program`] loads each into objects
+//! and runs it in ring 3, [`syscall`] serves its system calls (every pointer checked), and a
+//! third table compares what each program reports with what the kernel expects and saw.
 
 #![no_std]
 #![no_main]
