@@ -48,6 +48,10 @@ pub fn programs() -> &'static [Program] {
                 name: "hostile",
                 elf: include_bytes!(env!("KERNEL_HOOKS_USER_HOSTILE")),
             },
+            Program {
+                name: "scenarios",
+                elf: include_bytes!(env!("KERNEL_HOOKS_USER_SCENARIOS")),
+            },
         ]
     }
     #[cfg(not(user_programs))]
@@ -68,8 +72,9 @@ pub const PROGRAM_SLOTS: core::ops::Range<u64> = 129..140;
 pub const FIRST_DYNAMIC_SLOT: u64 = 140;
 /// Pages of a task's stack object (after its null page).
 pub const STACK_PAGES: u64 = 32;
-/// Traps a program task may take (page faults and system calls; interrupts do not count).
-pub const MAX_PROGRAM_TRAPS: usize = 20_000;
+/// Page faults a program task may take (system calls and interrupts do not count: a program
+/// that waits for the clock in a loop of system calls is bounded by its time limit).
+pub const MAX_PROGRAM_FAULTS: usize = 20_000;
 
 /// The next slot for an object made at run time.
 static NEXT_SLOT: AtomicU64 = AtomicU64::new(FIRST_DYNAMIC_SLOT);
@@ -328,6 +333,7 @@ pub fn run(program: &Program, args: [u64; 4]) -> Result<ProgramRun, String> {
     let started = clock::monotonic_ns();
     timer::rearm();
     let mut traps = 0;
+    let mut faults = 0;
     let outcome = loop {
         let _ = timer::run_deferred();
         trap::enter_user(&mut frame);
@@ -349,11 +355,12 @@ pub fn run(program: &Program, args: [u64; 4]) -> Result<ProgramRun, String> {
             continue;
         }
         traps += 1;
-        if traps > MAX_PROGRAM_TRAPS {
-            break Outcome::Runaway;
-        }
         match vector {
             trap::PAGE_FAULT => {
+                faults += 1;
+                if faults > MAX_PROGRAM_FAULTS {
+                    break Outcome::Runaway(MAX_PROGRAM_FAULTS);
+                }
                 let addr = cpu::read_cr2();
                 match fault(&task, addr, &frame) {
                     Ok(()) => {}

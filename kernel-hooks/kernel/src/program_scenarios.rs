@@ -267,6 +267,66 @@ pub const HOSTILE: [Step; 34] = [
     ),
 ];
 
+/// The scenarios program (`kernel-hooks/user/src/bin/scenarios.rs`): policies it builds
+/// itself and lives under.
+pub const SCENARIOS: [Step; 15] = [
+    step(1, "log: overwrite an old entry", "denied", Expect::Denied),
+    step(2, "log: append in the gate's window", "ok", Expect::Ok),
+    step(3, "log: read an old entry", "read 0x00", Expect::Byte(0)),
+    step(
+        4,
+        "child: read via delegation (r--)",
+        "read 0x00",
+        Expect::Byte(0),
+    ),
+    step(
+        5,
+        "child: write (delegated r-- only)",
+        "denied",
+        Expect::Denied,
+    ),
+    step(6, "parent revokes the root cap", "ok", Expect::Ok),
+    step(
+        7,
+        "child: read after the revocation",
+        "denied",
+        Expect::Denied,
+    ),
+    step(
+        8,
+        "expiring cap: read before expiry",
+        "read 0x00",
+        Expect::Byte(0),
+    ),
+    step(
+        9,
+        "expiring cap: read after expiry",
+        "denied",
+        Expect::Denied,
+    ),
+    step(
+        10,
+        "home: read the secret (control)",
+        "read 0x00",
+        Expect::Byte(0),
+    ),
+    step(11, "jail: read its input", "read 0x00", Expect::Byte(0)),
+    step(12, "jail: read the secret", "denied", Expect::Denied),
+    step(13, "jail: write its own context", "denied", Expect::Denied),
+    step(
+        14,
+        "jail: switch back home",
+        "ENOTALLOWED",
+        Expect::Err(Error::NotAllowed),
+    ),
+    step(
+        15,
+        "jail: detach home",
+        "ENOTALLOWED",
+        Expect::Err(Error::NotAllowed),
+    ),
+];
+
 /// The table row of `s` from the program's `reports`.
 fn row(s: &Step, reports: &[StepReport]) -> Row {
     let Some(r) = reports.iter().find(|r| r.step == s.step) else {
@@ -372,7 +432,7 @@ pub fn run_all() -> Option<ProgramResults> {
         ids::KEY_ED25519.raw() as u64,
         ids::PUBLIC.raw() as u64,
     ];
-    let table: [(&'static str, &[Step], &'static str, [u64; 4]); 2] = [
+    let table: [(&'static str, &[Step], &'static str, [u64; 4]); 3] = [
         ("policy", &POLICY, "policy: exits", [0; 4]),
         (
             "hostile",
@@ -380,6 +440,7 @@ pub fn run_all() -> Option<ProgramResults> {
             "hostile: exits (kernel unharmed)",
             hostile_args,
         ),
+        ("scenarios", &SCENARIOS, "scenarios: exits", [0; 4]),
     ];
     for (name, steps, exit_row, args) in table {
         let Some(p) = program::program(name) else {

@@ -66,7 +66,7 @@ fn dispatch(task: &mut Task, n: u64, a: [u64; 5]) -> Result<(u64, u64), Error> {
             });
             Ok((0, 0))
         }
-        abi::SYS_CLOCK => Ok((clock::monotonic_ns(), clock::tsc_hz())),
+        abi::SYS_CLOCK => Ok((ENGINE.now(), clock::tsc_hz())),
         abi::SYS_ENTROPY => entropy(task, a[0], a[1]),
         abi::SYS_YIELD => Ok((0, 0)),
         abi::SYS_CREATE_OBJECT => create_object(a),

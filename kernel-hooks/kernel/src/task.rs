@@ -114,8 +114,8 @@ pub enum Outcome {
     },
     /// It made an unknown system call.
     BadSyscall(u64),
-    /// It trapped more than [`MAX_TRAPS`] times.
-    Runaway,
+    /// It trapped more times than it may (its limit).
+    Runaway(usize),
     /// It ran longer than [`TASK_TIME_LIMIT_NS`].
     TimedOut,
 }
@@ -131,7 +131,7 @@ impl fmt::Display for Outcome {
                 trap::vector_name(*vector)
             ),
             Self::BadSyscall(n) => write!(f, "unknown system call {n}"),
-            Self::Runaway => write!(f, "more than {MAX_TRAPS} traps"),
+            Self::Runaway(limit) => write!(f, "more than {limit} traps"),
             Self::TimedOut => write!(
                 f,
                 "still running after {} ms",
@@ -328,7 +328,7 @@ pub fn run_shared_with_traps(
         }
         traps += 1;
         if traps > max_traps {
-            break Outcome::Runaway;
+            break Outcome::Runaway(max_traps);
         }
         match vector {
             trap::PAGE_FAULT => {

@@ -16,7 +16,8 @@ pub const SYS_CHECKPOINT: u64 = 1;
 /// Report step `rdi` of the program's scenario with result `rsi` (a [`report`] code) and
 /// detail `rdx`: the kernel prints it as a row, beside what it expected and saw itself.
 pub const SYS_REPORT: u64 = 2;
-/// Read the clock: `rdx` = monotonic ns since boot, `r8` = the TSC's calibrated frequency in Hz.
+/// Read the clock: `rdx` = the engine's time in Unix ns (what capability expiries are on), `r8`
+/// = the TSC's calibrated frequency in Hz.
 pub const SYS_CLOCK: u64 = 3;
 /// Fill `rsi` bytes at `rdi` (at most [`MAX_COPY`]) with entropy from the processor (rdrand).
 pub const SYS_ENTROPY: u64 = 4;

@@ -2,6 +2,7 @@
 //!
 //! - [`abi`]: the system-call numbers and error codes (the kernel includes the same file);
 //! - [`sys`]: the system calls, with typed wrappers;
+//! - [`ctx`]: editing a context object in place with `SecCtxEditor`;
 //! - [`heap`]: the global allocator, over a heap object the program creates and maps;
 //! - [`rt`]: the entry point, the panic handler, and the probes whose denied accesses come
 //!   back as errors instead of ending the task.
@@ -17,6 +18,7 @@
 extern crate alloc;
 
 pub mod abi;
+pub mod ctx;
 pub mod heap;
 pub mod rt;
 pub mod sys;

@@ -66,7 +66,7 @@ pub fn report(step: u64, code: u64, detail: u64) {
     let _ = call(abi::SYS_REPORT, [step, code, detail, 0, 0]);
 }
 
-/// (monotonic ns since boot, TSC Hz).
+/// (the engine's time in Unix ns, TSC Hz).
 pub fn clock() -> (u64, u64) {
     call(abi::SYS_CLOCK, [0; 5]).unwrap_or((0, 0))
 }

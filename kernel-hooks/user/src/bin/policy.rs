@@ -16,10 +16,8 @@ extern crate alloc;
 use kernel_hooks_user::abi::{KIND_CONTEXT, KIND_DATA, report};
 use kernel_hooks_user::heap::{self, PAGE};
 use kernel_hooks_user::rt::{try_read, try_write};
-use kernel_hooks_user::{Error, entry, sys};
-use twizzler_capsec::{
-    Cap, CapGrant, Protections, SecCtx, SecCtxEditor, SigningKey, SigningScheme,
-};
+use kernel_hooks_user::{Error, ctx, entry, sys};
+use twizzler_capsec::{Cap, CapGrant, Protections, SigningKey, SigningScheme};
 
 entry!(main);
 
@@ -94,7 +92,7 @@ fn run() -> Result<(), u64> {
     let ctx_base = sys::map(ctx).map_err(|e| failed(step::CTX, e))?;
     let cap = Cap::mint(CapGrant::new(data, ctx, Protections::READ), &sk)
         .map_err(|_| failed(step::CTX, Error::Malformed))?;
-    edit_ctx(ctx_base, |ed| ed.add_cap(&cap)).map_err(|e| failed(step::CTX, e))?;
+    ctx::edit(ctx_base, CTX_PAGES, |ed| ed.add_cap(&cap)).map_err(|e| failed(step::CTX, e))?;
     ok(step::CTX, ctx.raw() as u64);
 
     // 4. Attach it and make it active.
@@ -116,32 +114,5 @@ fn run() -> Result<(), u64> {
     sys::revoke_cap(&cap).map_err(|e| failed(step::REVOKE, e))?;
     ok(step::REVOKE, 0);
     access(step::READ_REVOKED, try_read(byte));
-    Ok(())
-}
-
-/// Edits the context whose object is mapped at `base` in place: parses the bytes it holds,
-/// applies `change` with the editor, and writes the result back over them (laid out for
-/// in-place updates).
-fn edit_ctx(base: u64, change: impl FnOnce(&mut SecCtxEditor)) -> Result<(), Error> {
-    let len = (CTX_PAGES * PAGE) as usize;
-    let at = (base + PAGE) as *mut u8;
-    // SAFETY: the context object's bytes past its null page are `len` bytes mapped (on fault)
-    // for this task, which nothing else in the program references; they are read here, then
-    // written below once the borrow has ended.
-    let current = unsafe { core::slice::from_raw_parts(at as *const u8, len) };
-    let (mut ed, heap_offset) = match SecCtx::parse(current) {
-        Ok(c) => (SecCtxEditor::from_ctx(&c), Some(c.heap_offset())),
-        Err(_) => return Err(Error::Malformed),
-    };
-    change(&mut ed);
-    let bytes = ed
-        .encode_for_update(heap_offset)
-        .map_err(|_| Error::NoSpace)?;
-    if bytes.len() > len {
-        return Err(Error::NoSpace);
-    }
-    // SAFETY: as above; `bytes.len() <= len`, and `bytes` (on the heap) does not overlap the
-    // context object.
-    unsafe { core::ptr::copy_nonoverlapping(bytes.as_ptr(), at, bytes.len()) };
     Ok(())
 }
