@@ -2,7 +2,7 @@
 //! and embeds the user programs `cargo xtask` built (`KERNEL_HOOKS_USER_BIN_DIR`).
 
 /// The user programs the kernel embeds (binaries of `kernel-hooks/user`).
-const PROGRAMS: [&str; 3] = ["policy", "hostile", "scenarios"];
+const PROGRAMS: [&str; 4] = ["policy", "hostile", "scenarios", "bench"];
 
 fn main() {
     let dir = std::env::var("CARGO_MANIFEST_DIR").unwrap_or_else(|_| ".".to_owned());

@@ -11,7 +11,12 @@ const SLOT_SIZE: u64 = 1 << 30;
 const PAGE: u64 = 4096;
 
 /// Each program and the slot of its code object (its data object is in the next slot).
-const PROGRAMS: [(&str, u64); 3] = [("policy", 130), ("hostile", 132), ("scenarios", 134)];
+const PROGRAMS: [(&str, u64); 4] = [
+    ("policy", 130),
+    ("hostile", 132),
+    ("scenarios", 134),
+    ("bench", 136),
+];
 
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");

@@ -278,6 +278,7 @@ fn report_programs(results: Option<&program_scenarios::ProgramResults>) -> bool 
             cycles / mhz
         );
     }
+    report_user_bench(&results.bench);
     let total = results.rows.len();
     if bad == 0 {
         println!("kernel-hooks-qemu: all {total} user-program rows match");
@@ -285,6 +286,79 @@ fn report_programs(results: Option<&program_scenarios::ProgramResults>) -> bool 
         println!("kernel-hooks-qemu: {bad} of {total} user-program rows MISMATCH");
     }
     bad == 0
+}
+
+/// The thesis's userspace figures (Twizzler under QEMU on a Ryzen 5 2600), per operation of
+/// `user_abi::BENCH_OPS`, in microseconds.
+const THESIS_US: [Option<&str>; 6] = [
+    None,
+    Some("347.97"),
+    Some("651.69"),
+    Some("282.10"),
+    None,
+    None,
+];
+
+/// Prints the benchmark program's measurements beside the thesis's figures.
+fn report_user_bench(bench: &[program::StepReport]) {
+    if bench.is_empty() {
+        return;
+    }
+    let cycles = |scheme: u64, op: u64, median: u64| {
+        let step = user_abi::BENCH_STEP + scheme * 100 + op * 2 + median;
+        bench.iter().find(|r| r.step == step).map(|r| r.detail)
+    };
+    let khz = (clock::tsc_hz() / 1_000).max(1);
+    let us = |c: Option<u64>| {
+        c.map_or_else(
+            || alloc::string::String::from("-"),
+            |c| alloc::format!("{}.{:02}", c * 1_000 / khz, c * 100_000 / khz % 100),
+        )
+    };
+    println!();
+    println!(
+        "user-space benchmarks: rdtsc in ring 3, min / median of 5 runs, us at the calibrated \
+         TSC ({} MHz). QEMU TCG here, emulated time; the thesis measured Twizzler under QEMU \
+         (KVM) on a Ryzen 5 2600: compare ratios, not absolute times.",
+        clock::tsc_hz() / 1_000_000
+    );
+    println!(
+        "  {:<40} {:>12} {:>12} {:>12} {:>12} {:>10}",
+        "operation", "Ed25519 min", "median", "P-256 min", "median", "thesis"
+    );
+    for (op, name) in (0u64..).zip(user_abi::BENCH_OPS) {
+        println!(
+            "  {:<40} {:>12} {:>12} {:>12} {:>12} {:>10}",
+            name,
+            us(cycles(0, op, 0)),
+            us(cycles(0, op, 1)),
+            us(cycles(1, op, 0)),
+            us(cycles(1, op, 1)),
+            THESIS_US.get(op as usize).copied().flatten().unwrap_or("-")
+        );
+    }
+    // Ratios within this boot: each operation against one signature of its scheme (medians).
+    for (scheme, name) in [(0, "Ed25519"), (1, "P-256")] {
+        let Some(sign) = cycles(scheme, 0, 1).filter(|&c| c > 0) else {
+            continue;
+        };
+        print!("  {name}, median / one signature:");
+        for (op, label) in [
+            (1, "cap"),
+            (2, "key-pair objects"),
+            (3, "context"),
+            (4, "edit"),
+            (5, "attach+switch"),
+        ] {
+            if let Some(c) = cycles(scheme, op, 1) {
+                print!("  {label} {}.{:02}x", c / sign, c * 100 / sign % 100);
+            }
+        }
+        println!();
+    }
+    println!(
+        "  thesis ratios: key-pair objects / cap creation 1.87x, context / cap creation 0.81x"
+    );
 }
 
 /// Prints the table and the cycle counts; returns whether every row matched.

@@ -256,7 +256,7 @@ impl Object {
 }
 
 /// How many objects user programs (and the kernel, loading them) may add after boot.
-pub const MAX_DYNAMIC: usize = 64;
+pub const MAX_DYNAMIC: usize = 256;
 
 /// Every object: those built at boot, sorted by id, then the ones added since
 /// ([`ObjectTable::insert`]), in order. Objects are never removed, so a `&Object` the table
@@ -265,7 +265,7 @@ pub struct ObjectTable {
     objects: Vec<Object>,
     /// Objects added after boot: each entry is set once; `claimed` counts the entries handed
     /// out (an entry claimed but not yet set reads as absent).
-    dynamic: [Once<Object>; MAX_DYNAMIC],
+    dynamic: alloc::boxed::Box<[Once<Object>]>,
     claimed: AtomicUsize,
     /// Held while an object is checked for a unique id and slot and inserted.
     inserting: Mutex<()>,
@@ -286,7 +286,7 @@ impl ObjectTable {
         objects.sort_by_key(|o| o.id);
         Self {
             objects,
-            dynamic: [const { Once::new() }; MAX_DYNAMIC],
+            dynamic: (0..MAX_DYNAMIC).map(|_| Once::new()).collect(),
             claimed: AtomicUsize::new(0),
             inserting: Mutex::new(()),
         }

@@ -20,7 +20,7 @@ use kernel_hooks::SecCtxMgr;
 use twizzler_capsec::{AccessKind, ObjID, Protections, SecCtxEditor};
 
 use crate::elf::{self, PF_W, PF_X};
-use crate::objects::{Body, CtxObject, InsertError, Object, PAGING, table};
+use crate::objects::{Body, CtxObject, ENGINE, InsertError, Object, PAGING, table};
 use crate::paging::{Frame, MAX_SLOTS, PAGE, PageTables, SLOT_SIZE};
 use crate::task::{Denial, Outcome, TASK_TIME_LIMIT_NS};
 use crate::trap::{self, UserFrame};
@@ -51,6 +51,10 @@ pub fn programs() -> &'static [Program] {
             Program {
                 name: "scenarios",
                 elf: include_bytes!(env!("KERNEL_HOOKS_USER_SCENARIOS")),
+            },
+            Program {
+                name: "bench",
+                elf: include_bytes!(env!("KERNEL_HOOKS_USER_BENCH")),
             },
         ]
     }
@@ -336,6 +340,13 @@ pub fn run(program: &Program, args: [u64; 4]) -> Result<ProgramRun, String> {
     let mut faults = 0;
     let outcome = loop {
         let _ = timer::run_deferred();
+        // Expiries due run on every return to user mode, whatever the timer's latency: once
+        // a system call has shown the task a time past a grant's expiry, the grant's pages
+        // are gone before the task runs again.
+        if ENGINE.next_deadline_in(clock::monotonic_ns()) == Some(0) {
+            let _ = ENGINE.expire();
+            timer::rearm();
+        }
         trap::enter_user(&mut frame);
         let vector = u8::try_from(frame.vector).unwrap_or(0);
         if vector == trap::SHOOTDOWN_VECTOR {

@@ -9,7 +9,7 @@ use alloc::vec::Vec;
 use crate::program::{self, ProgramRun, StepReport};
 use crate::scenarios::Row;
 use crate::task::Outcome;
-use crate::user_abi::{Error, report};
+use crate::user_abi::{BENCH_STEP, Error, report};
 use crate::world::ids;
 
 /// What a step should come to.
@@ -388,7 +388,7 @@ fn rows_of(
 ) -> Vec<Row> {
     let mut rows: Vec<Row> = steps.iter().map(|s| row(s, &run.reports)).collect();
     for r in &run.reports {
-        if !steps.iter().any(|s| s.step == r.step) {
+        if r.step < BENCH_STEP && !steps.iter().any(|s| s.step == r.step) {
             rows.push(Row {
                 name,
                 expected: "no such report",
@@ -415,6 +415,8 @@ pub struct ProgramResults {
     pub rows: Vec<Row>,
     /// Per program: (name, traps, rdtsc cycles).
     pub runs: Vec<(&'static str, usize, u64)>,
+    /// The measurements the programs reported (steps from `BENCH_STEP` on).
+    pub bench: Vec<StepReport>,
 }
 
 /// Runs every program; `None` when the kernel was built without them.
@@ -424,6 +426,7 @@ pub fn run_all() -> Option<ProgramResults> {
     }
     let mut rows = Vec::new();
     let mut runs = Vec::new();
+    let mut bench = Vec::new();
     // The hostile program is given a boot object it holds no capability for, a boot context,
     // the boot key that signs for the object, and a public object.
     let hostile_args = [
@@ -432,7 +435,7 @@ pub fn run_all() -> Option<ProgramResults> {
         ids::KEY_ED25519.raw() as u64,
         ids::PUBLIC.raw() as u64,
     ];
-    let table: [(&'static str, &[Step], &'static str, [u64; 4]); 3] = [
+    let table: [(&'static str, &[Step], &'static str, [u64; 4]); 4] = [
         ("policy", &POLICY, "policy: exits", [0; 4]),
         (
             "hostile",
@@ -441,6 +444,7 @@ pub fn run_all() -> Option<ProgramResults> {
             hostile_args,
         ),
         ("scenarios", &SCENARIOS, "scenarios: exits", [0; 4]),
+        ("bench", &[], "bench: exits", [0; 4]),
     ];
     for (name, steps, exit_row, args) in table {
         let Some(p) = program::program(name) else {
@@ -456,6 +460,7 @@ pub fn run_all() -> Option<ProgramResults> {
         match program::run(p, args) {
             Ok(run) => {
                 rows.extend(rows_of(exit_row, steps, &run, exit_row));
+                bench.extend(run.reports.iter().filter(|r| r.step >= BENCH_STEP).cloned());
                 runs.push((name, run.traps, run.cycles));
             }
             Err(e) => rows.push(Row {
@@ -467,5 +472,5 @@ pub fn run_all() -> Option<ProgramResults> {
             }),
         }
     }
-    Some(ProgramResults { rows, runs })
+    Some(ProgramResults { rows, runs, bench })
 }

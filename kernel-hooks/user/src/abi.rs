@@ -21,7 +21,8 @@ pub const SYS_REPORT: u64 = 2;
 pub const SYS_CLOCK: u64 = 3;
 /// Fill `rsi` bytes at `rdi` (at most [`MAX_COPY`]) with entropy from the processor (rdrand).
 pub const SYS_ENTROPY: u64 = 4;
-/// Give up the processor (the kernel runs due expiries and returns).
+/// Give up the processor. (Due expiries run on every return to user mode: once a call has
+/// returned a time past a grant's expiry, the grant's pages are unmapped.)
 pub const SYS_YIELD: u64 = 5;
 /// Create an object: `rdi` = kind ([`KIND_DATA`] or [`KIND_CONTEXT`]), `rsi` = pages after the
 /// null page (1 ..= [`MAX_OBJECT_PAGES`]), `rdx` = default protections (bits of
@@ -54,6 +55,11 @@ pub const SYS_REVOKE_RECORD: u64 = 15;
 /// Set the fault-recovery range: a denied access whose instruction lies in `rdi .. rsi`
 /// resumes at `rdx` with `rax` = [`FAULT_DENIED`] instead of ending the task.
 pub const SYS_SET_RECOVERY: u64 = 16;
+
+/// Bytes per object slot: object `n`'s byte `b` is at user address `slot * SLOT_SIZE + b`.
+pub const SLOT_SIZE: u64 = 1 << 30;
+/// The last user slot (user addresses are `SLOT_SIZE .. (LAST_SLOT + 1) * SLOT_SIZE`).
+pub const LAST_SLOT: u64 = 400;
 
 /// The most bytes one system call copies from or to user memory.
 pub const MAX_COPY: u64 = 4096;
@@ -143,6 +149,21 @@ impl Error {
         }
     }
 }
+
+/// Reports from this step number on are measurements, not scenario steps: step
+/// `BENCH_STEP + scheme * 100 + op * 2` carries the minimum of an operation's rdtsc cycles,
+/// the next step its median (`scheme`: 0 Ed25519, 1 P-256; `op`: see [`BENCH_OPS`]).
+pub const BENCH_STEP: u64 = 1000;
+
+/// The operations the benchmark program measures, in `op` order.
+pub const BENCH_OPS: [&str; 6] = [
+    "one signature (32-byte message)",
+    "capability creation (sign a cap)",
+    "key-pair objects (keygen + 2 objects)",
+    "context creation (object + map + touch)",
+    "context edit (add a cap, in place)",
+    "attach + switch",
+];
 
 /// What a program reports for a step ([`SYS_REPORT`]'s `rsi`).
 pub mod report {

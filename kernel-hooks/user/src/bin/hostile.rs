@@ -23,7 +23,7 @@ const HEAP_PAGES: u64 = 8;
 /// Kernel memory (the kernel image is loaded at 1 MiB).
 const KERNEL_ADDR: u64 = 0x10_0000;
 /// A slot no object of this task's is in (the last user slot).
-const UNMAPPED_ADDR: u64 = 192 * (1 << 30) + PAGE;
+const UNMAPPED_ADDR: u64 = abi::LAST_SLOT * abi::SLOT_SIZE + PAGE;
 
 /// Reports what a call returned: OK, or its error.
 fn check<T>(step: u64, r: Result<T, Error>) {
