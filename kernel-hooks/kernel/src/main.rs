@@ -319,7 +319,7 @@ fn report_user_bench(bench: &[program::StepReport]) {
     println!(
         "user-space benchmarks: rdtsc in ring 3, min / median of 5 runs, us at the calibrated \
          TSC ({} MHz). QEMU TCG here, emulated time; the thesis measured Twizzler under QEMU \
-         (KVM) on a Ryzen 5 2600: compare ratios, not absolute times.",
+         on a Ryzen 5 2600: compare ratios, not absolute times.",
         clock::tsc_hz() / 1_000_000
     );
     println!(
