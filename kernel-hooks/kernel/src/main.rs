@@ -272,9 +272,9 @@ fn report_programs(results: Option<&program_scenarios::ProgramResults>) -> bool 
     );
     let bad = print_rows(&results.rows);
     let mhz = (clock::tsc_hz() / 1_000_000).max(1);
-    for (name, traps, cycles) in &results.runs {
+    for (name, faults, calls, cycles) in &results.runs {
         println!(
-            "  {name}: {traps} traps (page faults and system calls), {cycles} cycles = {} us",
+            "  {name}: {faults} page faults, {calls} system calls, {cycles} cycles = {} us",
             cycles / mhz
         );
     }

@@ -308,6 +308,8 @@ pub struct ProgramRun {
     pub reports: Vec<StepReport>,
     /// Page faults and system calls it took.
     pub traps: usize,
+    /// Page faults among them.
+    pub faults: usize,
     /// rdtsc cycles it ran for (kernel work included).
     pub cycles: u64,
 }
@@ -411,6 +413,7 @@ pub fn run(program: &Program, args: [u64; 4]) -> Result<ProgramRun, String> {
         outcome,
         reports: task.reports,
         traps,
+        faults,
         cycles,
     })
 }

@@ -269,7 +269,7 @@ pub const HOSTILE: [Step; 34] = [
 
 /// The scenarios program (`kernel-hooks/user/src/bin/scenarios.rs`): policies it builds
 /// itself and lives under.
-pub const SCENARIOS: [Step; 15] = [
+pub const SCENARIOS: [Step; 18] = [
     step(1, "log: overwrite an old entry", "denied", Expect::Denied),
     step(2, "log: append in the gate's window", "ok", Expect::Ok),
     step(3, "log: read an old entry", "read 0x00", Expect::Byte(0)),
@@ -324,6 +324,19 @@ pub const SCENARIOS: [Step; 15] = [
         "jail: detach home",
         "ENOTALLOWED",
         Expect::Err(Error::NotAllowed),
+    ),
+    step(
+        16,
+        "self-edit: read under its cap",
+        "read 0x00",
+        Expect::Byte(0),
+    ),
+    step(17, "self-edit: mask it in the active ctx", "ok", Expect::Ok),
+    step(
+        18,
+        "self-edit: read after its own edit",
+        "denied",
+        Expect::Denied,
     ),
 ];
 
@@ -413,8 +426,8 @@ fn rows_of(
 pub struct ProgramResults {
     /// The table.
     pub rows: Vec<Row>,
-    /// Per program: (name, traps, rdtsc cycles).
-    pub runs: Vec<(&'static str, usize, u64)>,
+    /// Per program: (name, page faults, system calls, rdtsc cycles).
+    pub runs: Vec<(&'static str, usize, usize, u64)>,
     /// The measurements the programs reported (steps from `BENCH_STEP` on).
     pub bench: Vec<StepReport>,
 }
@@ -461,7 +474,7 @@ pub fn run_all() -> Option<ProgramResults> {
             Ok(run) => {
                 rows.extend(rows_of(exit_row, steps, &run, exit_row));
                 bench.extend(run.reports.iter().filter(|r| r.step >= BENCH_STEP).cloned());
-                runs.push((name, run.traps, run.cycles));
+                runs.push((name, run.faults, run.traps - run.faults, run.cycles));
             }
             Err(e) => rows.push(Row {
                 name: exit_row,

@@ -4,6 +4,7 @@
 //!   over its append window;
 //! - delegation to a child context with fewer rights, revoked while the child runs;
 //! - a capability that expires while the program runs;
+//! - a program editing its own active context, and denied on its next access;
 //! - a parser jailed in an UNDETACHABLE context with read access to its input only (last: the
 //!   program cannot leave it).
 //!
@@ -165,6 +166,20 @@ fn run() -> Result<(), u64> {
         sys::yield_now();
     }
     read(9, brief.base + PAGE);
+
+    // A program editing its own (active) context: a mask takes its read right away, and
+    // the next access is denied.
+    let mine = setup(31, object(KIND_DATA, 1, Protections::empty(), Some(kuid)))?;
+    let read_mine = signed(32, Cap::mint(CapGrant::new(mine.id, home.id, r()), &sk))?;
+    edit_home(&|ed| ed.add_cap(&read_mine))?;
+    read(16, mine.base + PAGE);
+    check(
+        17,
+        ctx::edit(home.base, CTX_PAGES, |ed| {
+            ed.set_mask(mine.id, Protections::empty(), Protections::empty())
+        }),
+    );
+    read(18, mine.base + PAGE);
 
     // The jail: an UNDETACHABLE context granting r-- on the input only. Its object is
     // readable by default (to attach it) and writable only through home's capability.
