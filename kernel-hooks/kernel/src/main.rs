@@ -359,6 +359,30 @@ fn report_user_bench(bench: &[program::StepReport]) {
     println!(
         "  thesis ratios: key-pair objects / cap creation 1.87x, context / cap creation 0.81x"
     );
+    // What each operation made the kernel do, per run (its warm-up run included).
+    for (scheme, name) in [(0, "Ed25519"), (1, "P-256")] {
+        print!("  {name}, per run: page faults / engine misses / signatures verified:");
+        for (op, label) in (0u64..).zip([
+            "sign",
+            "cap",
+            "key-pair",
+            "context",
+            "edit",
+            "attach+switch",
+        ]) {
+            let step = user_abi::BENCH_STEP + scheme * 100 + op * 2;
+            if let Some(r) = bench.iter().find(|r| r.step == step) {
+                let runs = user_abi::BENCH_RUNS + 1;
+                print!(
+                    "  {label} {}/{}/{}",
+                    r.faults / runs,
+                    r.misses_verifies.0 / runs,
+                    r.misses_verifies.1 / runs
+                );
+            }
+        }
+        println!();
+    }
 }
 
 /// Prints the table and the cycle counts; returns whether every row matched.

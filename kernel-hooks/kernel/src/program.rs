@@ -16,7 +16,7 @@ use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicU64, Ordering};
 
-use kernel_hooks::SecCtxMgr;
+use kernel_hooks::{SecCtxMgr, Stats};
 use twizzler_capsec::{AccessKind, ObjID, Protections, SecCtxEditor};
 
 use crate::elf::{self, PF_W, PF_X};
@@ -273,6 +273,10 @@ pub struct StepReport {
     pub detail: u64,
     /// The denials the kernel delivered since the previous report.
     pub denials: Vec<Delivered>,
+    /// The task's page faults since the previous report.
+    pub faults: u64,
+    /// The engine's decisions since the previous report: (misses, signatures verified).
+    pub misses_verifies: (u64, u64),
 }
 
 /// A running program's state, beside its registers.
@@ -289,6 +293,10 @@ pub struct Task {
     pub pending: Vec<Delivered>,
     /// What it reported.
     pub reports: Vec<StepReport>,
+    /// Page faults it took so far.
+    pub faults: u64,
+    /// Its page faults and the engine's counters at its last report.
+    pub at_last_report: (u64, Stats),
 }
 
 impl Task {
@@ -325,6 +333,8 @@ pub fn run(program: &Program, args: [u64; 4]) -> Result<ProgramRun, String> {
         recovery: None,
         pending: Vec::new(),
         reports: Vec::new(),
+        faults: 0,
+        at_last_report: (0, ENGINE.stats()),
     };
     let mut frame = UserFrame {
         rip: loaded.entry,
@@ -371,6 +381,7 @@ pub fn run(program: &Program, args: [u64; 4]) -> Result<ProgramRun, String> {
         match vector {
             trap::PAGE_FAULT => {
                 faults += 1;
+                task.faults += 1;
                 if faults > MAX_PROGRAM_FAULTS {
                     break Outcome::Runaway(MAX_PROGRAM_FAULTS);
                 }

@@ -58,11 +58,18 @@ fn dispatch(task: &mut Task, n: u64, a: [u64; 5]) -> Result<(u64, u64), Error> {
     match n {
         abi::SYS_REPORT => {
             let denials: Vec<Delivered> = core::mem::take(&mut task.pending);
+            let now = (task.faults, ENGINE.stats());
+            let (faults, before) = core::mem::replace(&mut task.at_last_report, now);
             task.reports.push(StepReport {
                 step: a[0],
                 code: a[1],
                 detail: a[2],
                 denials,
+                faults: task.faults - faults,
+                misses_verifies: (
+                    now.1.misses.wrapping_sub(before.misses),
+                    now.1.verifies.wrapping_sub(before.verifies),
+                ),
             });
             Ok((0, 0))
         }

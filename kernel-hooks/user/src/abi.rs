@@ -152,8 +152,13 @@ impl Error {
 
 /// Reports from this step number on are measurements, not scenario steps: step
 /// `BENCH_STEP + scheme * 100 + op * 2` carries the minimum of an operation's rdtsc cycles,
-/// the next step its median (`scheme`: 0 Ed25519, 1 P-256; `op`: see [`BENCH_OPS`]).
+/// the next step its median (`scheme`: 0 Ed25519, 1 P-256; `op`: see [`BENCH_OPS`]); step
+/// `BENCH_STEP + scheme * 100 + 99` marks the end of a scheme's setup (the kernel counts each
+/// report's page faults and engine work since the previous report).
 pub const BENCH_STEP: u64 = 1000;
+
+/// Timed runs of each benchmarked operation (after one untimed run).
+pub const BENCH_RUNS: u64 = 5;
 
 /// The operations the benchmark program measures, in `op` order.
 pub const BENCH_OPS: [&str; 6] = [
