@@ -19,6 +19,8 @@ pub enum Expect {
     Ok,
     /// A granted read of this byte.
     Byte(u8),
+    /// A call that returned this value.
+    Returned(u64),
     /// An access the engine denied.
     Denied,
     /// A system call failing with this error.
@@ -269,7 +271,7 @@ pub const HOSTILE: [Step; 34] = [
 
 /// The scenarios program (`kernel-hooks/user/src/bin/scenarios.rs`): policies it builds
 /// itself and lives under.
-pub const SCENARIOS: [Step; 18] = [
+pub const SCENARIOS: [Step; 21] = [
     step(1, "log: overwrite an old entry", "denied", Expect::Denied),
     step(2, "log: append in the gate's window", "ok", Expect::Ok),
     step(3, "log: read an old entry", "read 0x00", Expect::Byte(0)),
@@ -338,6 +340,19 @@ pub const SCENARIOS: [Step; 18] = [
         "denied",
         Expect::Denied,
     ),
+    step(
+        19,
+        "gate: call the library's entry point",
+        "returned 0x2a",
+        Expect::Returned(0x2a),
+    ),
+    step(20, "gate: the call switched to its ctx", "ok", Expect::Ok),
+    step(
+        21,
+        "gate: call between entry points",
+        "denied",
+        Expect::Denied,
+    ),
 ];
 
 /// The table row of `s` from the program's `reports`.
@@ -358,6 +373,7 @@ fn row(s: &Step, reports: &[StepReport]) -> Row {
                 r.detail == u64::from(b),
                 None,
             ),
+            Expect::Returned(v) => (format!("returned {:#x}", r.detail), r.detail == v, None),
             e => ("ok".into(), e == Expect::Ok, None),
         },
         report::DENIED => {

@@ -75,15 +75,49 @@ macro_rules! entry {
 }
 
 extern "C" fn user_entry(a: u64, b: u64, c: u64, d: u64) -> u64 {
-    let start = (&raw const __user_probe_start) as u64;
-    let end = (&raw const __user_probe_end) as u64;
-    let landing = (&raw const __user_probe_landing) as u64;
+    let (start, end, landing) = probe_range();
     if sys::set_recovery(start, end, landing).is_err() {
         return u64::MAX;
     }
     // SAFETY: `entry!` defines `__user_main` with this signature; a program without it does
     // not link.
     unsafe { __user_main([a, b, c, d]) }
+}
+
+/// The probes' recovery range and its landing address, as `user_entry` sets them: a program
+/// that widens the range for a while (to call code that may be denied) sets it back with
+/// these.
+pub fn probe_range() -> (u64, u64, u64) {
+    (
+        (&raw const __user_probe_start) as u64,
+        (&raw const __user_probe_end) as u64,
+        (&raw const __user_probe_landing) as u64,
+    )
+}
+
+/// Calls the code at user address `entry` as `extern "C" fn() -> u64`, recovering from a
+/// denied fetch: the recovery range is the one instruction's page range `entry ..
+/// entry + 1`, so a denied fetch at `entry` comes back as [`Denied`] (the return address
+/// `call` pushed is on the stack; the landing address returns to it). The probes' range is
+/// restored afterwards.
+///
+/// # Safety
+///
+/// The code at `entry`, if it runs, must be a function with that signature that touches no
+/// memory Rust code of this program uses.
+pub unsafe fn try_call(entry: u64) -> Result<u64, Denied> {
+    let (start, end, landing) = probe_range();
+    if sys::set_recovery(entry, entry.saturating_add(1), landing).is_err() {
+        return Err(Denied);
+    }
+    // SAFETY: the caller vouches for the code; a denied fetch at `entry` lands on `ret`.
+    let f: extern "C" fn() -> u64 = unsafe { core::mem::transmute(entry as usize) };
+    let v = f();
+    let _ = sys::set_recovery(start, end, landing);
+    if v == FAULT_DENIED {
+        return Err(Denied);
+    }
+    Ok(v)
 }
 
 /// The engine denied a probe's access.

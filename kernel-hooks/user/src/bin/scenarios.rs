@@ -5,6 +5,7 @@
 //! - delegation to a child context with fewer rights, revoked while the child runs;
 //! - a capability that expires while the program runs;
 //! - a program editing its own active context, and denied on its next access;
+//! - a library reachable only through its entry gate;
 //! - a parser jailed in an UNDETACHABLE context with read access to its input only (last: the
 //!   program cannot leave it).
 //!
@@ -18,7 +19,7 @@ extern crate alloc;
 
 use kernel_hooks_user::abi::{KIND_CONTEXT, KIND_DATA, report};
 use kernel_hooks_user::heap::{self, PAGE};
-use kernel_hooks_user::rt::{try_read, try_write};
+use kernel_hooks_user::rt::{try_call, try_read, try_write};
 use kernel_hooks_user::{Error, ctx, entry, sys};
 use twizzler_capsec::{
     Cap, CapGrant, CtxFlags, Del, DelGrant, Expiry, Gate, ObjID, Protections, SigningKey,
@@ -180,6 +181,49 @@ fn run() -> Result<(), u64> {
         }),
     );
     read(18, mine.base + PAGE);
+
+    // A library reachable only through its entry gate: code written by the program into an
+    // object of its own (home may read and write it, not execute it), executable for the
+    // library's context through a code gate with an entry point every 16 bytes. A call at an
+    // entry point switches the thread into the library's context; a call between entry
+    // points is denied.
+    let lib = setup(33, object(KIND_DATA, 1, Protections::empty(), Some(kuid)))?;
+    let lib_ctx = setup(34, object(KIND_CONTEXT, CTX_PAGES, rw(), None))?;
+    let write_lib = signed(35, Cap::mint(CapGrant::new(lib.id, home.id, rw()), &sk))?;
+    edit_home(&|ed| ed.add_cap(&write_lib))?;
+    let mut exec = CapGrant::new(lib.id, lib_ctx.id, Protections::READ | Protections::EXEC);
+    exec.gate = signed(36, Gate::new(PAGE, 0x100, 16))?;
+    let enter_lib = signed(37, Cap::mint(exec, &sk))?;
+    setup(
+        38,
+        ctx::edit(lib_ctx.base, CTX_PAGES, |ed| ed.add_cap(&enter_lib)),
+    )?;
+    // `mov eax, 0x2a; ret`, at every 8 bytes of the gate's range.
+    const FUNC: [u8; 8] = [0xb8, 0x2a, 0, 0, 0, 0xc3, 0x90, 0x90];
+    for i in 0..32u64 {
+        for (j, b) in (0..).zip(FUNC) {
+            // SAFETY: the library object is this program's, not memory Rust code uses.
+            unsafe { core::ptr::write_volatile((lib.base + PAGE + i * 8 + j) as *mut u8, b) };
+        }
+    }
+    setup(39, sys::attach(lib_ctx.id))?;
+    // SAFETY: the code at both addresses is `mov eax, 0x2a; ret`.
+    match unsafe { try_call(lib.base + PAGE) } {
+        Ok(v) => sys::report(19, report::OK, v),
+        Err(_) => sys::report(19, report::DENIED, 0),
+    }
+    match sys::active() {
+        Ok(a) if a == lib_ctx.id => sys::report(20, report::OK, 0),
+        Ok(_) => sys::report(20, report::ERROR, Error::NotAttached as u64),
+        Err(e) => sys::report(20, report::ERROR, e as u64),
+    }
+    setup(40, sys::switch(home.id))?;
+    // SAFETY: as above.
+    match unsafe { try_call(lib.base + PAGE + 8) } {
+        Ok(v) => sys::report(21, report::OK, v),
+        Err(_) => sys::report(21, report::DENIED, 0),
+    }
+    setup(41, sys::detach(lib_ctx.id))?;
 
     // The jail: an UNDETACHABLE context granting r-- on the input only. Its object is
     // readable by default (to attach it) and writable only through home's capability.
