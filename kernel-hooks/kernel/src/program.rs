@@ -297,6 +297,8 @@ pub struct Task {
     pub faults: u64,
     /// Its page faults and the engine's counters at its last report.
     pub at_last_report: (u64, Stats),
+    /// Whether it may move the engine's clock (`SYS_ADVANCE_CLOCK`, test-only).
+    pub may_set_clock: bool,
 }
 
 impl Task {
@@ -322,8 +324,9 @@ pub struct ProgramRun {
     pub cycles: u64,
 }
 
-/// Loads `program` and runs it with arguments `args` (`rdi`, `rsi`, `rdx`, `r8`).
-pub fn run(program: &Program, args: [u64; 4]) -> Result<ProgramRun, String> {
+/// Loads `program` and runs it with arguments `args` (`rdi`, `rsi`, `rdx`, `r8`);
+/// `may_set_clock`: it may move the engine's clock (a test-only right).
+pub fn run(program: &Program, args: [u64; 4], may_set_clock: bool) -> Result<ProgramRun, String> {
     let loaded = load(program.elf)?;
     crate::task::clear_user_space();
     let mut task = Task {
@@ -335,6 +338,7 @@ pub fn run(program: &Program, args: [u64; 4]) -> Result<ProgramRun, String> {
         reports: Vec::new(),
         faults: 0,
         at_last_report: (0, ENGINE.stats()),
+        may_set_clock,
     };
     let mut frame = UserFrame {
         rip: loaded.entry,

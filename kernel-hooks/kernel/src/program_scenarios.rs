@@ -77,7 +77,7 @@ pub const POLICY: [Step; 8] = [
 
 /// The hostile program (`kernel-hooks/user/src/bin/hostile.rs`): every row an error code
 /// or a denial, and the kernel still standing.
-pub const HOSTILE: [Step; 34] = [
+pub const HOSTILE: [Step; 35] = [
     step(
         1,
         "hostile: entropy -> kernel address",
@@ -267,6 +267,12 @@ pub const HOSTILE: [Step; 34] = [
         "denied",
         Expect::Denied,
     ),
+    step(
+        35,
+        "hostile: move the engine's clock",
+        "ENOTALLOWED",
+        Expect::Err(Error::NotAllowed),
+    ),
 ];
 
 /// The scenarios program (`kernel-hooks/user/src/bin/scenarios.rs`): policies it builds
@@ -448,6 +454,15 @@ pub struct ProgramResults {
     pub bench: Vec<StepReport>,
 }
 
+/// A program to run, and how to judge it.
+struct Spec {
+    name: &'static str,
+    steps: &'static [Step],
+    exit_row: &'static str,
+    args: [u64; 4],
+    may_set_clock: bool,
+}
+
 /// Runs every program; `None` when the kernel was built without them.
 pub fn run_all() -> Option<ProgramResults> {
     if program::programs().is_empty() {
@@ -464,18 +479,40 @@ pub fn run_all() -> Option<ProgramResults> {
         ids::KEY_ED25519.raw() as u64,
         ids::PUBLIC.raw() as u64,
     ];
-    let table: [(&'static str, &[Step], &'static str, [u64; 4]); 4] = [
-        ("policy", &POLICY, "policy: exits", [0; 4]),
-        (
+    let spec = |name, steps, exit_row, args, may_set_clock| Spec {
+        name,
+        steps,
+        exit_row,
+        args,
+        may_set_clock,
+    };
+    let table = [
+        spec("policy", &POLICY[..], "policy: exits", [0; 4], false),
+        spec(
             "hostile",
-            &HOSTILE,
+            &HOSTILE[..],
             "hostile: exits (kernel unharmed)",
             hostile_args,
+            false,
         ),
-        ("scenarios", &SCENARIOS, "scenarios: exits", [0; 4]),
-        ("bench", &[], "bench: exits", [0; 4]),
+        // The scenarios program may move the engine's clock (its expiring capability).
+        spec(
+            "scenarios",
+            &SCENARIOS[..],
+            "scenarios: exits",
+            [0; 4],
+            true,
+        ),
+        spec("bench", &[], "bench: exits", [0; 4], false),
     ];
-    for (name, steps, exit_row, args) in table {
+    for Spec {
+        name,
+        steps,
+        exit_row,
+        args,
+        may_set_clock,
+    } in table
+    {
         let Some(p) = program::program(name) else {
             rows.push(Row {
                 name: exit_row,
@@ -486,7 +523,7 @@ pub fn run_all() -> Option<ProgramResults> {
             });
             continue;
         };
-        match program::run(p, args) {
+        match program::run(p, args, may_set_clock) {
             Ok(run) => {
                 rows.extend(rows_of(exit_row, steps, &run, exit_row));
                 bench.extend(run.reports.iter().filter(|r| r.step >= BENCH_STEP).cloned());

@@ -61,6 +61,14 @@ pub const SLOT_SIZE: u64 = 1 << 30;
 /// The last user slot (user addresses are `SLOT_SIZE .. (LAST_SLOT + 1) * SLOT_SIZE`).
 pub const LAST_SLOT: u64 = 400;
 
+/// Test-only: move the engine's clock forward by `rdi` ns (at most one day) and run the
+/// expiries that makes due; returns the new time. Only a task the kernel started with the
+/// right may (the scenarios program, to expire a capability without waiting on a timing
+/// window); any other gets [`Error::NotAllowed`]. A real kernel would not have this call.
+pub const SYS_ADVANCE_CLOCK: u64 = 17;
+/// The most an advance of the clock may move it.
+pub const MAX_CLOCK_ADVANCE_NS: u64 = 86_400_000_000_000;
+
 /// The most bytes one system call copies from or to user memory.
 pub const MAX_COPY: u64 = 4096;
 /// The most pages an object a program creates may have (after its null page).

@@ -182,6 +182,11 @@ pub fn revoke_record_bytes(kind: u64, bytes: &[u8]) -> Result<(), Error> {
     .map(|_| ())
 }
 
+/// Test-only: moves the engine's clock forward by `ns`; returns the new time.
+pub fn advance_clock(ns: u64) -> Result<u64, Error> {
+    call(abi::SYS_ADVANCE_CLOCK, [ns, 0, 0, 0, 0]).map(|(t, _)| t)
+}
+
 /// Sets the fault-recovery range (see [`crate::rt`]).
 pub fn set_recovery(start: u64, end: u64, landing: u64) -> Result<(), Error> {
     call(abi::SYS_SET_RECOVERY, [start, end, landing, 0, 0]).map(|_| ())

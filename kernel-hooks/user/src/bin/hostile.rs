@@ -162,6 +162,8 @@ fn main(args: [u64; 4]) -> u64 {
         sys::set_recovery(KERNEL_ADDR, KERNEL_ADDR + 16, KERNEL_ADDR),
     );
 
+    check(35, sys::advance_clock(1_000));
+
     // Kernel memory and an unmapped slot, touched directly.
     probe(33, KERNEL_ADDR);
     probe(34, UNMAPPED_ADDR);
