@@ -77,7 +77,7 @@ pub const POLICY: [Step; 8] = [
 
 /// The hostile program (`kernel-hooks/user/src/bin/hostile.rs`): every row an error code
 /// or a denial, and the kernel still standing.
-pub const HOSTILE: [Step; 35] = [
+pub const HOSTILE: [Step; 40] = [
     step(
         1,
         "hostile: entropy -> kernel address",
@@ -272,6 +272,31 @@ pub const HOSTILE: [Step; 35] = [
         "hostile: move the engine's clock",
         "ENOTALLOWED",
         Expect::Err(Error::NotAllowed),
+    ),
+    step(
+        36,
+        "hostile: entropy -> a boot context",
+        "EACCES",
+        Expect::Err(Error::Denied),
+    ),
+    step(37, "hostile: read a boot context", "denied", Expect::Denied),
+    step(
+        38,
+        "hostile: entropy -> its own context (rw-)",
+        "ok",
+        Expect::Ok,
+    ),
+    step(
+        39,
+        "hostile: attach a context twice",
+        "EALREADY",
+        Expect::Err(Error::Already),
+    ),
+    step(
+        40,
+        "hostile: unmap an object twice",
+        "ENOTATTACHED",
+        Expect::Err(Error::NotAttached),
     ),
 ];
 

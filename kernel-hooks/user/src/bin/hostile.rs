@@ -164,6 +164,26 @@ fn main(args: [u64; 4]) -> u64 {
 
     check(35, sys::advance_clock(1_000));
 
+    // Contexts through memory: a boot context it may not write (nor read), and one of its
+    // own it may (the kernel's copy into it goes through the context write protocol).
+    let boot_ctx_base = sys::map(boot_ctx).unwrap_or(0);
+    check(36, entropy_raw(boot_ctx_base + PAGE, 8));
+    probe(37, boot_ctx_base + PAGE);
+    let own = sys::create_object(
+        KIND_CONTEXT,
+        1,
+        Protections::READ | Protections::WRITE,
+        None,
+    );
+    let own_base = own.and_then(sys::map).unwrap_or(0);
+    // Past the empty context's bytes: the context stays valid.
+    check(38, entropy_raw(own_base + 2 * PAGE - 64, 16));
+    check(
+        39,
+        own.and_then(|c| sys::attach(c).and_then(|()| sys::attach(c))),
+    );
+    check(40, sys::unmap(public).and_then(|()| sys::unmap(public)));
+
     // Kernel memory and an unmapped slot, touched directly.
     probe(33, KERNEL_ADDR);
     probe(34, UNMAPPED_ADDR);
