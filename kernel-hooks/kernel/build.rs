@@ -2,7 +2,7 @@
 //! and embeds the user programs `cargo xtask` built (`KERNEL_HOOKS_USER_BIN_DIR`).
 
 /// The user programs the kernel embeds (binaries of `kernel-hooks/user`).
-const PROGRAMS: [&str; 4] = ["policy", "hostile", "scenarios", "bench"];
+const PROGRAMS: [&str; 6] = ["policy", "hostile", "scenarios", "bench", "owner", "reader"];
 
 fn main() {
     let dir = std::env::var("CARGO_MANIFEST_DIR").unwrap_or_else(|_| ".".to_owned());

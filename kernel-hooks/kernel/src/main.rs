@@ -278,6 +278,9 @@ fn report_programs(results: Option<&program_scenarios::ProgramResults>) -> bool 
             cycles / mhz
         );
     }
+    if !results.pair_ran {
+        println!("  two microservices at once (owner and reader): skipped (1 CPU online)");
+    }
     report_user_bench(&results.bench);
     let total = results.rows.len();
     if bad == 0 {

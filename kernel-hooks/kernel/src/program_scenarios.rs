@@ -477,6 +477,125 @@ pub struct ProgramResults {
     pub runs: Vec<(&'static str, usize, usize, u64)>,
     /// The measurements the programs reported (steps from `BENCH_STEP` on).
     pub bench: Vec<StepReport>,
+    /// Whether the two microservices ran (they need a second CPU).
+    pub pair_ran: bool,
+}
+
+/// The owner of the two microservices (`owner.rs`), run on the boot CPU.
+pub const OWNER: [Step; 3] = [
+    step(1, "owner: publishes a cap for the reader", "ok", Expect::Ok),
+    step(2, "owner: revokes while the reader reads", "ok", Expect::Ok),
+    step(3, "owner: counts the reads at revocation", "ok", Expect::Ok),
+];
+
+/// The reader of the two microservices (`reader.rs`), run on CPU 1 at the same time.
+pub const READER: [Step; 2] = [
+    step(
+        1,
+        "reader: denied once the owner revoked",
+        "denied",
+        Expect::Denied,
+    ),
+    step(2, "reader: granted reads before that", "ok", Expect::Ok),
+];
+
+/// How long the boot CPU waits for the reader on CPU 1 after the owner has exited.
+const READER_TIMEOUT_NS: u64 = 30_000_000_000;
+
+/// Two microservices at once: the reader on CPU 1 reads a shared object in a loop while the
+/// owner on the boot CPU revokes its capability. `None` with one CPU.
+fn run_pair(rows: &mut Vec<Row>, runs: &mut Vec<(&'static str, usize, usize, u64)>) -> Option<()> {
+    if crate::smp::online() < 2 {
+        return None;
+    }
+    let (Some(owner), Some(reader)) = (program::program("owner"), program::program("reader"))
+    else {
+        rows.push(Row {
+            name: "microservices: embedded",
+            expected: "yes",
+            got: "no".into(),
+            ok: false,
+            reason: None,
+        });
+        return Some(());
+    };
+    let rw = twizzler_capsec::Protections::READ | twizzler_capsec::Protections::WRITE;
+    let Ok(mailbox) = program::new_data_object(1, rw, None) else {
+        rows.push(Row {
+            name: "microservices: a mailbox object",
+            expected: "made",
+            got: "out of objects".into(),
+            ok: false,
+            reason: None,
+        });
+        return Some(());
+    };
+    let args = [
+        mailbox.id.raw() as u64,
+        (mailbox.id.raw() >> 64) as u64,
+        0,
+        0,
+    ];
+    let pending = crate::smp::run_on(1, move || program::run(reader, args, false));
+    let owner_run = program::run(owner, args, false);
+    let reader_run = pending.and_then(|p| p.wait(READER_TIMEOUT_NS));
+    let mut counts = (None, None);
+    for (name, steps, exit_row, run) in [
+        ("owner", &OWNER[..], "owner: exits", Some(owner_run)),
+        ("reader", &READER[..], "reader (CPU 1): exits", reader_run),
+    ] {
+        match run {
+            Some(Ok(run)) => {
+                rows.extend(rows_of(exit_row, steps, &run, exit_row));
+                let detail = |step| {
+                    run.reports
+                        .iter()
+                        .find(|r| r.step == step)
+                        .map(|r| r.detail)
+                };
+                if name == "owner" {
+                    counts.0 = detail(3);
+                } else {
+                    counts.1 = detail(2);
+                }
+                runs.push((name, run.faults, run.traps - run.faults, run.cycles));
+            }
+            Some(Err(e)) => rows.push(Row {
+                name: exit_row,
+                expected: "exited 0x0",
+                got: format!("did not load: {e}"),
+                ok: false,
+                reason: None,
+            }),
+            None => rows.push(Row {
+                name: exit_row,
+                expected: "exited 0x0",
+                got: "did not finish on CPU 1".into(),
+                ok: false,
+                reason: None,
+            }),
+        }
+    }
+    // Once the revocation has returned (its shootdown done), the reader can finish at most
+    // the one read it had begun: every later one faults and is denied.
+    let (got, ok) = match counts {
+        (Some(at), Some(last)) if last >= at => (
+            format!("{} (of {last}; {at} at revocation)", last - at),
+            last - at <= 1 && at > 0,
+        ),
+        (at, last) => (
+            format!("counts missing or backwards: {at:?}, {last:?}"),
+            false,
+        ),
+    };
+    rows.push(Row {
+        name: "reader: reads after revoke returned",
+        expected: "at most 1",
+        got,
+        ok,
+        reason: None,
+    });
+    Some(())
 }
 
 /// A program to run, and how to judge it.
@@ -563,5 +682,11 @@ pub fn run_all() -> Option<ProgramResults> {
             }),
         }
     }
-    Some(ProgramResults { rows, runs, bench })
+    let pair_ran = run_pair(&mut rows, &mut runs).is_some();
+    Some(ProgramResults {
+        rows,
+        runs,
+        bench,
+        pair_ran,
+    })
 }

@@ -116,8 +116,8 @@ pub enum Outcome {
     BadSyscall(u64),
     /// It trapped more times than it may (its limit).
     Runaway(usize),
-    /// It ran longer than [`TASK_TIME_LIMIT_NS`].
-    TimedOut,
+    /// It ran longer than its time limit (ns; [`TASK_TIME_LIMIT_NS`] for the probes).
+    TimedOut(u64),
 }
 
 impl fmt::Display for Outcome {
@@ -132,11 +132,7 @@ impl fmt::Display for Outcome {
             ),
             Self::BadSyscall(n) => write!(f, "unknown system call {n}"),
             Self::Runaway(limit) => write!(f, "more than {limit} traps"),
-            Self::TimedOut => write!(
-                f,
-                "still running after {} ms",
-                TASK_TIME_LIMIT_NS / 1_000_000
-            ),
+            Self::TimedOut(limit) => write!(f, "still running after {} ms", limit / 1_000_000),
         }
     }
 }
@@ -322,7 +318,7 @@ pub fn run_shared_with_traps(
                 }
             }
             if clock::monotonic_ns().saturating_sub(started) > TASK_TIME_LIMIT_NS {
-                break Outcome::TimedOut;
+                break Outcome::TimedOut(TASK_TIME_LIMIT_NS);
             }
             continue;
         }

@@ -178,6 +178,21 @@ pub const BENCH_OPS: [&str; 6] = [
     "attach + switch",
 ];
 
+/// The two microservices' shared mailbox (`owner` and `reader`, running at once on two CPUs):
+/// the index of each `u64` word past the mailbox object's null page.
+pub mod mailbox {
+    /// 1 once the owner has published the ids below.
+    pub const READY: usize = 0;
+    /// The shared object's id (low, high).
+    pub const OBJECT: usize = 1;
+    /// The reader's context's id (low, high).
+    pub const CTX: usize = 3;
+    /// Reads the reader completed (it adds one after each granted read).
+    pub const READS: usize = 5;
+    /// `READS` as the owner read it when its revocation returned.
+    pub const READS_AT_REVOKE: usize = 6;
+}
+
 /// What a program reports for a step ([`SYS_REPORT`]'s `rsi`).
 pub mod report {
     /// The step succeeded (an access granted: the detail is the byte read).

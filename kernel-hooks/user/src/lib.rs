@@ -4,6 +4,7 @@
 //! - [`sys`]: the system calls, with typed wrappers;
 //! - [`ctx`]: editing a context object in place with `SecCtxEditor`;
 //! - [`heap`]: the global allocator, over a heap object the program creates and maps;
+//! - [`mailbox`]: words two programs running at once share through an object;
 //! - [`rt`]: the entry point, the panic handler, and the probes whose denied accesses come
 //!   back as errors instead of ending the task.
 //!
@@ -20,6 +21,7 @@ extern crate alloc;
 pub mod abi;
 pub mod ctx;
 pub mod heap;
+pub mod mailbox;
 pub mod rt;
 pub mod sys;
 
