@@ -8,7 +8,7 @@ use crate::twizzler::{ABI_COMMIT, BACKTRACER_COMMIT, LIMINE_BRANCH, OVMF, UPSTRE
 use crate::{
     AARCH64_BARE_METAL_TARGET, AARCH64_GCC, AARCH64_LINUX_TARGET, AARCH64_PACKAGES,
     AARCH64_SYSROOT, BARE_METAL_TARGET, DEFAULT_FUZZ_SECONDS, KERNEL_DIR, QEMU, QEMU_PACKAGE,
-    QEMU_TIMEOUT, QEMU_USER,
+    QEMU_TIMEOUT, QEMU_USER, USER_DIR,
 };
 
 /// The help text, with the steps of `test` listed from [`test_steps`] so it cannot drift.
@@ -37,14 +37,18 @@ COMMANDS:
         It mints Ed25519 and P-256 keys from the OS RNG, signs capabilities and a
         delegation, builds two security contexts, parses them back and prints every
         access decision with its reason.
-        Then builds the QEMU test kernel ({KERNEL_DIR}) and boots it:
-          cargo build --release --locked --target {BARE_METAL_TARGET}   (in {KERNEL_DIR})
+        Then builds the user programs and the QEMU test kernel ({KERNEL_DIR}), which
+        embeds them, and boots it:
+          cargo build --release --locked --target {BARE_METAL_TARGET}
+            (in {USER_DIR}, into the kernel's target directory, then in {KERNEL_DIR})
           {QEMU} -machine q35 -accel tcg,thread=multi -smp 4 -cpu max -m 256M
             -kernel <elf> -serial stdio ...
         The kernel runs ring-3 tasks whose page faults kernel-hooks decides, and prints
         a table (scenario, expected, got) and the cycles of cache hits and misses; then,
         on four CPUs, a table of tasks on three CPUs racing revocations, invalidation and
-        expiry on the fourth, with revocation latency and decide cycles under contention.
+        expiry on the fourth, with revocation latency and decide cycles under contention;
+        then ring-3 Rust programs making and living under their own policy, a hostile one,
+        and their benchmarks beside the thesis's figures (a table of steps, expected vs got).
         Exits non-zero if any decision or row is not the expected one. Installs the
         {BARE_METAL_TARGET} target (rustup) and {QEMU_PACKAGE} (apt-get, needs root)
         when missing, as `test` does.

@@ -1,5 +1,6 @@
-//! The QEMU reference kernel (`kernel-hooks/kernel`, outside the workspace): its format, clippy
-//! and build steps, and booting it under QEMU with a timeout.
+//! The QEMU reference kernel (`kernel-hooks/kernel`, outside the workspace) and its user
+//! programs (`kernel-hooks/user`, outside it too): their format, clippy and build steps, and
+//! booting the kernel under QEMU with a timeout.
 
 use std::env;
 use std::io::{BufRead, BufReader};
@@ -11,7 +12,7 @@ use std::time::{Duration, Instant};
 use crate::run::{Workspace, command_line, in_ci, run_env, run_in};
 use crate::{
     BARE_METAL_TARGET, KERNEL_BIN, KERNEL_DIR, KERNEL_MISMATCH_STATUS, KERNEL_SUCCESS_STATUS, QEMU,
-    QEMU_HEADLESS, QEMU_TIMEOUT,
+    QEMU_HEADLESS, QEMU_TIMEOUT, USER_DIR,
 };
 
 pub(crate) fn kernel_dir(ws: &Workspace) -> PathBuf {
@@ -25,41 +26,58 @@ pub(crate) fn kernel_cargo(ws: &Workspace, args: &[&str]) -> Result<(), String> 
     run_in(&kernel_dir(ws), "cargo", args)
 }
 
-/// Step: `cargo fmt --check` on the kernel crate.
+/// Step: `cargo fmt --check` on the kernel crate and on the user programs' crate.
 pub(crate) fn kernel_format(ws: &Workspace) -> Result<(), String> {
-    if in_ci() {
-        kernel_cargo(ws, &["fmt", "--check", "--", "--color", "never"])
+    let args: &[&str] = if in_ci() {
+        &["fmt", "--check", "--", "--color", "never"]
     } else {
-        kernel_cargo(ws, &["fmt", "--check"])
+        &["fmt", "--check"]
+    };
+    kernel_cargo(ws, args)?;
+    run_in(&ws.root.join(USER_DIR), "cargo", args)
+}
+
+/// Builds the user programs, then the kernel ELF that embeds them, with `env` (the clippy
+/// wrapper, in `cargo xtask test`, lints both). The programs are built in the kernel's
+/// target directory, with the kernel's profile, so the crypto crates both use are compiled
+/// once.
+pub(crate) fn kernel_build(ws: &Workspace, env: &[(&str, &str)]) -> Result<(), String> {
+    let build = [
+        "build",
+        "--release",
+        "--locked",
+        "--target",
+        BARE_METAL_TARGET,
+    ];
+    let target_dir = kernel_target_dir(ws).to_string_lossy().into_owned();
+    let mut user_args = build.to_vec();
+    user_args.extend(["--target-dir", &target_dir]);
+    run_env(&ws.root.join(USER_DIR), env, "cargo", &user_args)?;
+    let bin_dir = user_bin_dir(ws).to_string_lossy().into_owned();
+    let mut kernel_env = env.to_vec();
+    kernel_env.push(("KERNEL_HOOKS_USER_BIN_DIR", &bin_dir));
+    run_env(&kernel_dir(ws), &kernel_env, "cargo", &build)
+}
+
+/// The kernel's target directory (honouring `CARGO_TARGET_DIR`, relative to the kernel's
+/// crate as cargo takes it there).
+fn kernel_target_dir(ws: &Workspace) -> PathBuf {
+    match env::var_os("CARGO_TARGET_DIR") {
+        Some(dir) => kernel_dir(ws).join(dir),
+        None => kernel_dir(ws).join("target"),
     }
 }
 
-/// Builds the kernel ELF, with `env` (the clippy wrapper, in `cargo xtask test`).
-pub(crate) fn kernel_build(ws: &Workspace, env: &[(&str, &str)]) -> Result<(), String> {
-    run_env(
-        &kernel_dir(ws),
-        env,
-        "cargo",
-        &[
-            "build",
-            "--release",
-            "--locked",
-            "--target",
-            BARE_METAL_TARGET,
-        ],
-    )
-}
-
-/// Where `kernel_build` leaves the ELF (honouring `CARGO_TARGET_DIR`).
-pub(crate) fn kernel_elf(ws: &Workspace) -> PathBuf {
-    let target_dir = match env::var_os("CARGO_TARGET_DIR") {
-        Some(dir) => kernel_dir(ws).join(dir),
-        None => kernel_dir(ws).join("target"),
-    };
-    target_dir
+/// Where `kernel_build` leaves the user programs' ELF images.
+fn user_bin_dir(ws: &Workspace) -> PathBuf {
+    kernel_target_dir(ws)
         .join(BARE_METAL_TARGET)
         .join("release")
-        .join(KERNEL_BIN)
+}
+
+/// Where `kernel_build` leaves the ELF.
+pub(crate) fn kernel_elf(ws: &Workspace) -> PathBuf {
+    user_bin_dir(ws).join(KERNEL_BIN)
 }
 
 /// Step: boots the kernel on one CPU.

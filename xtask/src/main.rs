@@ -62,6 +62,8 @@ const DEFAULT_FUZZ_SECONDS: u64 = 60;
 /// The QEMU test kernel's crate, relative to the workspace root (outside the workspace, with
 /// its own Cargo.lock, like `fuzz/`).
 const KERNEL_DIR: &str = "kernel-hooks/kernel";
+/// The user programs' crate, relative to the workspace root (outside the workspace too).
+const USER_DIR: &str = "kernel-hooks/user";
 /// The kernel's binary name.
 const KERNEL_BIN: &str = "kernel-hooks-qemu";
 /// The QEMU binary that boots it, and the Debian package providing it.

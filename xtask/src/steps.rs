@@ -192,14 +192,17 @@ pub(crate) fn test_steps() -> Vec<Step> {
         },
         Step {
             name: "qemu kernel: format",
-            about: "cargo fmt --check, in kernel-hooks/kernel (outside the workspace)",
+            about: "cargo fmt --check, in kernel-hooks/kernel and kernel-hooks/user (outside the \
+                    workspace)",
             action: Action::Custom(kernel_format),
         },
         Step {
             name: "qemu kernel: clippy and build",
             about: "RUSTC_WORKSPACE_WRAPPER=clippy-driver cargo build --release --locked --target \
-                    x86_64-unknown-none, in kernel-hooks/kernel: clippy's lints while it \
-                    builds, warnings denied by the target's rustflags",
+                    x86_64-unknown-none, in kernel-hooks/user (the ring-3 programs, into the \
+                    kernel's target directory) and then kernel-hooks/kernel, which embeds \
+                    them: clippy's lints while they build, warnings denied by the target's \
+                    rustflags",
             action: Action::Custom(kernel_lint_and_build),
         },
         Step {

@@ -22,14 +22,23 @@ pub fn init() {
     TSC_AT_BOOT.store(cpu::rdtsc(), Ordering::Relaxed);
 }
 
+/// The TSC frequency measured at boot, in Hz (0 until then).
+static TSC_HZ: AtomicU64 = AtomicU64::new(0);
+
 /// Records the TSC frequency measured at boot. Until then the clock reads 0.
 pub fn set_tsc_hz(hz: u64) {
     let hz = hz.max(1);
+    TSC_HZ.store(hz, Ordering::Relaxed);
     let per_tick = (1_000_000_000u128 << 32) / u128::from(hz);
     NS_PER_TICK_32.store(
         u64::try_from(per_tick).unwrap_or(u64::MAX),
         Ordering::Relaxed,
     );
+}
+
+/// The TSC frequency measured at boot, in Hz (0 before calibration).
+pub fn tsc_hz() -> u64 {
+    TSC_HZ.load(Ordering::Relaxed)
 }
 
 /// Nanoseconds since boot.

@@ -26,6 +26,11 @@
 //! [`task::detach`], detaches first and then unmaps that context's pages). The 33 scenarios
 //! run on the boot CPU; [`smp_scenarios`] then races tasks on the other CPUs against
 //! revocations, evictions with the cache full and detaches, and prints a second table.
+//!
+//! Last, [`program_scenarios`] runs the user programs written in Rust (`kernel-hooks/user`,
+//! embedded by `build.rs` when `cargo xtask` built them): [`program`] loads each into objects
+//! and runs it in ring 3, [`syscall`] serves its system calls (every pointer checked), and a
+//! third table compares what each program reports with what the kernel expects and saw.
 
 #![no_std]
 #![no_main]
@@ -38,21 +43,30 @@ mod boot;
 mod clock;
 mod conformance;
 mod cpu;
+mod elf;
 mod exit;
 mod gdt;
 mod heap;
 mod objects;
 mod paging;
 mod port;
+mod program;
+mod program_scenarios;
 mod rng;
 mod scenarios;
 mod serial;
 mod smp;
 mod smp_scenarios;
+mod syscall;
 mod task;
 mod timer;
 mod trap;
 mod user;
+// The system-call ABI, shared with the user programs (one file, so the two sides agree). Not
+// every constant is used on this side (some only name what a program passes).
+#[allow(dead_code)]
+#[path = "../../user/src/abi.rs"]
+mod user_abi;
 mod world;
 
 use exit::Outcome;
@@ -158,9 +172,11 @@ fn run(start_info: u64) -> Result<bool, alloc::string::String> {
     let conformant = conformance::run();
     let results = scenarios::run_all();
     let smp_results = smp_scenarios::run_all();
+    let program_results = program_scenarios::run_all();
     let ok = report(&results);
     let smp_ok = report_smp(smp_results.as_ref());
-    Ok(conformant && ok && smp_ok)
+    let programs_ok = report_programs(program_results.as_ref());
+    Ok(conformant && ok && smp_ok && programs_ok)
 }
 
 /// Prints one table of rows; returns how many did not match.
@@ -238,6 +254,138 @@ fn report_smp(results: Option<&smp_scenarios::SmpResults>) -> bool {
         println!("kernel-hooks-qemu: {bad} of {total} several-CPU scenarios MISMATCH");
     }
     bad == 0
+}
+
+/// Prints the user programs' table; returns whether every row matched.
+fn report_programs(results: Option<&program_scenarios::ProgramResults>) -> bool {
+    println!();
+    let Some(results) = results else {
+        println!(
+            "user programs: not embedded (the kernel was built without \
+             KERNEL_HOOKS_USER_BIN_DIR; `cargo xtask` builds them)"
+        );
+        return true;
+    };
+    println!(
+        "user programs (Rust, ring 3, code/data/stack/heap in objects; each step reported by \
+         the program, checked by the kernel):"
+    );
+    let bad = print_rows(&results.rows);
+    let mhz = (clock::tsc_hz() / 1_000_000).max(1);
+    for (name, faults, calls, cycles) in &results.runs {
+        println!(
+            "  {name}: {faults} page faults, {calls} system calls, {cycles} cycles = {} us",
+            cycles / mhz
+        );
+    }
+    if !results.pair_ran {
+        println!("  two microservices at once (owner and reader): skipped (1 CPU online)");
+    }
+    report_user_bench(&results.bench);
+    let total = results.rows.len();
+    if bad == 0 {
+        println!("kernel-hooks-qemu: all {total} user-program rows match");
+    } else {
+        println!("kernel-hooks-qemu: {bad} of {total} user-program rows MISMATCH");
+    }
+    bad == 0
+}
+
+/// The thesis's userspace figures (Twizzler under QEMU on a Ryzen 5 2600), per operation of
+/// `user_abi::BENCH_OPS`, in microseconds.
+const THESIS_US: [Option<&str>; 6] = [
+    None,
+    Some("347.97"),
+    Some("651.69"),
+    Some("282.10"),
+    None,
+    None,
+];
+
+/// Prints the benchmark program's measurements beside the thesis's figures.
+fn report_user_bench(bench: &[program::StepReport]) {
+    if bench.is_empty() {
+        return;
+    }
+    let cycles = |scheme: u64, op: u64, median: u64| {
+        let step = user_abi::BENCH_STEP + scheme * 100 + op * 2 + median;
+        bench.iter().find(|r| r.step == step).map(|r| r.detail)
+    };
+    let khz = (clock::tsc_hz() / 1_000).max(1);
+    let us = |c: Option<u64>| {
+        c.map_or_else(
+            || alloc::string::String::from("-"),
+            |c| alloc::format!("{}.{:02}", c * 1_000 / khz, c * 100_000 / khz % 100),
+        )
+    };
+    println!();
+    println!(
+        "user-space benchmarks: rdtsc in ring 3, min / median of 5 runs, us at the calibrated \
+         TSC ({} MHz). QEMU TCG here, emulated time; the thesis measured Twizzler under QEMU \
+         on a Ryzen 5 2600: compare ratios, not absolute times.",
+        clock::tsc_hz() / 1_000_000
+    );
+    println!(
+        "  {:<40} {:>12} {:>12} {:>12} {:>12} {:>10}",
+        "operation", "Ed25519 min", "median", "P-256 min", "median", "thesis"
+    );
+    for (op, name) in (0u64..).zip(user_abi::BENCH_OPS) {
+        println!(
+            "  {:<40} {:>12} {:>12} {:>12} {:>12} {:>10}",
+            name,
+            us(cycles(0, op, 0)),
+            us(cycles(0, op, 1)),
+            us(cycles(1, op, 0)),
+            us(cycles(1, op, 1)),
+            THESIS_US.get(op as usize).copied().flatten().unwrap_or("-")
+        );
+    }
+    // Ratios within this boot: each operation against one signature of its scheme (medians).
+    for (scheme, name) in [(0, "Ed25519"), (1, "P-256")] {
+        let Some(sign) = cycles(scheme, 0, 1).filter(|&c| c > 0) else {
+            continue;
+        };
+        print!("  {name}, median / one signature:");
+        for (op, label) in [
+            (1, "cap"),
+            (2, "key-pair objects"),
+            (3, "context"),
+            (4, "edit"),
+            (5, "attach+switch"),
+        ] {
+            if let Some(c) = cycles(scheme, op, 1) {
+                print!("  {label} {}.{:02}x", c / sign, c * 100 / sign % 100);
+            }
+        }
+        println!();
+    }
+    println!(
+        "  thesis ratios: key-pair objects / cap creation 1.87x, context / cap creation 0.81x"
+    );
+    // What each operation made the kernel do, per run (its warm-up run included).
+    for (scheme, name) in [(0, "Ed25519"), (1, "P-256")] {
+        print!("  {name}, per run: page faults / engine misses / signatures verified:");
+        for (op, label) in (0u64..).zip([
+            "sign",
+            "cap",
+            "key-pair",
+            "context",
+            "edit",
+            "attach+switch",
+        ]) {
+            let step = user_abi::BENCH_STEP + scheme * 100 + op * 2;
+            if let Some(r) = bench.iter().find(|r| r.step == step) {
+                let runs = user_abi::BENCH_RUNS + 1;
+                print!(
+                    "  {label} {}/{}/{}",
+                    r.faults / runs,
+                    r.misses_verifies.0 / runs,
+                    r.misses_verifies.1 / runs
+                );
+            }
+        }
+        println!();
+    }
 }
 
 /// Prints the table and the cycle counts; returns whether every row matched.

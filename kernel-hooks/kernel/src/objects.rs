@@ -188,6 +188,19 @@ impl CtxObject {
         true
     }
 
+    /// A copy of the context's bytes as they are now (under the state lock, so not torn by a
+    /// kernel edit).
+    pub fn snapshot(&self) -> Vec<u8> {
+        let _state = self.state.lock();
+        (0..self.len)
+            .map(|off| {
+                self.frames
+                    .get(1 + off / PAGE as usize)
+                    .map_or(0, |f| f.read_byte(off as u64))
+            })
+            .collect()
+    }
+
     /// Whether a user mapping of the context may be writable.
     pub fn is_dirty(&self) -> bool {
         self.state.lock().dirty
@@ -242,45 +255,109 @@ impl Object {
     }
 }
 
-/// Every object, sorted by id.
+/// How many objects user programs (and the kernel, loading them) may add after boot.
+pub const MAX_DYNAMIC: usize = 256;
+
+/// Every object: those built at boot, sorted by id, then the ones added since
+/// ([`ObjectTable::insert`]), in order. Objects are never removed, so a `&Object` the table
+/// hands out stays valid for ever.
 pub struct ObjectTable {
     objects: Vec<Object>,
+    /// Objects added after boot: each entry is set once; `claimed` counts the entries handed
+    /// out (an entry claimed but not yet set reads as absent).
+    dynamic: alloc::boxed::Box<[Once<Object>]>,
+    claimed: AtomicUsize,
+    /// Held while an object is checked for a unique id and slot and inserted.
+    inserting: Mutex<()>,
+}
+
+/// Why [`ObjectTable::insert`] refused an object.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InsertError {
+    /// The table has no room left.
+    Full,
+    /// An object already has that id or that slot.
+    Taken,
 }
 
 impl ObjectTable {
     /// A table of `objects` (sorted here).
     pub fn new(mut objects: Vec<Object>) -> Self {
         objects.sort_by_key(|o| o.id);
-        Self { objects }
+        Self {
+            objects,
+            dynamic: (0..MAX_DYNAMIC).map(|_| Once::new()).collect(),
+            claimed: AtomicUsize::new(0),
+            inserting: Mutex::new(()),
+        }
     }
 
     fn index(&self, id: ObjID) -> Option<usize> {
         self.objects.binary_search_by_key(&id, |o| o.id).ok()
     }
 
+    /// The objects added after boot, with their index among them.
+    fn added(&self) -> impl Iterator<Item = (usize, &Object)> {
+        let n = self.claimed.load(Ordering::Acquire).min(MAX_DYNAMIC);
+        self.dynamic
+            .iter()
+            .take(n)
+            .enumerate()
+            .filter_map(|(i, o)| o.get().map(|o| (i, o)))
+    }
+
     /// The object `id`.
     pub fn get(&self, id: ObjID) -> Option<&Object> {
-        self.index(id).and_then(|i| self.objects.get(i))
+        self.index(id)
+            .and_then(|i| self.objects.get(i))
+            .or_else(|| self.added().map(|(_, o)| o).find(|o| o.id == id))
     }
 
     /// How many context objects there are.
     pub fn contexts(&self) -> usize {
         self.objects
             .iter()
+            .chain(self.added().map(|(_, o)| o))
             .filter(|o| o.as_context().is_some())
             .count()
     }
 
     /// The object presented in slot `slot`.
     pub fn in_slot(&self, slot: u64) -> Option<&Object> {
-        self.objects.iter().find(|o| o.slot == Some(slot))
+        self.objects
+            .iter()
+            .find(|o| o.slot == Some(slot))
+            .or_else(|| self.added().map(|(_, o)| o).find(|o| o.slot == Some(slot)))
     }
 
     /// The page-table tag of pages granted under context `ctx`: its index in the table plus
-    /// one, or [`CtxTag::UNKNOWN`] for a context not in the table (or past the 127 tags).
+    /// one (objects added after boot count after the boot ones), or [`CtxTag::UNKNOWN`] for a
+    /// context not in the table (or past the 127 tags).
     pub fn tag_of(&self, ctx: ObjID) -> CtxTag {
-        self.index(ctx)
-            .map_or(CtxTag::UNKNOWN, |i| CtxTag::new(i.saturating_add(1)))
+        let index = self.index(ctx).or_else(|| {
+            self.added()
+                .find(|(_, o)| o.id == ctx)
+                .map(|(i, _)| self.objects.len().saturating_add(i))
+        });
+        index.map_or(CtxTag::UNKNOWN, |i| CtxTag::new(i.saturating_add(1)))
+    }
+
+    /// Adds `object` after boot: its id and its slot (if it has one) must be new.
+    pub fn insert(&self, object: Object) -> Result<&Object, InsertError> {
+        let _guard = self.inserting.lock();
+        if self.get(object.id).is_some() {
+            return Err(InsertError::Taken);
+        }
+        if let Some(slot) = object.slot
+            && self.in_slot(slot).is_some()
+        {
+            return Err(InsertError::Taken);
+        }
+        let i = self.claimed.load(Ordering::Acquire);
+        let entry = self.dynamic.get(i).ok_or(InsertError::Full)?;
+        let added = entry.call_once(|| object);
+        self.claimed.store(i + 1, Ordering::Release);
+        Ok(added)
     }
 }
 

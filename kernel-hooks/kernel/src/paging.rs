@@ -25,8 +25,12 @@ use twizzler_capsec::Protections;
 pub const PAGE: u64 = 4096;
 /// Bytes per object slot (the largest object).
 pub const SLOT_SIZE: u64 = 1 << 30;
-/// Object slots (slot 0 is the kernel's identity map).
-pub const MAX_SLOTS: u64 = 128;
+/// Object slots (slot 0 is the kernel's identity map): 1 ..= 128 for the boot-built objects,
+/// 129 ..= 400 for user programs and the objects they create (`crate::program`).
+pub const MAX_SLOTS: u64 = 400;
+
+// The user programs' ABI names the last slot too.
+const _: () = assert!(MAX_SLOTS == crate::user_abi::LAST_SLOT);
 /// The identity map's extent.
 const IDENTITY_LIMIT: u64 = 1 << 30;
 

@@ -114,10 +114,10 @@ pub enum Outcome {
     },
     /// It made an unknown system call.
     BadSyscall(u64),
-    /// It trapped more than [`MAX_TRAPS`] times.
-    Runaway,
-    /// It ran longer than [`TASK_TIME_LIMIT_NS`].
-    TimedOut,
+    /// It trapped more times than it may (its limit).
+    Runaway(usize),
+    /// It ran longer than its time limit (ns; [`TASK_TIME_LIMIT_NS`] for the probes).
+    TimedOut(u64),
 }
 
 impl fmt::Display for Outcome {
@@ -131,12 +131,8 @@ impl fmt::Display for Outcome {
                 trap::vector_name(*vector)
             ),
             Self::BadSyscall(n) => write!(f, "unknown system call {n}"),
-            Self::Runaway => write!(f, "more than {MAX_TRAPS} traps"),
-            Self::TimedOut => write!(
-                f,
-                "still running after {} ms",
-                TASK_TIME_LIMIT_NS / 1_000_000
-            ),
+            Self::Runaway(limit) => write!(f, "more than {limit} traps"),
+            Self::TimedOut(limit) => write!(f, "still running after {} ms", limit / 1_000_000),
         }
     }
 }
@@ -322,13 +318,13 @@ pub fn run_shared_with_traps(
                 }
             }
             if clock::monotonic_ns().saturating_sub(started) > TASK_TIME_LIMIT_NS {
-                break Outcome::TimedOut;
+                break Outcome::TimedOut(TASK_TIME_LIMIT_NS);
             }
             continue;
         }
         traps += 1;
         if traps > max_traps {
-            break Outcome::Runaway;
+            break Outcome::Runaway(max_traps);
         }
         match vector {
             trap::PAGE_FAULT => {
@@ -542,7 +538,7 @@ fn map(
 /// Handles one page fault: `Ok` when the page is now mapped (or the access is to be retried),
 /// or the outcome that ends the task. `rip` is the faulting instruction. `ctx_invalidated`:
 /// this is the second decision of a context write, made after `invalidate_ctx`.
-fn page_fault(
+pub(crate) fn page_fault(
     thread: &SecCtxMgr,
     addr: u64,
     error: u64,

@@ -1,0 +1,474 @@
+//! User programs written in Rust (`kernel-hooks/user`): loading them into objects and running
+//! them in ring 3.
+//!
+//! `cargo xtask` builds the userspace crate before the kernel and points the kernel's build
+//! script at its ELF images (`KERNEL_HOOKS_USER_BIN_DIR`), which are embedded here. At run
+//! time the loader copies each `PT_LOAD` segment into an object of its own, in the slot the
+//! program was linked for (code `r-x`, data and bss `rw-`, as default protections), gives the
+//! task a stack object and an empty security context of its own, and runs it. Every page the
+//! program touches, its own code included, is a page fault the engine decides, and every
+//! pointer it passes to a system call is checked ([`crate::syscall`]).
+//!
+//! A task may only touch objects it has mapped (its code, data and stack, and what it maps
+//! with `SYS_MAP`): a fault in another slot is `NoObject`, whatever the engine would say.
+
+use alloc::string::{String, ToString};
+use alloc::vec::Vec;
+use core::sync::atomic::{AtomicU64, Ordering};
+
+use kernel_hooks::{SecCtxMgr, Stats};
+use twizzler_capsec::{AccessKind, ObjID, Protections, SecCtxEditor};
+
+use crate::elf::{self, PF_W, PF_X};
+use crate::objects::{Body, CtxObject, ENGINE, InsertError, Object, PAGING, table};
+use crate::paging::{Frame, MAX_SLOTS, PAGE, PageTables, SLOT_SIZE};
+use crate::task::{Denial, Outcome};
+use crate::trap::{self, UserFrame};
+use crate::user_abi::{Error, FAULT_DENIED};
+use crate::{clock, cpu, syscall, timer};
+
+/// A program image embedded in the kernel.
+pub struct Program {
+    /// Its binary's name.
+    pub name: &'static str,
+    /// Its ELF image.
+    pub elf: &'static [u8],
+}
+
+/// The programs `cargo xtask` built, or none when the kernel was built without them.
+pub fn programs() -> &'static [Program] {
+    #[cfg(user_programs)]
+    {
+        &[
+            Program {
+                name: "policy",
+                elf: include_bytes!(env!("KERNEL_HOOKS_USER_POLICY")),
+            },
+            Program {
+                name: "hostile",
+                elf: include_bytes!(env!("KERNEL_HOOKS_USER_HOSTILE")),
+            },
+            Program {
+                name: "scenarios",
+                elf: include_bytes!(env!("KERNEL_HOOKS_USER_SCENARIOS")),
+            },
+            Program {
+                name: "bench",
+                elf: include_bytes!(env!("KERNEL_HOOKS_USER_BENCH")),
+            },
+            Program {
+                name: "owner",
+                elf: include_bytes!(env!("KERNEL_HOOKS_USER_OWNER")),
+            },
+            Program {
+                name: "reader",
+                elf: include_bytes!(env!("KERNEL_HOOKS_USER_READER")),
+            },
+        ]
+    }
+    #[cfg(not(user_programs))]
+    {
+        &[]
+    }
+}
+
+/// The program named `name`, if embedded.
+pub fn program(name: &str) -> Option<&'static Program> {
+    programs().iter().find(|p| p.name == name)
+}
+
+/// Slots a program's segments may be linked into (`kernel-hooks/user/build.rs`).
+pub const PROGRAM_SLOTS: core::ops::Range<u64> = 129..150;
+/// The first slot of the objects made at run time (stacks, programs' contexts, and what
+/// programs create); they go up to [`MAX_SLOTS`].
+pub const FIRST_DYNAMIC_SLOT: u64 = 150;
+/// Pages of a task's stack object (after its null page).
+pub const STACK_PAGES: u64 = 32;
+/// How long a program may run (monotonic time, kernel work included): programs sign and
+/// verify in emulated time, and under host load a run took 3.6 s where it takes 0.3 s idle;
+/// the probes' 5 s is too tight for them.
+pub const PROGRAM_TIME_LIMIT_NS: u64 = 30_000_000_000;
+
+/// Page faults a program task may take (system calls and interrupts do not count: a program
+/// that waits for the clock in a loop of system calls is bounded by its time limit).
+pub const MAX_PROGRAM_FAULTS: usize = 20_000;
+
+/// The next slot for an object made at run time.
+static NEXT_SLOT: AtomicU64 = AtomicU64::new(FIRST_DYNAMIC_SLOT);
+/// The next id for an object made at run time.
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+/// Object ids made at run time: `0x7573_6572` ("user") in the high word, a counter below.
+const RUNTIME_ID_BASE: u128 = 0x7573_6572 << 64;
+
+/// A fresh object id.
+pub fn fresh_id() -> ObjID {
+    ObjID::new(RUNTIME_ID_BASE | u128::from(NEXT_ID.fetch_add(1, Ordering::Relaxed)))
+}
+
+/// A free slot for an object made at run time.
+fn fresh_slot() -> Result<u64, Error> {
+    let slot = NEXT_SLOT.fetch_add(1, Ordering::Relaxed);
+    if slot > MAX_SLOTS {
+        return Err(Error::NoSpace);
+    }
+    Ok(slot)
+}
+
+/// `n` zeroed frames from the pool.
+fn frames(n: u64) -> Result<Vec<Frame>, Error> {
+    let mut paging = PAGING.lock();
+    let pt = paging.as_mut().ok_or(Error::NoSpace)?;
+    (0..n)
+        .map(|_| pt.alloc_frame().map_err(|_| Error::NoSpace))
+        .collect()
+}
+
+fn insert(object: Object) -> Result<&'static Object, Error> {
+    let t = table().ok_or(Error::NoSpace)?;
+    t.insert(object).map_err(|e| match e {
+        InsertError::Full | InsertError::Taken => Error::NoSpace,
+    })
+}
+
+/// Adds a data object of `pages` zeroed pages (after its null page) in a fresh slot.
+pub fn new_data_object(
+    pages: u64,
+    default_prots: Protections,
+    kuid: Option<ObjID>,
+) -> Result<&'static Object, Error> {
+    let slot = fresh_slot()?;
+    let frames = frames(pages + 1)?;
+    insert(Object {
+        id: fresh_id(),
+        kuid,
+        default_prots,
+        slot: Some(slot),
+        body: Body::Frames(frames),
+    })
+}
+
+/// Adds a context object of `pages` pages (after its null page) in a fresh slot, holding an
+/// empty encoded context followed by zeros: its size is all its pages, so a program can grow
+/// it in place.
+pub fn new_context_object(
+    pages: u64,
+    default_prots: Protections,
+    kuid: Option<ObjID>,
+) -> Result<&'static Object, Error> {
+    let slot = fresh_slot()?;
+    let mut bytes = SecCtxEditor::new().encode().map_err(|_| Error::NoSpace)?;
+    let len = usize::try_from(pages * PAGE).map_err(|_| Error::BadArg)?;
+    if bytes.len() > len {
+        return Err(Error::BadArg);
+    }
+    bytes.resize(len, 0);
+    let frames = {
+        let mut paging = PAGING.lock();
+        let pt = paging.as_mut().ok_or(Error::NoSpace)?;
+        let n = usize::try_from(pages + 1).map_err(|_| Error::BadArg)?;
+        pt.alloc_contiguous(n).map_err(|_| Error::NoSpace)?
+    };
+    let ctx = CtxObject::new(frames, &bytes).ok_or(Error::NoSpace)?;
+    insert(Object {
+        id: fresh_id(),
+        kuid,
+        default_prots,
+        slot: Some(slot),
+        body: Body::Context(ctx),
+    })
+}
+
+/// Adds a key object for `key`.
+pub fn new_key_object(key: twizzler_capsec::VerifyingKey) -> Result<&'static Object, Error> {
+    insert(Object {
+        id: fresh_id(),
+        kuid: None,
+        default_prots: Protections::empty(),
+        slot: None,
+        body: Body::Key(key),
+    })
+}
+
+/// A program loaded into objects, ready to run.
+pub struct Loaded {
+    /// Where it starts.
+    pub entry: u64,
+    /// Its objects: one per segment, then its stack.
+    pub objects: Vec<ObjID>,
+    /// Its stack's top.
+    pub stack_top: u64,
+    /// The security context it starts in (empty, its own).
+    pub ctx: ObjID,
+}
+
+/// Loads `elf` into new objects.
+pub fn load(elf_image: &[u8]) -> Result<Loaded, String> {
+    let image = elf::parse(elf_image).map_err(|e| e.to_string())?;
+    let mut objects = Vec::new();
+    for seg in &image.segments {
+        let slot = seg.vaddr / SLOT_SIZE;
+        let offset = seg.vaddr % SLOT_SIZE;
+        if !PROGRAM_SLOTS.contains(&slot) || offset < PAGE {
+            return Err(alloc::format!(
+                "segment at {:#x}: not in a program slot past the null page",
+                seg.vaddr
+            ));
+        }
+        let end = offset
+            .checked_add(seg.mem_len)
+            .filter(|&e| e <= SLOT_SIZE)
+            .ok_or("segment larger than its slot")?;
+        let mut fr = frames(end.div_ceil(PAGE)).map_err(|e| e.name().to_string())?;
+        for (i, chunk) in seg.bytes.chunks(PAGE as usize).enumerate() {
+            // Segment bytes from `offset`; a chunk may straddle two frames.
+            let at = offset + i as u64 * PAGE;
+            let (page, in_page) = ((at / PAGE) as usize, (at % PAGE) as usize);
+            let first = chunk.len().min(PAGE as usize - in_page);
+            let (a, b) = chunk.split_at(first);
+            let ok = fr.get_mut(page).is_some_and(|f| f.write_at(in_page, a))
+                && (b.is_empty() || fr.get_mut(page + 1).is_some_and(|f| f.write_at(0, b)));
+            if !ok {
+                return Err("segment bytes do not fit its frames".into());
+            }
+        }
+        let prots = if seg.flags & PF_X != 0 {
+            Protections::READ | Protections::EXEC
+        } else if seg.flags & PF_W != 0 {
+            Protections::READ | Protections::WRITE
+        } else {
+            Protections::READ
+        };
+        let object = insert(Object {
+            id: fresh_id(),
+            kuid: None,
+            default_prots: prots,
+            slot: Some(slot),
+            body: Body::Frames(fr),
+        })
+        .map_err(|e| alloc::format!("segment object: {}", e.name()))?;
+        objects.push(object.id);
+    }
+    let rw = Protections::READ | Protections::WRITE;
+    let stack = new_data_object(STACK_PAGES, rw, None)
+        .map_err(|e| alloc::format!("stack: {}", e.name()))?;
+    let stack_top = stack.base().ok_or("stack without a slot")? + (STACK_PAGES + 1) * PAGE;
+    objects.push(stack.id);
+    let ctx = new_context_object(1, Protections::empty(), None)
+        .map_err(|e| alloc::format!("context: {}", e.name()))?;
+    Ok(Loaded {
+        entry: image.entry,
+        objects,
+        stack_top,
+        ctx: ctx.id,
+    })
+}
+
+/// A denied access the kernel delivered to the task's recovery address.
+#[derive(Clone, Debug)]
+pub struct Delivered {
+    /// The faulting address.
+    pub addr: u64,
+    /// The access.
+    pub kind: AccessKind,
+    /// Why it was denied.
+    pub why: String,
+}
+
+/// One step a program reported (`SYS_REPORT`).
+#[derive(Clone, Debug)]
+pub struct StepReport {
+    /// The step.
+    pub step: u64,
+    /// Its `report` code.
+    pub code: u64,
+    /// Its detail.
+    pub detail: u64,
+    /// The denials the kernel delivered since the previous report.
+    pub denials: Vec<Delivered>,
+    /// The task's page faults since the previous report.
+    pub faults: u64,
+    /// The engine's decisions since the previous report: (misses, signatures verified).
+    pub misses_verifies: (u64, u64),
+}
+
+/// A running program's state, beside its registers.
+pub struct Task {
+    /// Its security contexts.
+    pub thread: SecCtxMgr,
+    /// The objects it has mapped.
+    pub mapped: Vec<ObjID>,
+    /// The key objects it created.
+    pub owned_keys: Vec<ObjID>,
+    /// Its fault-recovery range and landing address.
+    pub recovery: Option<(u64, u64, u64)>,
+    /// Denials delivered since its last report.
+    pub pending: Vec<Delivered>,
+    /// What it reported.
+    pub reports: Vec<StepReport>,
+    /// Page faults it took so far.
+    pub faults: u64,
+    /// Its page faults and the engine's counters at its last report.
+    pub at_last_report: (u64, Stats),
+    /// Whether it may move the engine's clock (`SYS_ADVANCE_CLOCK`, test-only).
+    pub may_set_clock: bool,
+}
+
+impl Task {
+    /// Whether the task has mapped the object in `addr`'s slot; that object.
+    pub fn object_at(&self, addr: u64) -> Option<&'static Object> {
+        let slot = PageTables::slot_of(addr)?;
+        let object = table()?.in_slot(slot)?;
+        self.mapped.contains(&object.id).then_some(object)
+    }
+}
+
+/// How a program run ended, and what it reported.
+pub struct ProgramRun {
+    /// How it ended.
+    pub outcome: Outcome,
+    /// Its reports.
+    pub reports: Vec<StepReport>,
+    /// Page faults and system calls it took.
+    pub traps: usize,
+    /// Page faults among them.
+    pub faults: usize,
+    /// rdtsc cycles it ran for (kernel work included).
+    pub cycles: u64,
+}
+
+/// Loads `program` and runs it with arguments `args` (`rdi`, `rsi`, `rdx`, `r8`);
+/// `may_set_clock`: it may move the engine's clock (a test-only right).
+pub fn run(program: &Program, args: [u64; 4], may_set_clock: bool) -> Result<ProgramRun, String> {
+    let loaded = load(program.elf)?;
+    crate::task::clear_user_space();
+    let mut task = Task {
+        thread: SecCtxMgr::new(loaded.ctx),
+        mapped: loaded.objects.clone(),
+        owned_keys: Vec::new(),
+        recovery: None,
+        pending: Vec::new(),
+        reports: Vec::new(),
+        faults: 0,
+        at_last_report: (0, ENGINE.stats()),
+        may_set_clock,
+    };
+    let mut frame = UserFrame {
+        rip: loaded.entry,
+        rsp: loaded.stack_top,
+        rdi: args[0],
+        rsi: args[1],
+        rdx: args[2],
+        r8: args[3],
+        ..UserFrame::default()
+    };
+    let t0 = cpu::rdtsc();
+    let started = clock::monotonic_ns();
+    timer::rearm();
+    let mut traps = 0;
+    let mut faults = 0;
+    let outcome = loop {
+        let _ = timer::run_deferred();
+        // Expiries due run on every return to user mode, whatever the timer's latency: once
+        // a system call has shown the task a time past a grant's expiry, the grant's pages
+        // are gone before the task runs again.
+        if ENGINE.next_deadline_in(clock::monotonic_ns()) == Some(0) {
+            let _ = ENGINE.expire();
+            timer::rearm();
+        }
+        trap::enter_user(&mut frame);
+        let vector = u8::try_from(frame.vector).unwrap_or(0);
+        if vector == trap::SHOOTDOWN_VECTOR {
+            crate::apic::eoi();
+            continue;
+        }
+        if vector == trap::TIMER_VECTOR
+            || vector == trap::SPURIOUS_VECTOR
+            || trap::PIC_SPURIOUS.contains(&vector)
+        {
+            if vector == trap::TIMER_VECTOR {
+                let _ = timer::on_interrupt();
+            }
+            if clock::monotonic_ns().saturating_sub(started) > PROGRAM_TIME_LIMIT_NS {
+                break Outcome::TimedOut(PROGRAM_TIME_LIMIT_NS);
+            }
+            continue;
+        }
+        traps += 1;
+        match vector {
+            trap::PAGE_FAULT => {
+                faults += 1;
+                task.faults += 1;
+                if faults > MAX_PROGRAM_FAULTS {
+                    break Outcome::Runaway(MAX_PROGRAM_FAULTS);
+                }
+                let addr = cpu::read_cr2();
+                match fault(&task, addr, &frame) {
+                    Ok(()) => {}
+                    Err(denied) => match (&denied, task.recovery) {
+                        (Outcome::Denied { kind, why, .. }, Some((start, end, landing)))
+                            if (start..end).contains(&frame.rip) =>
+                        {
+                            task.pending.push(Delivered {
+                                addr,
+                                kind: *kind,
+                                why: why.to_string(),
+                            });
+                            frame.rip = landing;
+                            frame.rax = FAULT_DENIED;
+                        }
+                        _ => break denied,
+                    },
+                }
+            }
+            trap::SYSCALL_VECTOR => {
+                if let Some(exit) = syscall::handle(&mut task, &mut frame) {
+                    break Outcome::Exited(exit);
+                }
+            }
+            _ => {
+                break Outcome::Crashed {
+                    vector: frame.vector,
+                    error: frame.error,
+                    rip: frame.rip,
+                };
+            }
+        }
+    };
+    let cycles = cpu::rdtsc().wrapping_sub(t0);
+    crate::task::clear_user_space();
+    Ok(ProgramRun {
+        outcome,
+        reports: task.reports,
+        traps,
+        faults,
+        cycles,
+    })
+}
+
+/// A page fault of the task's: only in objects it has mapped, then decided as any fault.
+fn fault(task: &Task, addr: u64, frame: &UserFrame) -> Result<(), Outcome> {
+    if task.object_at(addr).is_none() {
+        let kind = if frame.error & (1 << 4) != 0 {
+            AccessKind::Exec
+        } else if frame.error & (1 << 1) != 0 {
+            AccessKind::Write
+        } else {
+            AccessKind::Read
+        };
+        return Err(Outcome::Denied {
+            addr,
+            kind,
+            present: frame.error & 1 != 0,
+            why: Denial::NoObject(addr),
+        });
+    }
+    crate::task::page_fault(
+        &task.thread,
+        addr,
+        frame.error,
+        frame.rip,
+        &mut Vec::new(),
+        false,
+    )
+}

@@ -1,0 +1,71 @@
+//! One of two microservices sharing an object, run at the same time as `reader` on another
+//! CPU: the owner makes the shared object and a capability for the reader's context,
+//! publishes both ids in the mailbox the kernel gives them, waits until the reader is reading
+//! in a loop, and revokes the capability under it. It records how many reads the reader had
+//! counted when the revocation returned; the kernel checks the reader did at most one more.
+//!
+//! Arguments: the mailbox object's id (low, high).
+
+#![no_std]
+#![no_main]
+
+extern crate alloc;
+
+use kernel_hooks_user::abi::{KIND_CONTEXT, KIND_DATA, mailbox, report};
+use kernel_hooks_user::mailbox::Mailbox;
+use kernel_hooks_user::{Error, ctx, entry, heap, sys};
+use twizzler_capsec::{Cap, CapGrant, ObjID, Protections, SigningKey, SigningScheme};
+
+entry!(main);
+
+const HEAP_PAGES: u64 = 32;
+/// Pages of the reader's context (the editor lays the heap out a page past the tables).
+const CTX_PAGES: u64 = 4;
+/// Reads the reader must have done before the revocation.
+const READS_FIRST: u64 = 10;
+
+fn main(args: [u64; 4]) -> u64 {
+    match run(ObjID::new(
+        u128::from(args[0]) | (u128::from(args[1]) << 64),
+    )) {
+        Ok(()) => 0,
+        Err(e) => {
+            sys::report(100, report::ERROR, e as u64);
+            1
+        }
+    }
+}
+
+fn run(mailbox_id: ObjID) -> Result<(), Error> {
+    heap::init(HEAP_PAGES)?;
+    // SAFETY: the mailbox object is used only as the mailbox.
+    let mb = unsafe { Mailbox::at(sys::map(mailbox_id)?) };
+    let mut seed = [0u8; 32];
+    sys::entropy(&mut seed)?;
+    let sk =
+        SigningKey::from_entropy(SigningScheme::Ed25519, &seed).map_err(|_| Error::Malformed)?;
+    let kuid = sys::create_key(&sk.verifying_key().encode())?;
+    let shared = sys::create_object(KIND_DATA, 1, Protections::empty(), Some(kuid))?;
+    // The reader's context: readable by default (so the reader may attach it).
+    let rw = Protections::READ | Protections::WRITE;
+    let reader_ctx = sys::create_object(KIND_CONTEXT, CTX_PAGES, rw, None)?;
+    let cap = Cap::mint(CapGrant::new(shared, reader_ctx, Protections::READ), &sk)
+        .map_err(|_| Error::Malformed)?;
+    ctx::edit(sys::map(reader_ctx)?, CTX_PAGES, |ed| ed.add_cap(&cap))?;
+    mb.set_id(mailbox::OBJECT, shared);
+    mb.set_id(mailbox::CTX, reader_ctx);
+    mb.set(mailbox::READY, 1);
+    sys::report(1, report::OK, 0);
+
+    while mb.get(mailbox::READS) < READS_FIRST {
+        sys::yield_now();
+    }
+    match sys::revoke_cap(&cap) {
+        Ok(()) => sys::report(2, report::OK, 0),
+        Err(e) => sys::report(2, report::ERROR, e as u64),
+    }
+    let at_revoke = mb.get(mailbox::READS);
+    mb.set(mailbox::READS_AT_REVOKE, at_revoke);
+    sys::report(3, report::OK, at_revoke);
+    Ok(())
+}

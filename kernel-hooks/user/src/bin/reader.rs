@@ -1,0 +1,48 @@
+//! The other microservice (see `owner`): it waits for the owner's ids in the mailbox,
+//! attaches and switches to the context the owner gave it, and reads the shared object in a
+//! loop, counting every granted read in the mailbox, until a read is denied.
+//!
+//! Arguments: the mailbox object's id (low, high).
+
+#![no_std]
+#![no_main]
+
+use kernel_hooks_user::abi::{mailbox, report};
+use kernel_hooks_user::heap::PAGE;
+use kernel_hooks_user::mailbox::Mailbox;
+use kernel_hooks_user::rt::try_read;
+use kernel_hooks_user::{Error, entry, sys};
+use twizzler_capsec::ObjID;
+
+entry!(main);
+
+fn main(args: [u64; 4]) -> u64 {
+    match run(ObjID::new(
+        u128::from(args[0]) | (u128::from(args[1]) << 64),
+    )) {
+        Ok(()) => 0,
+        Err(e) => {
+            sys::report(100, report::ERROR, e as u64);
+            1
+        }
+    }
+}
+
+fn run(mailbox_id: ObjID) -> Result<(), Error> {
+    // SAFETY: the mailbox object is used only as the mailbox.
+    let mb = unsafe { Mailbox::at(sys::map(mailbox_id)?) };
+    while mb.get(mailbox::READY) == 0 {
+        sys::yield_now();
+    }
+    let ctx = mb.id(mailbox::CTX);
+    sys::attach(ctx)?;
+    sys::switch(ctx)?;
+    let shared = sys::map(mb.id(mailbox::OBJECT))? + PAGE;
+    while try_read(shared).is_ok() {
+        mb.bump(mailbox::READS);
+    }
+    // The denial first: the kernel attaches the denials it delivered to the next report.
+    sys::report(1, report::DENIED, 0);
+    sys::report(2, report::OK, mb.get(mailbox::READS));
+    Ok(())
+}

@@ -1,0 +1,59 @@
+//! A mailbox object two programs share: `u64` words past its null page, read and written
+//! atomically (the programs run at the same time on different CPUs).
+
+use core::sync::atomic::{AtomicU64, Ordering};
+
+use twizzler_capsec::ObjID;
+
+use crate::heap::PAGE;
+
+/// A mapped mailbox.
+#[derive(Clone, Copy)]
+pub struct Mailbox {
+    base: u64,
+}
+
+impl Mailbox {
+    /// The mailbox whose object is mapped at `base` (its byte 0).
+    ///
+    /// # Safety
+    ///
+    /// The object must be mapped (readable and writable, on fault) for this task and used by
+    /// nothing else of this program but this mailbox.
+    pub unsafe fn at(base: u64) -> Self {
+        Self { base }
+    }
+
+    fn word(&self, i: usize) -> &AtomicU64 {
+        // SAFETY: `at`'s contract: the page past the null page is this mailbox's shared
+        // memory; words are 8-byte aligned, and every access to them (here and in the other
+        // program) is atomic. `i` is one of `abi::mailbox`'s small indices.
+        unsafe { AtomicU64::from_ptr((self.base + PAGE + 8 * i as u64) as *mut u64) }
+    }
+
+    /// Word `i`.
+    pub fn get(&self, i: usize) -> u64 {
+        self.word(i).load(Ordering::SeqCst)
+    }
+
+    /// Sets word `i`.
+    pub fn set(&self, i: usize, v: u64) {
+        self.word(i).store(v, Ordering::SeqCst);
+    }
+
+    /// Adds one to word `i`.
+    pub fn bump(&self, i: usize) {
+        self.word(i).fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// The id in words `i`, `i + 1`.
+    pub fn id(&self, i: usize) -> ObjID {
+        ObjID::new(u128::from(self.get(i)) | (u128::from(self.get(i + 1)) << 64))
+    }
+
+    /// Sets words `i`, `i + 1` to `id`.
+    pub fn set_id(&self, i: usize, id: ObjID) {
+        self.set(i, id.raw() as u64);
+        self.set(i + 1, (id.raw() >> 64) as u64);
+    }
+}
