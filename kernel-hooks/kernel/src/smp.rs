@@ -49,10 +49,14 @@ pub const MAX_CPUS: usize = 8;
 const AP_STACK_BYTES: usize = 512 * 1024;
 /// Physical address the real-mode trampoline is copied to (a page below 1 MiB: SIPI vector 8).
 const TRAMPOLINE: u64 = 0x8000;
-/// How long a shootdown waits for acknowledgements before the run fails.
-pub const SHOOTDOWN_TIMEOUT_NS: u64 = 500_000_000;
-/// How long the BSP waits for one AP to come online.
-const AP_START_TIMEOUT_NS: u64 = 500_000_000;
+/// How long a shootdown waits for acknowledgements before the run fails. A hang detector,
+/// not a bound the design relies on: under TCG a virtual CPU is a host thread, and on a
+/// loaded 2-core host (four virtual CPUs, other builds beside) one was seen descheduled past
+/// the 500 ms this used to be, failing a correct run. An acknowledgement takes microseconds.
+pub const SHOOTDOWN_TIMEOUT_NS: u64 = 10_000_000_000;
+/// How long the BSP waits for one AP to come online (a hang detector too: 500 ms failed
+/// correct runs on a loaded host).
+const AP_START_TIMEOUT_NS: u64 = 10_000_000_000;
 
 const IA32_GS_BASE: u32 = 0xc000_0101;
 const IA32_KERNEL_GS_BASE: u32 = 0xc000_0102;
