@@ -489,7 +489,7 @@ pub const OWNER: [Step; 3] = [
 ];
 
 /// The reader of the two microservices (`reader.rs`), run on CPU 1 at the same time.
-pub const READER: [Step; 2] = [
+pub const READER: [Step; 4] = [
     step(
         1,
         "reader: denied once the owner revoked",
@@ -497,6 +497,18 @@ pub const READER: [Step; 2] = [
         Expect::Denied,
     ),
     step(2, "reader: granted reads before that", "ok", Expect::Ok),
+    step(
+        3,
+        "reader: owner's private object (no cap)",
+        "denied",
+        Expect::Denied,
+    ),
+    step(
+        4,
+        "reader: owner's heap by address",
+        "denied",
+        Expect::Denied,
+    ),
 ];
 
 /// How long the boot CPU waits for the reader on CPU 1 after the owner has exited.
