@@ -695,6 +695,19 @@ pub fn run_all() -> Option<ProgramResults> {
         }
     }
     let pair_ran = run_pair(&mut rows, &mut runs).is_some();
+    // Every task ran in an address space of its own and gave it back when it ended (left the
+    // CPU on the kernel's tables, its user half cleared).
+    let (made, in_use) = crate::objects::PAGING
+        .lock()
+        .as_ref()
+        .map_or((0, usize::MAX), crate::paging::PageTables::space_counts);
+    rows.push(Row {
+        name: "address spaces in use after programs",
+        expected: "0 (of at least 1 made)",
+        got: format!("{in_use} (of {made} made)"),
+        ok: in_use == 0 && made >= 1,
+        reason: None,
+    });
     Some(ProgramResults {
         rows,
         runs,
