@@ -299,6 +299,18 @@ pub struct SpaceId(usize);
 struct TaskSpace {
     space: Space,
     in_use: bool,
+    /// The CPU that has it loaded (between [`PageTables::enter_space`] and
+    /// [`PageTables::leave_space`]): the only one that may leave and recycle it.
+    loaded_on: Option<usize>,
+}
+
+/// Why a task space could not be left and recycled.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SpaceError {
+    /// No task holds that space.
+    NotInUse,
+    /// Another CPU has it loaded (or none does): recycling it could leave a CPU on it.
+    NotLoadedHere,
 }
 
 /// The page tables: the kernel's address space and the program tasks' spaces.
@@ -355,39 +367,54 @@ impl PageTables {
         self.tasks.push(TaskSpace {
             space: Space { pml4, pdpt },
             in_use: true,
+            loaded_on: None,
         });
         Ok(SpaceId(self.tasks.len() - 1))
     }
 
     /// Loads task space `id` on this CPU (the CPU that runs its task, and only it).
-    pub fn enter_space(&self, id: SpaceId) {
-        let Some(t) = self.tasks.get(id.0).filter(|t| t.in_use) else {
-            return;
+    pub fn enter_space(&mut self, id: SpaceId) -> Result<(), SpaceError> {
+        let Some(t) = self
+            .tasks
+            .get_mut(id.0)
+            .filter(|t| t.in_use && t.loaded_on.is_none())
+        else {
+            return Err(SpaceError::NotInUse);
         };
+        t.loaded_on = Some(crate::smp::current());
         // SAFETY: the space's kernel half is the kernel's own tables (the identity map of the
         // first GiB, where the kernel image, its stacks, heap and page tables live, and the
         // device registers), so the kernel runs on unchanged; its user half only holds pages
         // the engine decided for the task.
         unsafe { crate::cpu::write_cr3(t.space.pml4) };
+        Ok(())
     }
 
     /// Loads the kernel's tables on this CPU, leaving task space `id`, and retires the space:
-    /// its user half is cleared and it goes to the next task. Called by the CPU that entered
-    /// it, the only one that may have it loaded; after its CR3 write here no CPU has it
-    /// loaded, nor any translation through it (the write drops them all), so the space's
-    /// tables can be reused. Returns how many pages it still held.
-    pub fn leave_space(&mut self, id: SpaceId) -> usize {
+    /// its user half is cleared and it goes to the next task. Only the CPU that entered it
+    /// may (else nothing changes): it is the only one that has it loaded, and after its CR3
+    /// write here no CPU has it loaded, nor any translation through it (the write drops them
+    /// all), so the space's tables can be reused. Returns how many pages it still held.
+    pub fn leave_space(&mut self, id: SpaceId) -> Result<usize, SpaceError> {
+        let me = crate::smp::current();
+        let t = self
+            .tasks
+            .get(id.0)
+            .filter(|t| t.in_use)
+            .ok_or(SpaceError::NotInUse)?;
+        if t.loaded_on != Some(me) {
+            return Err(SpaceError::NotLoadedHere);
+        }
+        let space = t.space;
         self.activate();
-        let Some(space) = self.tasks.get(id.0).filter(|t| t.in_use).map(|t| t.space) else {
-            return 0;
-        };
         let cleared = (1..=MAX_SLOTS)
             .map(|s| Self::rewrite_slot_in(space, s, |_| Some(0)))
             .sum();
         if let Some(t) = self.tasks.get_mut(id.0) {
             t.in_use = false;
+            t.loaded_on = None;
         }
-        cleared
+        Ok(cleared)
     }
 
     /// The space loaded on this CPU: the task space its CR3 names, else the kernel's.

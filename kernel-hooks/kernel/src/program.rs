@@ -353,7 +353,8 @@ pub fn run(program: &Program, args: [u64; 4], may_set_clock: bool) -> Result<Pro
         let space = pt
             .new_space()
             .map_err(|e| alloc::format!("address space: {e}"))?;
-        pt.enter_space(space);
+        pt.enter_space(space)
+            .map_err(|e| alloc::format!("address space: {e:?}"))?;
         space
     };
     let mut task = Task {
@@ -452,8 +453,10 @@ pub fn run(program: &Program, args: [u64; 4], may_set_clock: bool) -> Result<Pro
     let cycles = cpu::rdtsc().wrapping_sub(t0);
     // Back on the kernel's tables, then the space is cleared for the next task: this CPU was
     // the only one to load it, so no CPU runs on it any more.
+    // (It cannot fail: this CPU entered it above. Were it to, the space would stay held and
+    // uncleared, never recycled under a CPU, and the table's spaces row would show it.)
     if let Some(pt) = PAGING.lock().as_mut() {
-        pt.leave_space(space);
+        let _ = pt.leave_space(space);
     }
     Ok(ProgramRun {
         outcome,
