@@ -1,8 +1,6 @@
 //! Physical frames and the page tables: the kernel's identity map and the user object slots.
 //!
-//! Layout of the address space (one, shared by every task on every CPU; the kernel clears the
-//! user half between tasks, and tasks that run at the same time on several CPUs run under one
-//! context, since each would use the pages the others faulted in):
+//! Layout of every address space (the kernel's, and each program task's own):
 //!
 //! - `0 .. 1 GiB`: identity map of physical memory with 2 MiB pages, supervisor-only: the
 //!   kernel image, its stacks and heap, the page tables and the frames backing objects.
@@ -11,6 +9,19 @@
 //!   then exactly one 4 KiB page is mapped with exactly the decided protections, tagged with
 //!   the security context that granted it (see [`CtxTag`]).
 //! - [`KERNEL_MMIO_SLOT`] GiB: device registers (the local APIC), supervisor-only, uncached.
+//!
+//! **Address spaces.** The kernel's space is the one the assembly probes share (the kernel
+//! clears its user half between tasks, and probe tasks that run at the same time on several
+//! CPUs run under one context). Each program task gets a space of its own ([`SpaceId`]): its
+//! own PML4 and PDPT, whose kernel entries (the identity map and the device registers) point
+//! at the kernel's own page directories, so the kernel half is shared and only the slots
+//! differ. A page is mapped only into the space loaded on the CPU whose fault decided it;
+//! every unmap and write-protection reaches every space, and the shootdown that follows it
+//! flushes every CPU whatever space it runs (without PCIDs, a CR3 reload drops all non-global
+//! translations). A task space is loaded only by the CPU running its task, between
+//! [`PageTables::enter_space`] and [`PageTables::leave_space`], and is cleared and reused
+//! only after that CPU has loaded the kernel's tables again: a space's tables are never
+//! recycled while a CPU may still run on them.
 //!
 //! Every page table is reached through the identity map, so frames are only handed out below
 //! 1 GiB.
@@ -272,11 +283,41 @@ pub fn pte_prots(pte: u64) -> Protections {
     p
 }
 
-/// The kernel's page tables.
-pub struct PageTables {
+/// One address space: a PML4 whose entry 0 is its PDPT (the other entries are empty).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Space {
     pml4: u64,
-    /// The PDPT under PML4[0]: entry 0 is the identity map, entries `1..=MAX_SLOTS` the slots.
+    /// Entry 0 is the identity map, entries `1..=MAX_SLOTS` the slots.
     pdpt: u64,
+}
+
+/// A program task's address space (see the module's documentation).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SpaceId(usize);
+
+/// A task space and whether a task holds it (a free one has an empty user half).
+struct TaskSpace {
+    space: Space,
+    in_use: bool,
+    /// The CPU that has it loaded (between [`PageTables::enter_space`] and
+    /// [`PageTables::leave_space`]): the only one that may leave and recycle it.
+    loaded_on: Option<usize>,
+}
+
+/// Why a task space could not be left and recycled.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SpaceError {
+    /// No task holds that space.
+    NotInUse,
+    /// Another CPU has it loaded (or none does): recycling it could leave a CPU on it.
+    NotLoadedHere,
+}
+
+/// The page tables: the kernel's address space and the program tasks' spaces.
+pub struct PageTables {
+    kernel: Space,
+    /// Task spaces, never freed: a retired one is cleared and handed to the next task.
+    tasks: Vec<TaskSpace>,
     frames: FrameAllocator,
 }
 
@@ -292,14 +333,110 @@ impl PageTables {
         write_entry(pdpt, 0, pd | PTE_PRESENT | PTE_WRITABLE);
         // User bit on the upper levels: the leaf entries decide who may access what.
         write_entry(pml4, 0, pdpt | PTE_PRESENT | PTE_WRITABLE | PTE_USER);
-        Ok(Self { pml4, pdpt, frames })
+        Ok(Self {
+            kernel: Space { pml4, pdpt },
+            tasks: Vec::new(),
+            frames,
+        })
     }
 
     /// Switches the processor to these tables.
     pub fn activate(&self) {
         // SAFETY: the tables identity-map the whole first GiB, where the kernel image, its
         // stacks, heap and page tables live, at the addresses the boot tables used.
-        unsafe { crate::cpu::write_cr3(self.pml4) };
+        unsafe { crate::cpu::write_cr3(self.kernel.pml4) };
+    }
+
+    /// A task space with an empty user half, for a task about to run: a retired one, or a
+    /// new one whose kernel entries are the kernel's.
+    pub fn new_space(&mut self) -> Result<SpaceId, PagingError> {
+        if let Some(i) = self.tasks.iter().position(|t| !t.in_use) {
+            if let Some(t) = self.tasks.get_mut(i) {
+                t.in_use = true;
+            }
+            return Ok(SpaceId(i));
+        }
+        let pml4 = self.frames.alloc()?;
+        let pdpt = self.frames.alloc()?;
+        // The kernel half: every PDPT entry outside the slots (the identity map, the device
+        // registers) points at the kernel's own directory, so it is one set of tables.
+        for i in (0..512).filter(|i| !(1..=MAX_SLOTS).contains(i)) {
+            write_entry(pdpt, i, read_entry(self.kernel.pdpt, i));
+        }
+        write_entry(pml4, 0, pdpt | PTE_PRESENT | PTE_WRITABLE | PTE_USER);
+        self.tasks.push(TaskSpace {
+            space: Space { pml4, pdpt },
+            in_use: true,
+            loaded_on: None,
+        });
+        Ok(SpaceId(self.tasks.len() - 1))
+    }
+
+    /// Loads task space `id` on this CPU (the CPU that runs its task, and only it).
+    pub fn enter_space(&mut self, id: SpaceId) -> Result<(), SpaceError> {
+        let Some(t) = self
+            .tasks
+            .get_mut(id.0)
+            .filter(|t| t.in_use && t.loaded_on.is_none())
+        else {
+            return Err(SpaceError::NotInUse);
+        };
+        t.loaded_on = Some(crate::smp::current());
+        // SAFETY: the space's kernel half is the kernel's own tables (the identity map of the
+        // first GiB, where the kernel image, its stacks, heap and page tables live, and the
+        // device registers), so the kernel runs on unchanged; its user half only holds pages
+        // the engine decided for the task.
+        unsafe { crate::cpu::write_cr3(t.space.pml4) };
+        Ok(())
+    }
+
+    /// Loads the kernel's tables on this CPU, leaving task space `id`, and retires the space:
+    /// its user half is cleared and it goes to the next task. Only the CPU that entered it
+    /// may (else nothing changes): it is the only one that has it loaded, and after its CR3
+    /// write here no CPU has it loaded, nor any translation through it (the write drops them
+    /// all), so the space's tables can be reused. Returns how many pages it still held.
+    pub fn leave_space(&mut self, id: SpaceId) -> Result<usize, SpaceError> {
+        let me = crate::smp::current();
+        let t = self
+            .tasks
+            .get(id.0)
+            .filter(|t| t.in_use)
+            .ok_or(SpaceError::NotInUse)?;
+        if t.loaded_on != Some(me) {
+            return Err(SpaceError::NotLoadedHere);
+        }
+        let space = t.space;
+        self.activate();
+        let cleared = (1..=MAX_SLOTS)
+            .map(|s| Self::rewrite_slot_in(space, s, |_| Some(0)))
+            .sum();
+        if let Some(t) = self.tasks.get_mut(id.0) {
+            t.in_use = false;
+            t.loaded_on = None;
+        }
+        Ok(cleared)
+    }
+
+    /// The space loaded on this CPU: the task space its CR3 names, else the kernel's.
+    fn current(&self) -> Space {
+        let root = crate::cpu::read_cr3() & PTE_ADDR;
+        self.tasks
+            .iter()
+            .find(|t| t.in_use && t.space.pml4 == root)
+            .map_or(self.kernel, |t| t.space)
+    }
+
+    /// Every space that may hold user pages: the kernel's and the task spaces in use.
+    fn spaces(&self) -> impl Iterator<Item = Space> + '_ {
+        core::iter::once(self.kernel).chain(self.tasks.iter().filter(|t| t.in_use).map(|t| t.space))
+    }
+
+    /// Task spaces made so far (in use or free), and how many are in use.
+    pub fn space_counts(&self) -> (usize, usize) {
+        (
+            self.tasks.len(),
+            self.tasks.iter().filter(|t| t.in_use).count(),
+        )
     }
 
     /// A zeroed frame for object contents.
@@ -332,12 +469,10 @@ impl PageTables {
             return Err(PagingError::NotInSlot(vaddr));
         }
         let (pdi, pti) = Self::indices(vaddr);
-        let pd = self
-            .next_table(self.pdpt, KERNEL_MMIO_SLOT, true)?
+        let pd = Self::next_table(&mut self.frames, self.kernel.pdpt, KERNEL_MMIO_SLOT, true)?
             .ok_or(PagingError::OutOfFrames)?;
-        let pt = self
-            .next_table(pd, pdi, true)?
-            .ok_or(PagingError::OutOfFrames)?;
+        let pt =
+            Self::next_table(&mut self.frames, pd, pdi, true)?.ok_or(PagingError::OutOfFrames)?;
         let pte = (phys & PTE_ADDR)
             | PTE_PRESENT
             | PTE_WRITABLE
@@ -365,9 +500,10 @@ impl PageTables {
         ((vaddr >> 21) & 511, (vaddr >> 12) & 511)
     }
 
-    /// The next-level table under `entry` of `table`, creating it if `create`.
+    /// The next-level table under `entry` of `table`, creating it (from `frames`) if
+    /// `create`.
     fn next_table(
-        &mut self,
+        frames: &mut FrameAllocator,
         table: u64,
         index: u64,
         create: bool,
@@ -379,13 +515,20 @@ impl PageTables {
         if !create {
             return Ok(None);
         }
-        let t = self.frames.alloc()?;
+        let t = frames.alloc()?;
         write_entry(table, index, t | PTE_PRESENT | PTE_WRITABLE | PTE_USER);
         Ok(Some(t))
     }
 
+    /// The existing next-level table under `entry` of `table`.
+    fn table_at(table: u64, index: u64) -> Option<u64> {
+        let e = read_entry(table, index);
+        (e & PTE_PRESENT != 0).then_some(e & PTE_ADDR)
+    }
+
     /// Maps the 4 KiB user page at `vaddr` to `frame` with exactly `prots`, granted under the
-    /// context tagged `tag`, replacing any existing mapping, and flushes the old translation.
+    /// context tagged `tag`, in the space loaded on this CPU (the faulting task's), replacing
+    /// any existing mapping there, and flushes the old translation.
     pub fn map_user(
         &mut self,
         vaddr: u64,
@@ -395,44 +538,43 @@ impl PageTables {
     ) -> Result<(), PagingError> {
         let slot = Self::slot_of(vaddr).ok_or(PagingError::NotInSlot(vaddr))?;
         let (pdi, pti) = Self::indices(vaddr);
-        let pd = self
-            .next_table(self.pdpt, slot, true)?
+        let space = self.current();
+        let pd = Self::next_table(&mut self.frames, space.pdpt, slot, true)?
             .ok_or(PagingError::OutOfFrames)?;
-        let pt = self
-            .next_table(pd, pdi, true)?
-            .ok_or(PagingError::OutOfFrames)?;
+        let pt =
+            Self::next_table(&mut self.frames, pd, pdi, true)?.ok_or(PagingError::OutOfFrames)?;
         write_entry(pt, pti, user_pte(frame.addr(), prots, tag));
         crate::cpu::invlpg(vaddr);
         Ok(())
     }
 
-    /// The leaf entry for user address `vaddr` (0 if none).
+    /// The leaf entry for user address `vaddr` in the space loaded on this CPU (0 if none).
     pub fn user_entry(&mut self, vaddr: u64) -> u64 {
         let Some(slot) = Self::slot_of(vaddr) else {
             return 0;
         };
         let (pdi, pti) = Self::indices(vaddr);
-        let Ok(Some(pd)) = self.next_table(self.pdpt, slot, false) else {
-            return 0;
-        };
-        let Ok(Some(pt)) = self.next_table(pd, pdi, false) else {
-            return 0;
-        };
-        read_entry(pt, pti)
+        Self::table_at(self.current().pdpt, slot)
+            .and_then(|pd| Self::table_at(pd, pdi))
+            .map_or(0, |pt| read_entry(pt, pti))
     }
 
-    /// Rewrites every present leaf entry of slot `slot` for which `change` returns a new value
-    /// (flushing each); returns how many it rewrote.
-    fn rewrite_slot(&mut self, slot: u64, mut change: impl FnMut(u64) -> Option<u64>) -> usize {
+    /// Rewrites every present leaf entry of slot `slot` in `space` for which `change` returns
+    /// a new value (flushing each on this CPU, where it may be loaded); returns how many.
+    fn rewrite_slot_in(
+        space: Space,
+        slot: u64,
+        mut change: impl FnMut(u64) -> Option<u64>,
+    ) -> usize {
         if !(1..=MAX_SLOTS).contains(&slot) {
             return 0;
         }
-        let Ok(Some(pd)) = self.next_table(self.pdpt, slot, false) else {
+        let Some(pd) = Self::table_at(space.pdpt, slot) else {
             return 0;
         };
         let mut rewritten = 0;
         for pdi in 0..512 {
-            let Ok(Some(pt)) = self.next_table(pd, pdi, false) else {
+            let Some(pt) = Self::table_at(pd, pdi) else {
                 continue;
             };
             for pti in 0..512 {
@@ -450,31 +592,49 @@ impl PageTables {
         rewritten
     }
 
-    /// Unmaps every page of slot `slot` (flushing each); returns how many were mapped.
+    /// [`Self::rewrite_slot_in`] in every space that may hold user pages.
+    fn rewrite_slot(&mut self, slot: u64, change: impl Fn(u64) -> Option<u64>) -> usize {
+        self.spaces()
+            .map(|space| Self::rewrite_slot_in(space, slot, &change))
+            .sum()
+    }
+
+    /// Unmaps every page of slot `slot`, in every space (flushing each on this CPU; the
+    /// caller shoots the others down); returns how many were mapped.
     pub fn unmap_slot(&mut self, slot: u64) -> usize {
         self.rewrite_slot(slot, |_| Some(0))
     }
 
-    /// Unmaps the pages of slot `slot` granted under the context tagged `tag`.
+    /// Unmaps every page of slot `slot` in the space loaded on this CPU only (a task's own
+    /// unmap); returns how many were mapped.
+    pub fn unmap_slot_here(&mut self, slot: u64) -> usize {
+        Self::rewrite_slot_in(self.current(), slot, |_| Some(0))
+    }
+
+    /// Unmaps the pages of slot `slot` granted under the context tagged `tag`, in every space.
     pub fn unmap_slot_under(&mut self, slot: u64, tag: CtxTag) -> usize {
         self.rewrite_slot(slot, |pte| tag.covers(pte_tag(pte)).then_some(0))
     }
 
-    /// Unmaps every user page granted under the context tagged `tag`.
+    /// Unmaps every user page granted under the context tagged `tag`, in every space.
     pub fn unmap_all_under(&mut self, tag: CtxTag) -> usize {
         (1..=MAX_SLOTS).map(|s| self.unmap_slot_under(s, tag)).sum()
     }
 
-    /// Takes write access away from every page of slot `slot` (keeping the pages mapped with
-    /// their other rights); returns how many were writable.
+    /// Takes write access away from every page of slot `slot`, in every space (keeping the
+    /// pages mapped with their other rights); returns how many were writable.
     pub fn write_protect_slot(&mut self, slot: u64) -> usize {
         self.rewrite_slot(slot, |pte| {
             (pte & PTE_WRITABLE != 0).then_some(pte & !PTE_WRITABLE)
         })
     }
 
-    /// Unmaps every user page; returns how many were mapped.
+    /// Unmaps every user page of the kernel's own space (the probes' space; task spaces are
+    /// cleared when their task leaves them); returns how many were mapped.
     pub fn unmap_all_user(&mut self) -> usize {
-        (1..=MAX_SLOTS).map(|s| self.unmap_slot(s)).sum()
+        let kernel = self.kernel;
+        (1..=MAX_SLOTS)
+            .map(|s| Self::rewrite_slot_in(kernel, s, |_| Some(0)))
+            .sum()
     }
 }

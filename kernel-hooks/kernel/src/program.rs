@@ -11,6 +11,11 @@
 //!
 //! A task may only touch objects it has mapped (its code, data and stack, and what it maps
 //! with `SYS_MAP`): a fault in another slot is `NoObject`, whatever the engine would say.
+//!
+//! Each task runs in an address space of its own ([`crate::paging::SpaceId`]): the pages the
+//! engine decided for it are mapped there only, so a task running at the same time on
+//! another CPU cannot use them, however it learnt their addresses; its own accesses fault,
+//! and are decided under its own contexts.
 
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
@@ -341,7 +346,17 @@ pub struct ProgramRun {
 /// `may_set_clock`: it may move the engine's clock (a test-only right).
 pub fn run(program: &Program, args: [u64; 4], may_set_clock: bool) -> Result<ProgramRun, String> {
     let loaded = load(program.elf)?;
-    crate::task::clear_user_space();
+    // Its own address space, loaded on this CPU until it ends.
+    let space = {
+        let mut paging = PAGING.lock();
+        let pt = paging.as_mut().ok_or("no page tables")?;
+        let space = pt
+            .new_space()
+            .map_err(|e| alloc::format!("address space: {e}"))?;
+        pt.enter_space(space)
+            .map_err(|e| alloc::format!("address space: {e:?}"))?;
+        space
+    };
     let mut task = Task {
         thread: SecCtxMgr::new(loaded.ctx),
         mapped: loaded.objects.clone(),
@@ -436,7 +451,13 @@ pub fn run(program: &Program, args: [u64; 4], may_set_clock: bool) -> Result<Pro
         }
     };
     let cycles = cpu::rdtsc().wrapping_sub(t0);
-    crate::task::clear_user_space();
+    // Back on the kernel's tables, then the space is cleared for the next task: this CPU was
+    // the only one to load it, so no CPU runs on it any more.
+    // (It cannot fail: this CPU entered it above. Were it to, the space would stay held and
+    // uncleared, never recycled under a CPU, and the table's spaces row would show it.)
+    if let Some(pt) = PAGING.lock().as_mut() {
+        let _ = pt.leave_space(space);
+    }
     Ok(ProgramRun {
         outcome,
         reports: task.reports,

@@ -489,7 +489,7 @@ pub const OWNER: [Step; 3] = [
 ];
 
 /// The reader of the two microservices (`reader.rs`), run on CPU 1 at the same time.
-pub const READER: [Step; 2] = [
+pub const READER: [Step; 4] = [
     step(
         1,
         "reader: denied once the owner revoked",
@@ -497,6 +497,18 @@ pub const READER: [Step; 2] = [
         Expect::Denied,
     ),
     step(2, "reader: granted reads before that", "ok", Expect::Ok),
+    step(
+        3,
+        "reader: owner's private object (no cap)",
+        "denied",
+        Expect::Denied,
+    ),
+    step(
+        4,
+        "reader: owner's heap by address",
+        "denied",
+        Expect::Denied,
+    ),
 ];
 
 /// How long the boot CPU waits for the reader on CPU 1 after the owner has exited.
@@ -683,6 +695,19 @@ pub fn run_all() -> Option<ProgramResults> {
         }
     }
     let pair_ran = run_pair(&mut rows, &mut runs).is_some();
+    // Every task ran in an address space of its own and gave it back when it ended (left the
+    // CPU on the kernel's tables, its user half cleared).
+    let (made, in_use) = crate::objects::PAGING
+        .lock()
+        .as_ref()
+        .map_or((0, usize::MAX), crate::paging::PageTables::space_counts);
+    rows.push(Row {
+        name: "address spaces in use after programs",
+        expected: "0 (of at least 1 made)",
+        got: format!("{in_use} (of {made} made)"),
+        ok: in_use == 0 && made >= 1,
+        reason: None,
+    });
     Some(ProgramResults {
         rows,
         runs,

@@ -12,7 +12,8 @@
 //! task must end denied by the engine at its next fault, with `rbx < R` and `r13 = 0`, and
 //! no page of the object may be mapped any more.
 //!
-//! Tasks that run at the same time share the one address space, so they run under one
+//! These probe tasks run at the same time in the kernel's one address space (program tasks
+//! have spaces of their own, see [`crate::program`]), so they run under one
 //! context (the kernel tags each page with the context that granted it, but a task of another
 //! context would use a page another task faulted in).
 //!

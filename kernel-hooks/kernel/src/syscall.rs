@@ -200,7 +200,7 @@ fn unmap(task: &mut Task, id: ObjID) -> Result<(u64, u64), Error> {
     if let Some(slot) = object.slot {
         let mut paging = objects::PAGING.lock();
         if let Some(pt) = paging.as_mut()
-            && pt.unmap_slot(slot) > 0
+            && pt.unmap_slot_here(slot) > 0
         {
             crate::smp::shootdown();
         }

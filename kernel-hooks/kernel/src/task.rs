@@ -239,7 +239,9 @@ pub fn run(
     run_shared(thread, program, start, checkpoint)
 }
 
-/// Removes every user mapping, on every CPU.
+/// Removes every user mapping of the kernel's own address space (the probes' space), on
+/// every CPU. Program tasks run in spaces of their own, cleared when they end
+/// ([`crate::paging::PageTables::leave_space`]).
 pub fn clear_user_space() {
     let mut paging = PAGING.lock();
     if let Some(pt) = paging.as_mut()
@@ -250,7 +252,8 @@ pub fn clear_user_space() {
 }
 
 /// [`run`] without clearing the address space first: for tasks that run at the same time on
-/// several CPUs (they share the one address space, so they must run under one context).
+/// several CPUs (probe tasks share the kernel's one address space, so they must run under one
+/// context; program tasks have spaces of their own, [`crate::program`]).
 pub fn run_shared(
     thread: &SecCtxMgr,
     program: ObjID,
@@ -726,9 +729,10 @@ fn write_ctx(
 /// Detaches inactive context `ctx` from `thread` and drops the pages mapped under it
 /// ([`Unmap::Context`] through the host's unmap, which shoots down every CPU's TLB before it
 /// returns): on Twizzler, the context's page tables in the thread's memory context. Every
-/// user page here is tagged with the context that granted it, and the tasks that run at one
-/// time share the address space under one context, so the pages tagged `ctx` are the
-/// thread's pages under `ctx`. Returns how many pages were unmapped.
+/// user page here is tagged with the context that granted it, and the unmap reaches every
+/// address space, so the pages tagged `ctx` are gone wherever they were mapped (a program's
+/// contexts are its own; probe tasks that run at one time share the kernel's space under one
+/// context). Returns how many pages were unmapped.
 ///
 /// The order matters: the context is detached first, so no fault path can install a page
 /// under it after the unmap (see [`map`]).

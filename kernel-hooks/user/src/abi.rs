@@ -191,6 +191,16 @@ pub mod mailbox {
     pub const READS: usize = 5;
     /// `READS` as the owner read it when its revocation returned.
     pub const READS_AT_REVOKE: usize = 6;
+    /// The id (low, high) of an object private to the owner: no default protections, and a
+    /// capability only in the owner's own context. The owner has written to it.
+    pub const SECRET: usize = 7;
+    /// The address of the owner's heap (its byte 0); the reader has not mapped it.
+    pub const HEAP: usize = 9;
+    /// 1 once the reader has switched to its context (after which it unmaps nothing).
+    pub const READER_SWITCHED: usize = 10;
+    /// 1 once the owner, after that, has touched its private object and its heap again, so
+    /// both are mapped for the owner while the reader tries them.
+    pub const OWNER_TOUCHED: usize = 11;
 }
 
 /// What a program reports for a step ([`SYS_REPORT`]'s `rsi`).

@@ -4,6 +4,12 @@
 //! in a loop, and revokes the capability under it. It records how many reads the reader had
 //! counted when the revocation returned; the kernel checks the reader did at most one more.
 //!
+//! Before it publishes anything, it moves into a context of its own holding a capability for
+//! a private object (no default protections) and writes to that object; it publishes the
+//! private object's id and its heap's address too, which the reader must not be able to read
+//! (its own contexts grant neither, and it has not mapped the heap) although the owner's
+//! pages are mapped while it runs.
+//!
 //! Arguments: the mailbox object's id (low, high).
 
 #![no_std]
@@ -12,7 +18,9 @@
 extern crate alloc;
 
 use kernel_hooks_user::abi::{KIND_CONTEXT, KIND_DATA, mailbox, report};
+use kernel_hooks_user::heap::PAGE;
 use kernel_hooks_user::mailbox::Mailbox;
+use kernel_hooks_user::rt::{try_read, try_write};
 use kernel_hooks_user::{Error, ctx, entry, heap, sys};
 use twizzler_capsec::{Cap, CapGrant, ObjID, Protections, SigningKey, SigningScheme};
 
@@ -36,8 +44,11 @@ fn main(args: [u64; 4]) -> u64 {
     }
 }
 
+/// What the owner writes into its private object.
+const SECRET_BYTE: u8 = 0x5e;
+
 fn run(mailbox_id: ObjID) -> Result<(), Error> {
-    heap::init(HEAP_PAGES)?;
+    let heap_id = heap::init(HEAP_PAGES)?;
     // SAFETY: the mailbox object is used only as the mailbox.
     let mb = unsafe { Mailbox::at(sys::map(mailbox_id)?) };
     let mut seed = [0u8; 32];
@@ -45,17 +56,47 @@ fn run(mailbox_id: ObjID) -> Result<(), Error> {
     let sk =
         SigningKey::from_entropy(SigningScheme::Ed25519, &seed).map_err(|_| Error::Malformed)?;
     let kuid = sys::create_key(&sk.verifying_key().encode())?;
+    // Its private object, reachable only through a capability in its own context, made
+    // before it is active (a small edit of the active context only).
+    let secret = sys::create_object(KIND_DATA, 1, Protections::empty(), Some(kuid))?;
+    let rw = Protections::READ | Protections::WRITE;
+    let own_ctx = sys::create_object(KIND_CONTEXT, CTX_PAGES, rw, None)?;
+    let own_cap =
+        Cap::mint(CapGrant::new(secret, own_ctx, rw), &sk).map_err(|_| Error::Malformed)?;
+    ctx::edit(sys::map(own_ctx)?, CTX_PAGES, |ed| ed.add_cap(&own_cap))?;
+    sys::attach(own_ctx)?;
+    sys::switch(own_ctx)?;
+    let secret_page = sys::map(secret)? + PAGE;
+    // SAFETY: the private object's page is used by nothing else of this program.
+    if unsafe { try_write(secret_page, SECRET_BYTE) }.is_err() {
+        return Err(Error::NotAllowed);
+    }
     let shared = sys::create_object(KIND_DATA, 1, Protections::empty(), Some(kuid))?;
     // The reader's context: readable by default (so the reader may attach it).
-    let rw = Protections::READ | Protections::WRITE;
     let reader_ctx = sys::create_object(KIND_CONTEXT, CTX_PAGES, rw, None)?;
     let cap = Cap::mint(CapGrant::new(shared, reader_ctx, Protections::READ), &sk)
         .map_err(|_| Error::Malformed)?;
     ctx::edit(sys::map(reader_ctx)?, CTX_PAGES, |ed| ed.add_cap(&cap))?;
     mb.set_id(mailbox::OBJECT, shared);
     mb.set_id(mailbox::CTX, reader_ctx);
+    mb.set_id(mailbox::SECRET, secret);
+    mb.set(mailbox::HEAP, sys::map(heap_id)?);
     mb.set(mailbox::READY, 1);
     sys::report(1, report::OK, 0);
+
+    // Once the reader has switched (a switch unmaps pages), the owner's private page and
+    // heap page are touched again, so they are mapped for the owner while the reader tries
+    // them.
+    while mb.get(mailbox::READER_SWITCHED) == 0 {
+        sys::yield_now();
+    }
+    // SAFETY: as above.
+    if unsafe { try_write(secret_page, SECRET_BYTE) }.is_err()
+        || try_read(mb.get(mailbox::HEAP) + PAGE).is_err()
+    {
+        return Err(Error::NotAllowed);
+    }
+    mb.set(mailbox::OWNER_TOUCHED, 1);
 
     while mb.get(mailbox::READS) < READS_FIRST {
         sys::yield_now();

@@ -2,6 +2,10 @@
 //! attaches and switches to the context the owner gave it, and reads the shared object in a
 //! loop, counting every granted read in the mailbox, until a read is denied.
 //!
+//! First it tries what it must not do: read the owner's private object (mapped by id; its
+//! contexts hold no capability for it) and the owner's heap (by address, not mapped), both
+//! pages the owner has mapped for itself while it runs on the other CPU.
+//!
 //! Arguments: the mailbox object's id (low, high).
 
 #![no_std]
@@ -37,6 +41,19 @@ fn run(mailbox_id: ObjID) -> Result<(), Error> {
     let ctx = mb.id(mailbox::CTX);
     sys::attach(ctx)?;
     sys::switch(ctx)?;
+    mb.set(mailbox::READER_SWITCHED, 1);
+    while mb.get(mailbox::OWNER_TOUCHED) == 0 {
+        sys::yield_now();
+    }
+    let secret = sys::map(mb.id(mailbox::SECRET))? + PAGE;
+    match try_read(secret) {
+        Ok(b) => sys::report(3, report::OK, u64::from(b)),
+        Err(_) => sys::report(3, report::DENIED, 0),
+    }
+    match try_read(mb.get(mailbox::HEAP) + PAGE) {
+        Ok(b) => sys::report(4, report::OK, u64::from(b)),
+        Err(_) => sys::report(4, report::DENIED, 0),
+    }
     let shared = sys::map(mb.id(mailbox::OBJECT))? + PAGE;
     while try_read(shared).is_ok() {
         mb.bump(mailbox::READS);
