@@ -76,6 +76,12 @@ use paging::{FrameAllocator, PageTables};
 const POOL_ALIGN: u64 = 2 * 1024 * 1024;
 
 /// The Rust entry point, called by the boot stub in long mode on the kernel stack.
+///
+/// Contract (`boot.rs`, `pvh_start32`): the bootstrap CPU only; 64-bit mode on the boot page
+/// tables (the first GiB identity-mapped with 2 MiB pages); `.bss` zeroed; `rsp` at the top
+/// of the 16-byte-aligned boot stack ([`boot::KERNEL_STACK_BYTES`]) with `rbp` 0; interrupts
+/// masked (`cli`), direction flag clear, no IDT, GDT or TSS of the kernel's yet; `edi` the
+/// physical address of the PVH `start_info`. Never returns (the stub halts if it did).
 #[unsafe(no_mangle)]
 extern "C" fn kmain(start_info: u32) -> ! {
     serial::init();

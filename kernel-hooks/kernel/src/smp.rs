@@ -467,6 +467,12 @@ fn fw_cfg_cpus() -> usize {
 }
 
 /// The AP entry point, called by the trampoline in long mode on its own stack.
+///
+/// Contract (`ap_trampoline_start`, copied to [`TRAMPOLINE`] and started by INIT-SIPI-SIPI):
+/// 64-bit mode on the kernel's page tables (`ap_cr3`), EFER.NXE set; `rsp` at the top of
+/// this AP's own stack in [`AP_STACKS`] (16-byte aligned) with `rbp` 0; `rdi` its index;
+/// interrupts masked, direction flag clear, the trampoline's GDT loaded and no IDT yet, GS
+/// base 0 until `init_cpu` sets it. Never returns (the trampoline halts if it did).
 #[unsafe(no_mangle)]
 extern "C" fn ap_main(index: u64) -> ! {
     let me = usize::try_from(index).unwrap_or(MAX_CPUS - 1);

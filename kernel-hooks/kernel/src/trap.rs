@@ -309,7 +309,24 @@ trap_stub_table:
 );
 
 unsafe extern "C" {
+    /// The entry stubs' addresses, for the IDT: vectors 0..=31, 0x80, then [`INTERRUPTS`].
+    /// Contract of every stub: entered through an interrupt gate (interrupts masked) with
+    /// the processor's frame on the stack (`TSS.RSP0`, the tail of the running task's
+    /// [`UserFrame`], from ring 3; the interrupted stack, or IST1 for a double fault, from
+    /// ring 0); it pushes the error code (0 where the processor pushes none) and the vector,
+    /// then `trap_common` either fills the `UserFrame` and returns from `enter_user_asm`
+    /// (ring 3, after `swapgs`), calls [`kernel_interrupt`] (ring 0, vector 32 or above, not
+    /// 0x80) or [`kernel_trap`] (any other ring-0 trap).
     static trap_stub_table: [u64; STUB_COUNT];
+    /// Runs the task whose registers are in `*frame` until it traps, then returns.
+    ///
+    /// Contract: called on a kernel stack with interrupts masked and the kernel's GS base
+    /// (this CPU's `smp::PerCpu`, whose `saved_rsp` it overwrites); `frame` is the running
+    /// task's `UserFrame`, 16-byte aligned, with `TSS.RSP0` pointing just past it, and its
+    /// `cs`/`ss`/`rflags` ring-3 values (interrupts enabled in the task). It saves the
+    /// callee-saved registers, `swapgs`es to the task's GS base and `iretq`s; it returns
+    /// when the task traps, with the `UserFrame` filled in, the kernel's GS base back,
+    /// interrupts masked and the callee-saved registers restored.
     fn enter_user_asm(frame: *mut UserFrame);
 }
 
@@ -448,6 +465,12 @@ pub struct KernelTrapFrame {
 }
 
 /// A trap in ring 0 (or a double fault): a kernel bug. Reports it and exits with failure.
+///
+/// Contract (`trap_kernel`): `frame` points at the vector, the error code and the
+/// processor's interrupt frame on the stack the trap came in on (IST1 for a double fault);
+/// `rsp` 16-byte aligned; interrupts masked by the interrupt gate; the GS base may be the
+/// task's or the kernel's (a ring-0 trap), so nothing here reads per-CPU state through GS.
+/// Never returns: the stub halts if it did.
 #[unsafe(no_mangle)]
 extern "C" fn kernel_trap(frame: &KernelTrapFrame) -> ! {
     crate::serial::force_unlock();
@@ -468,6 +491,11 @@ extern "C" fn kernel_trap(frame: &KernelTrapFrame) -> ! {
 
 /// An interrupt taken in ring 0 (see the module documentation): the code it interrupted may
 /// hold any lock, the engine's included, so nothing here takes one.
+///
+/// Contract (`trap_ring0`): called on the interrupted kernel stack, 16-byte aligned, with
+/// the caller-saved registers saved by the stub (which restores them and `iretq`s);
+/// `vector` the interrupt's vector (32 or above, never 0x80); interrupts masked by the
+/// interrupt gate for the whole call; the GS base is the kernel's (ring 0).
 #[unsafe(no_mangle)]
 extern "C" fn kernel_interrupt(vector: u64) {
     match u8::try_from(vector) {
