@@ -489,7 +489,7 @@ pub const OWNER: [Step; 3] = [
 ];
 
 /// The reader of the two microservices (`reader.rs`), run on CPU 1 at the same time.
-pub const READER: [Step; 4] = [
+pub const READER: [Step; 5] = [
     step(
         1,
         "reader: denied once the owner revoked",
@@ -506,6 +506,12 @@ pub const READER: [Step; 4] = [
     step(
         4,
         "reader: owner's heap by address",
+        "denied",
+        Expect::Denied,
+    ),
+    step(
+        5,
+        "reader: owner's heap mapped by its id",
         "denied",
         Expect::Denied,
     ),

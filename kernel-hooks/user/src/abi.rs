@@ -201,6 +201,11 @@ pub mod mailbox {
     /// 1 once the owner, after that, has touched its private object and its heap again, so
     /// both are mapped for the owner while the reader tries them.
     pub const OWNER_TOUCHED: usize = 11;
+    /// The id (low, high) of the owner's heap object: ids are not secrets, so the reader
+    /// maps it by id and must still be denied (no capability, no default protections).
+    pub const HEAP_ID: usize = 12;
+    /// The id (low, high) of the owner's stack object, likewise.
+    pub const STACK_ID: usize = 14;
 }
 
 /// What a program reports for a step ([`SYS_REPORT`]'s `rsi`).

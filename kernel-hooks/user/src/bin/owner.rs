@@ -81,6 +81,7 @@ fn run(mailbox_id: ObjID) -> Result<(), Error> {
     mb.set_id(mailbox::CTX, reader_ctx);
     mb.set_id(mailbox::SECRET, secret);
     mb.set(mailbox::HEAP, sys::map(heap_id)?);
+    mb.set_id(mailbox::HEAP_ID, heap_id);
     mb.set(mailbox::READY, 1);
     sys::report(1, report::OK, 0);
 

@@ -54,6 +54,12 @@ fn run(mailbox_id: ObjID) -> Result<(), Error> {
         Ok(b) => sys::report(4, report::OK, u64::from(b)),
         Err(_) => sys::report(4, report::DENIED, 0),
     }
+    // Ids are not secrets: mapped by id, the owner's heap must still be denied.
+    let heap = sys::map(mb.id(mailbox::HEAP_ID))? + PAGE;
+    match try_read(heap) {
+        Ok(b) => sys::report(5, report::OK, u64::from(b)),
+        Err(_) => sys::report(5, report::DENIED, 0),
+    }
     let shared = sys::map(mb.id(mailbox::OBJECT))? + PAGE;
     while try_read(shared).is_ok() {
         mb.bump(mailbox::READS);
