@@ -489,7 +489,7 @@ pub const OWNER: [Step; 3] = [
 ];
 
 /// The reader of the two microservices (`reader.rs`), run on CPU 1 at the same time.
-pub const READER: [Step; 5] = [
+pub const READER: [Step; 6] = [
     step(
         1,
         "reader: denied once the owner revoked",
@@ -512,6 +512,12 @@ pub const READER: [Step; 5] = [
     step(
         5,
         "reader: owner's heap mapped by its id",
+        "denied",
+        Expect::Denied,
+    ),
+    step(
+        6,
+        "reader: owner's stack mapped by its id",
         "denied",
         Expect::Denied,
     ),

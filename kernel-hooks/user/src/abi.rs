@@ -66,6 +66,38 @@ pub const LAST_SLOT: u64 = 400;
 /// right may (the scenarios program, to expire a capability without waiting on a timing
 /// window); any other gets [`Error::NotAllowed`]. A real kernel would not have this call.
 pub const SYS_ADVANCE_CLOCK: u64 = 17;
+/// Copy the program's own key and objects into `rdi` (`rsi` bytes, at least
+/// [`self_info::WORDS`] × 8): the layout is [`self_info`]'s `u64` words, little-endian. The
+/// loader makes the program's code, data, stack and heap with no default protections, keyed
+/// by a key it generated for this program alone; its start context holds capabilities signed
+/// by that key for them. With the key's seed, the program signs the same capabilities into
+/// every context it builds (`kernel_hooks_user::own`).
+pub const SYS_SELF: u64 = 18;
+
+/// The layout of what [`SYS_SELF`] copies: indices of `u64` words.
+pub mod self_info {
+    /// 4 words: the 32-byte seed of the program's Ed25519 key (`SigningKey::from_entropy`).
+    pub const SEED: usize = 0;
+    /// 2 words: the id of its key object (the `kuid` of its objects), low first.
+    pub const KUID: usize = 4;
+    /// 2 words: the heap object's id.
+    pub const HEAP: usize = 6;
+    /// The address of the heap object's byte 0.
+    pub const HEAP_BASE: usize = 8;
+    /// Pages of the heap after its null page.
+    pub const HEAP_PAGES: usize = 9;
+    /// 2 words: the stack object's id.
+    pub const STACK: usize = 10;
+    /// How many objects follow.
+    pub const COUNT: usize = 12;
+    /// 3 words per object: id low, id high, the protections its start context grants.
+    pub const OBJECTS: usize = 13;
+    /// The most objects listed (code and data segments, stack, heap).
+    pub const MAX_OBJECTS: usize = 8;
+    /// Words in all.
+    pub const WORDS: usize = OBJECTS + 3 * MAX_OBJECTS;
+}
+
 /// The most an advance of the clock may move it.
 pub const MAX_CLOCK_ADVANCE_NS: u64 = 86_400_000_000_000;
 

@@ -18,8 +18,6 @@ use twizzler_capsec::{Cap, CapGrant, ObjID, Protections, RecordKind, SigningKey,
 
 entry!(main);
 
-/// Heap pages (the heap object's last byte is at `base + (HEAP_PAGES + 1) * PAGE - 1`).
-const HEAP_PAGES: u64 = 8;
 /// Kernel memory (the kernel image is loaded at 1 MiB).
 const KERNEL_ADDR: u64 = 0x10_0000;
 /// A slot no object of this task's is in (the last user slot).
@@ -69,15 +67,16 @@ fn id(raw: u64) -> ObjID {
 
 fn main(args: [u64; 4]) -> u64 {
     let [secret, boot_ctx, boot_key, public] = args.map(id);
-    let Ok(heap) = heap::init(HEAP_PAGES) else {
+    let Ok(me) = heap::init() else {
         return 1;
     };
-    let Ok(heap_base) = sys::map(heap) else {
+    let Ok(heap_base) = sys::map(me.heap) else {
         return 2;
     };
     // The heap object's last page, which the allocator has not handed out yet: a scratch area.
-    let scratch = heap_base + HEAP_PAGES * PAGE;
-    let heap_end = heap_base + (HEAP_PAGES + 1) * PAGE;
+    // (The heap object's last byte is at `base + (heap_pages + 1) * PAGE - 1`.)
+    let scratch = heap_base + me.heap_pages * PAGE;
+    let heap_end = heap_base + (me.heap_pages + 1) * PAGE;
 
     // Bad pointers.
     check(1, entropy_raw(KERNEL_ADDR, 16));

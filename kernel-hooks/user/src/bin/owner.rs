@@ -26,7 +26,6 @@ use twizzler_capsec::{Cap, CapGrant, ObjID, Protections, SigningKey, SigningSche
 
 entry!(main);
 
-const HEAP_PAGES: u64 = 32;
 /// Pages of the reader's context (the editor lays the heap out a page past the tables).
 const CTX_PAGES: u64 = 4;
 /// Reads the reader must have done before the revocation.
@@ -48,7 +47,8 @@ fn main(args: [u64; 4]) -> u64 {
 const SECRET_BYTE: u8 = 0x5e;
 
 fn run(mailbox_id: ObjID) -> Result<(), Error> {
-    let heap_id = heap::init(HEAP_PAGES)?;
+    let me = heap::init()?;
+    let heap_id = me.heap;
     // SAFETY: the mailbox object is used only as the mailbox.
     let mb = unsafe { Mailbox::at(sys::map(mailbox_id)?) };
     let mut seed = [0u8; 32];
@@ -63,7 +63,14 @@ fn run(mailbox_id: ObjID) -> Result<(), Error> {
     let own_ctx = sys::create_object(KIND_CONTEXT, CTX_PAGES, rw, None)?;
     let own_cap =
         Cap::mint(CapGrant::new(secret, own_ctx, rw), &sk).map_err(|_| Error::Malformed)?;
-    ctx::edit(sys::map(own_ctx)?, CTX_PAGES, |ed| ed.add_cap(&own_cap))?;
+    // It also grants the owner's code, stack and heap (no default rights on them).
+    let mine = me.caps_for(own_ctx)?;
+    ctx::edit(sys::map(own_ctx)?, CTX_PAGES, |ed| {
+        ed.add_cap(&own_cap);
+        for c in &mine {
+            ed.add_cap(c);
+        }
+    })?;
     sys::attach(own_ctx)?;
     sys::switch(own_ctx)?;
     let secret_page = sys::map(secret)? + PAGE;
@@ -82,6 +89,7 @@ fn run(mailbox_id: ObjID) -> Result<(), Error> {
     mb.set_id(mailbox::SECRET, secret);
     mb.set(mailbox::HEAP, sys::map(heap_id)?);
     mb.set_id(mailbox::HEAP_ID, heap_id);
+    mb.set_id(mailbox::STACK_ID, me.stack);
     mb.set(mailbox::READY, 1);
     sys::report(1, report::OK, 0);
 

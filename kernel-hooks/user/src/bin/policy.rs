@@ -21,8 +21,6 @@ use twizzler_capsec::{Cap, CapGrant, Protections, SigningKey, SigningScheme};
 
 entry!(main);
 
-/// Heap pages: the editor's copies and the signatures are small.
-const HEAP_PAGES: u64 = 64;
 /// Pages of the context object (its encoded bytes start at its byte `PAGE`).
 const CTX_PAGES: u64 = 4;
 
@@ -63,7 +61,7 @@ fn access(step: u64, r: Result<u8, kernel_hooks_user::rt::Denied>) {
 }
 
 fn run() -> Result<(), u64> {
-    heap::init(HEAP_PAGES).map_err(|e| failed(step::KEYGEN, e))?;
+    let me = heap::init().map_err(|e| failed(step::KEYGEN, e))?;
 
     // 1. A key pair from kernel entropy; the public half becomes a key object.
     let mut seed = [0u8; 32];
@@ -92,7 +90,16 @@ fn run() -> Result<(), u64> {
     let ctx_base = sys::map(ctx).map_err(|e| failed(step::CTX, e))?;
     let cap = Cap::mint(CapGrant::new(data, ctx, Protections::READ), &sk)
         .map_err(|_| failed(step::CTX, Error::Malformed))?;
-    ctx::edit(ctx_base, CTX_PAGES, |ed| ed.add_cap(&cap)).map_err(|e| failed(step::CTX, e))?;
+    // And capabilities for its own code, stack and heap (no default rights on them), which
+    // it needs to keep running once the context is active.
+    let mine = me.caps_for(ctx).map_err(|e| failed(step::CTX, e))?;
+    ctx::edit(ctx_base, CTX_PAGES, |ed| {
+        ed.add_cap(&cap);
+        for c in &mine {
+            ed.add_cap(c);
+        }
+    })
+    .map_err(|e| failed(step::CTX, e))?;
     ok(step::CTX, ctx.raw() as u64);
 
     // 4. Attach it and make it active.

@@ -15,7 +15,7 @@ use kernel_hooks_user::abi::{mailbox, report};
 use kernel_hooks_user::heap::PAGE;
 use kernel_hooks_user::mailbox::Mailbox;
 use kernel_hooks_user::rt::try_read;
-use kernel_hooks_user::{Error, entry, sys};
+use kernel_hooks_user::{Error, ctx, entry, heap, sys};
 use twizzler_capsec::ObjID;
 
 entry!(main);
@@ -32,13 +32,26 @@ fn main(args: [u64; 4]) -> u64 {
     }
 }
 
+/// Pages of the context the owner made for the reader.
+const CTX_PAGES: u64 = 4;
+
 fn run(mailbox_id: ObjID) -> Result<(), Error> {
+    let me = heap::init()?;
     // SAFETY: the mailbox object is used only as the mailbox.
     let mb = unsafe { Mailbox::at(sys::map(mailbox_id)?) };
     while mb.get(mailbox::READY) == 0 {
         sys::yield_now();
     }
     let ctx = mb.id(mailbox::CTX);
+    // The owner's context for it grants the shared object; the reader adds capabilities for
+    // its own code, stack and heap (signed with its own key: no default rights on them), or
+    // it could not run once the context is active.
+    let mine = me.caps_for(ctx)?;
+    ctx::edit(sys::map(ctx)?, CTX_PAGES, |ed| {
+        for c in &mine {
+            ed.add_cap(c);
+        }
+    })?;
     sys::attach(ctx)?;
     sys::switch(ctx)?;
     mb.set(mailbox::READER_SWITCHED, 1);
@@ -59,6 +72,11 @@ fn run(mailbox_id: ObjID) -> Result<(), Error> {
     match try_read(heap) {
         Ok(b) => sys::report(5, report::OK, u64::from(b)),
         Err(_) => sys::report(5, report::DENIED, 0),
+    }
+    let stack = sys::map(mb.id(mailbox::STACK_ID))? + PAGE;
+    match try_read(stack) {
+        Ok(b) => sys::report(6, report::OK, u64::from(b)),
+        Err(_) => sys::report(6, report::DENIED, 0),
     }
     let shared = sys::map(mb.id(mailbox::OBJECT))? + PAGE;
     while try_read(shared).is_ok() {

@@ -10,7 +10,9 @@
 //!   program cannot leave it).
 //!
 //! The program works from a home context of its own, signed for by its own key (so it can
-//! sign delegations as their provider).
+//! sign delegations as their provider). Every context it switches to (home, the child, the
+//! library's, the jail) also holds capabilities for the program's own code, stack and heap,
+//! signed with the key the loader gave it (`own`): those objects have no default rights.
 
 #![no_std]
 #![no_main]
@@ -19,6 +21,7 @@ extern crate alloc;
 
 use kernel_hooks_user::abi::{KIND_CONTEXT, KIND_DATA, report};
 use kernel_hooks_user::heap::{self, PAGE};
+use kernel_hooks_user::own::Own;
 use kernel_hooks_user::rt::{try_call, try_read, try_write};
 use kernel_hooks_user::{Error, ctx, entry, sys};
 use twizzler_capsec::{
@@ -28,7 +31,6 @@ use twizzler_capsec::{
 
 entry!(main);
 
-const HEAP_PAGES: u64 = 64;
 /// Pages of each context object.
 const CTX_PAGES: u64 = 4;
 /// How long the expiring capability lives, from when it is signed: long enough that the read
@@ -101,8 +103,13 @@ fn main(_args: [u64; 4]) -> u64 {
     }
 }
 
+/// Context `ctx`'s capabilities for the program's own objects.
+fn own_caps(me: &Own, at: u64, ctx: ObjID) -> Result<alloc::vec::Vec<Cap>, u64> {
+    setup(at, me.caps_for(ctx))
+}
+
 fn run() -> Result<(), u64> {
-    setup(0, heap::init(HEAP_PAGES))?;
+    let me = setup(0, heap::init())?;
     let mut seed = [0u8; 32];
     setup(1, sys::entropy(&mut seed))?;
     let sk = signed(2, SigningKey::from_entropy(SigningScheme::Ed25519, &seed))?;
@@ -110,6 +117,15 @@ fn run() -> Result<(), u64> {
     // The home context: signed for by our key, writable by default so we can edit it.
     let home = setup(4, object(KIND_CONTEXT, CTX_PAGES, rw(), Some(kuid)))?;
     let start = setup(5, sys::active())?;
+    let home_mine = own_caps(&me, 5, home.id)?;
+    setup(
+        5,
+        ctx::edit(home.base, CTX_PAGES, |ed| {
+            for c in &home_mine {
+                ed.add_cap(c);
+            }
+        }),
+    )?;
     setup(6, sys::attach(home.id))?;
     setup(6, sys::switch(home.id))?;
     // Home is edited from the start context: a write into the active context invalidates
@@ -142,7 +158,16 @@ fn run() -> Result<(), u64> {
     edit_home(&|ed| ed.add_cap(&root))?;
     let child = setup(14, object(KIND_CONTEXT, CTX_PAGES, rw(), None))?;
     let del = signed(15, Del::from_cap(&root, DelGrant::new(child.id, r()), &sk))?;
-    setup(16, ctx::edit(child.base, CTX_PAGES, |ed| ed.add_del(&del)))?;
+    let child_mine = own_caps(&me, 16, child.id)?;
+    setup(
+        16,
+        ctx::edit(child.base, CTX_PAGES, |ed| {
+            ed.add_del(&del);
+            for c in &child_mine {
+                ed.add_cap(c);
+            }
+        }),
+    )?;
     // The child runs without home: with home still attached, the engine would grant the
     // write by switching the thread back to home (Twizzler's rule). (The start context stays
     // attached; it grants nothing on the data.)
@@ -198,9 +223,17 @@ fn run() -> Result<(), u64> {
     let mut exec = CapGrant::new(lib.id, lib_ctx.id, Protections::READ | Protections::EXEC);
     exec.gate = signed(36, Gate::new(PAGE, 0x100, 16))?;
     let enter_lib = signed(37, Cap::mint(exec, &sk))?;
+    // The library's context also grants the program's own code and stack: the call returns
+    // to them (and the program reads which context is active) under it.
+    let lib_mine = own_caps(&me, 38, lib_ctx.id)?;
     setup(
         38,
-        ctx::edit(lib_ctx.base, CTX_PAGES, |ed| ed.add_cap(&enter_lib)),
+        ctx::edit(lib_ctx.base, CTX_PAGES, |ed| {
+            ed.add_cap(&enter_lib);
+            for c in &lib_mine {
+                ed.add_cap(c);
+            }
+        }),
     )?;
     // `mov eax, 0x2a; ret`, at every 8 bytes of the gate's range.
     const FUNC: [u8; 8] = [0xb8, 0x2a, 0, 0, 0, 0xc3, 0x90, 0x90];
@@ -241,10 +274,15 @@ fn run() -> Result<(), u64> {
         ed.add_cap(&edit_jail);
     })?;
     let parse_input = signed(27, Cap::mint(CapGrant::new(input.id, jail.id, r()), &sk))?;
+    // The jailed parser still runs its own code on its own stack and heap.
+    let jail_mine = own_caps(&me, 27, jail.id)?;
     setup(
         28,
         ctx::edit(jail.base, CTX_PAGES, |ed| {
             ed.add_cap(&parse_input);
+            for c in &jail_mine {
+                ed.add_cap(c);
+            }
             ed.set_flags(CtxFlags::UNDETACHABLE);
         }),
     )?;
