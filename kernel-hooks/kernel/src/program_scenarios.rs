@@ -77,7 +77,7 @@ pub const POLICY: [Step; 8] = [
 
 /// The hostile program (`kernel-hooks/user/src/bin/hostile.rs`): every row an error code
 /// or a denial, and the kernel still standing.
-pub const HOSTILE: [Step; 40] = [
+pub const HOSTILE: [Step; 42] = [
     step(
         1,
         "hostile: entropy -> kernel address",
@@ -297,6 +297,18 @@ pub const HOSTILE: [Step; 40] = [
         "hostile: unmap an object twice",
         "ENOTATTACHED",
         Expect::Err(Error::NotAttached),
+    ),
+    step(
+        41,
+        "hostile: self info -> kernel address",
+        "EFAULT",
+        Expect::Err(Error::BadPointer),
+    ),
+    step(
+        42,
+        "hostile: self info into 8 bytes",
+        "EINVAL_LEN",
+        Expect::Err(Error::BadLength),
     ),
 ];
 

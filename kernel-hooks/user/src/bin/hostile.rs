@@ -61,6 +61,17 @@ fn create_key_raw(addr: u64, len: u64) -> Result<(), Error> {
     }
 }
 
+/// `SYS_SELF` with a raw pointer and length.
+fn self_raw(addr: u64, len: u64) -> Result<(), Error> {
+    // SAFETY: every address passed below is either rejected by the kernel or lies in this
+    // program's heap object past what the allocator uses (its last page).
+    let (rax, _, _) = unsafe { sys::raw(abi::SYS_SELF, [addr, len, 0, 0, 0]) };
+    match rax {
+        0 => Ok(()),
+        code => Err(Error::from_code(code).unwrap_or(Error::NoSys)),
+    }
+}
+
 fn id(raw: u64) -> ObjID {
     ObjID::new(u128::from(raw))
 }
@@ -182,6 +193,11 @@ fn main(args: [u64; 4]) -> u64 {
         own.and_then(|c| sys::attach(c).and_then(|()| sys::attach(c))),
     );
     check(40, sys::unmap(public).and_then(|()| sys::unmap(public)));
+
+    // Its own key and objects (`SYS_SELF`) copied to kernel memory, or into too few bytes.
+    let self_len = (abi::self_info::WORDS * 8) as u64;
+    check(41, self_raw(KERNEL_ADDR, self_len));
+    check(42, self_raw(scratch, 8));
 
     // Kernel memory and an unmapped slot, touched directly.
     probe(33, KERNEL_ADDR);
