@@ -15,7 +15,11 @@
 //! its key object is owned by the task). The task's start context holds capabilities signed
 //! by that key for exactly what it needs: code `r-x`, data as its segment's flags say (`rw-`,
 //! or `r--` for read-only data), stack `rw-`, heap `rw-` ([`HEAP_PAGES`] pages, made by the
-//! loader so that the capability is in the start context from the first instruction). Another
+//! loader so that the capability is in the start context from the first instruction), and
+//! `rw-` on [`self_info::CONTEXTS_N`] private context objects (no default protections,
+//! keyed by the same key) that the program builds its own contexts in: a context holding
+//! capabilities for a program's memory must be attachable by that program only, and a
+//! context object readable by default may be attached by any task that learns its id. Another
 //! program that learns those ids (ids are passed around) maps them and is denied: it holds no
 //! capability, and there are no default rights. The program gets its key's seed and its
 //! objects' ids from `SYS_SELF`, so it can sign the same capabilities into every context it
@@ -110,8 +114,8 @@ pub const STACK_PAGES: u64 = 32;
 /// the program runs so that its capability is in the start context, and one size keeps the
 /// loader free of a second thing to parse and check.
 pub const HEAP_PAGES: u64 = 64;
-/// Pages of a task's start context (its capabilities for its own objects).
-pub const START_CTX_PAGES: u64 = 2;
+/// Pages of a task's start context (its capabilities for its own objects and contexts).
+pub const START_CTX_PAGES: u64 = 3;
 /// How long a program may run (monotonic time, kernel work included): programs sign and
 /// verify in emulated time, and under host load a run took 3.6 s where it takes 0.3 s idle;
 /// the probes' 5 s is too tight for them.
@@ -322,9 +326,17 @@ pub fn load(elf_image: &[u8]) -> Result<Loaded, String> {
     let heap = new_data_object(HEAP_PAGES, Protections::empty(), Some(key))
         .map_err(|e| alloc::format!("heap: {}", e.name()))?;
     objects.push((heap.id, rw));
+    // Its private contexts: only the start context grants them (rw-: attach and edit).
+    let mut contexts = Vec::new();
+    for _ in 0..self_info::CONTEXTS_N {
+        let c = new_context_object(self_info::CONTEXT_PAGES, Protections::empty(), Some(key))
+            .map_err(|e| alloc::format!("private context: {}", e.name()))?;
+        contexts.push(c.id);
+    }
     let ctx = new_context_object_with(START_CTX_PAGES, Protections::empty(), None, |ctx| {
         let mut ed = SecCtxEditor::new();
-        for &(id, prots) in &objects {
+        let private = contexts.iter().map(|&c| (c, rw));
+        for (id, prots) in objects.iter().copied().chain(private) {
             let cap = Cap::mint(CapGrant::new(id, ctx, prots), &sk).map_err(|_| Error::BadArg)?;
             ed.add_cap(&cap);
         }
@@ -343,6 +355,9 @@ pub fn load(elf_image: &[u8]) -> Result<Loaded, String> {
     own[self_info::HEAP_BASE] = heap.base().ok_or("heap without a slot")?;
     own[self_info::HEAP_PAGES] = HEAP_PAGES;
     put_id(&mut own, self_info::STACK, stack.id);
+    for (i, &c) in contexts.iter().enumerate() {
+        put_id(&mut own, self_info::CONTEXTS + 2 * i, c);
+    }
     own[self_info::COUNT] = objects.len() as u64;
     for (i, &(id, prots)) in objects.iter().enumerate() {
         let at = self_info::OBJECTS + 3 * i;

@@ -501,7 +501,7 @@ pub const OWNER: [Step; 3] = [
 ];
 
 /// The reader of the two microservices (`reader.rs`), run on CPU 1 at the same time.
-pub const READER: [Step; 6] = [
+pub const READER: [Step; 7] = [
     step(
         1,
         "reader: denied once the owner revoked",
@@ -532,6 +532,12 @@ pub const READER: [Step; 6] = [
         "reader: owner's stack mapped by its id",
         "denied",
         Expect::Denied,
+    ),
+    step(
+        7,
+        "reader: attach the owner's own context",
+        "ENOTALLOWED",
+        Expect::Err(Error::NotAllowed),
     ),
 ];
 

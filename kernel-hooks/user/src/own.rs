@@ -11,6 +11,13 @@
 //! code, stack and heap into every context it builds and switches to ([`Own::caps_for`]): a
 //! program that switches its active context still reaches its own memory, under the new
 //! context, through capabilities like any other.
+//!
+//! Such a context must be attachable by the program only: a context object readable by
+//! default can be attached by any task that learns its id, and would hand it the program's
+//! memory. So the loader also makes [`self_info::CONTEXTS_N`] private context objects (no
+//! default protections, keyed by the program's key, `rw-` in its start context):
+//! [`Own::contexts`]. A program builds the contexts it switches to in those, and gives a
+//! context it edits or attaches from `rw-` on them with [`Own::context_caps_for`].
 
 use alloc::vec::Vec;
 
@@ -32,6 +39,7 @@ pub struct Own {
     pub heap_pages: u64,
     /// The stack object.
     pub stack: ObjID,
+    contexts: [ObjID; self_info::CONTEXTS_N],
     objects: [(ObjID, Protections); self_info::MAX_OBJECTS],
     count: usize,
 }
@@ -69,7 +77,12 @@ impl Own {
                 .ok_or(Error::Malformed)?;
             *o = (id_at(&words, at), prots);
         }
+        let mut contexts = [ObjID::new(0); self_info::CONTEXTS_N];
+        for (i, c) in contexts.iter_mut().enumerate() {
+            *c = id_at(&words, self_info::CONTEXTS + 2 * i);
+        }
         Ok(Self {
+            contexts,
             key: key?,
             kuid: id_at(&words, self_info::KUID),
             heap: id_at(&words, self_info::HEAP),
@@ -90,6 +103,29 @@ impl Own {
     /// segment says, stack and heap `rw-`).
     pub fn objects(&self) -> &[(ObjID, Protections)] {
         self.objects.get(..self.count).unwrap_or(&[])
+    }
+
+    /// The program's private context objects ([`self_info::CONTEXT_PAGES`] pages each, empty
+    /// when it starts).
+    pub fn contexts(&self) -> &[ObjID] {
+        &self.contexts
+    }
+
+    /// Private context `i`, or [`Error::NoObject`].
+    pub fn context(&self, i: usize) -> Result<ObjID, Error> {
+        self.contexts.get(i).copied().ok_or(Error::NoObject)
+    }
+
+    /// Capabilities for context `ctx` granting `rw-` on each of the program's private
+    /// contexts (to attach and edit them while `ctx` is active).
+    pub fn context_caps_for(&self, ctx: ObjID) -> Result<Vec<Cap>, Error> {
+        let rw = Protections::READ | Protections::WRITE;
+        self.contexts
+            .iter()
+            .map(|&id| {
+                Cap::mint(CapGrant::new(id, ctx, rw), &self.key).map_err(|_| Error::Malformed)
+            })
+            .collect()
     }
 
     /// Capabilities for context `ctx` on each of the program's own objects, with the rights

@@ -25,7 +25,7 @@ entry!(main);
 /// Runs of each operation.
 const RUNS: usize = abi::BENCH_RUNS as usize;
 /// Pages of each context object (room for every capability the edit benchmark adds).
-const CTX_PAGES: u64 = 4;
+const CTX_PAGES: u64 = abi::self_info::CONTEXT_PAGES;
 
 fn main(_args: [u64; 4]) -> u64 {
     let Ok(me) = heap::init() else {
@@ -72,10 +72,11 @@ fn bench(me: &Own, s: u64, scheme: SigningScheme) -> Result<(), Error> {
     let sk = key(scheme)?;
     let kuid = sys::create_key(&sk.verifying_key().encode())?;
     let target = sys::create_object(KIND_DATA, 1, Protections::empty(), Some(kuid))?;
-    let holder = sys::create_object(KIND_CONTEXT, CTX_PAGES, Protections::all(), None)?;
+    // The holder is switched to below: one of the program's private contexts (no other task
+    // may attach it), granting the program its own code, stack and heap (the loader's
+    // objects have no default rights).
+    let holder = me.context(s as usize)?;
     let holder_base = sys::map(holder)?;
-    // The holder is switched to below: it grants the program its own code, stack and heap
-    // (the loader's objects have no default rights).
     let mine = me.caps_for(holder)?;
     ctx::edit(holder_base, CTX_PAGES, |ed| {
         for c in &mine {

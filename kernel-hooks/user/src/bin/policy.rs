@@ -13,7 +13,7 @@
 
 extern crate alloc;
 
-use kernel_hooks_user::abi::{KIND_CONTEXT, KIND_DATA, report};
+use kernel_hooks_user::abi::{self, KIND_DATA, report};
 use kernel_hooks_user::heap::{self, PAGE};
 use kernel_hooks_user::rt::{try_read, try_write};
 use kernel_hooks_user::{Error, ctx, entry, sys};
@@ -22,7 +22,7 @@ use twizzler_capsec::{Cap, CapGrant, Protections, SigningKey, SigningScheme};
 entry!(main);
 
 /// Pages of the context object (its encoded bytes start at its byte `PAGE`).
-const CTX_PAGES: u64 = 4;
+const CTX_PAGES: u64 = abi::self_info::CONTEXT_PAGES;
 
 /// The steps, as the kernel's table numbers them.
 mod step {
@@ -80,13 +80,8 @@ fn run() -> Result<(), u64> {
     ok(step::DATA, data.raw() as u64);
 
     // 3. A context object, and a read capability for the data object written into it.
-    let ctx = sys::create_object(
-        KIND_CONTEXT,
-        CTX_PAGES,
-        Protections::READ | Protections::WRITE,
-        None,
-    )
-    .map_err(|e| failed(step::CTX, e))?;
+    // One of its private context objects (only it may attach it: no default rights).
+    let ctx = me.context(0).map_err(|e| failed(step::CTX, e))?;
     let ctx_base = sys::map(ctx).map_err(|e| failed(step::CTX, e))?;
     let cap = Cap::mint(CapGrant::new(data, ctx, Protections::READ), &sk)
         .map_err(|_| failed(step::CTX, Error::Malformed))?;

@@ -11,15 +11,18 @@
 //!
 //! The program works from a home context of its own, signed for by its own key (so it can
 //! sign delegations as their provider). Every context it switches to (home, the child, the
-//! library's, the jail) also holds capabilities for the program's own code, stack and heap,
-//! signed with the key the loader gave it (`own`): those objects have no default rights.
+//! library's, the jail) is one of the private context objects the loader made for it (no
+//! default rights: no other task may attach them), and holds capabilities for the program's
+//! own code, stack and heap, signed with the key the loader gave it (`own`): those objects
+//! have no default rights either. Home and the child also hold `rw-` on the private
+//! contexts, to edit and attach them; the library's context and the jail do not.
 
 #![no_std]
 #![no_main]
 
 extern crate alloc;
 
-use kernel_hooks_user::abi::{KIND_CONTEXT, KIND_DATA, report};
+use kernel_hooks_user::abi::{KIND_DATA, report};
 use kernel_hooks_user::heap::{self, PAGE};
 use kernel_hooks_user::own::Own;
 use kernel_hooks_user::rt::{try_call, try_read, try_write};
@@ -108,16 +111,33 @@ fn own_caps(me: &Own, at: u64, ctx: ObjID) -> Result<alloc::vec::Vec<Cap>, u64> 
     setup(at, me.caps_for(ctx))
 }
 
+/// Context `ctx`'s capabilities for the program's own objects and `rw-` on its private
+/// contexts.
+fn own_and_ctx_caps(me: &Own, at: u64, ctx: ObjID) -> Result<alloc::vec::Vec<Cap>, u64> {
+    let mut caps = own_caps(me, at, ctx)?;
+    caps.extend(setup(at, me.context_caps_for(ctx))?);
+    Ok(caps)
+}
+
+/// Private context `i` (see [`Own::contexts`]), mapped.
+fn private(me: &Own, at: u64, i: usize) -> Result<Mapped, u64> {
+    let id = setup(at, me.context(i))?;
+    Ok(Mapped {
+        id,
+        base: setup(at, sys::map(id))?,
+    })
+}
+
 fn run() -> Result<(), u64> {
     let me = setup(0, heap::init())?;
     let mut seed = [0u8; 32];
     setup(1, sys::entropy(&mut seed))?;
     let sk = signed(2, SigningKey::from_entropy(SigningScheme::Ed25519, &seed))?;
     let kuid = setup(3, sys::create_key(&sk.verifying_key().encode()))?;
-    // The home context: signed for by our key, writable by default so we can edit it.
-    let home = setup(4, object(KIND_CONTEXT, CTX_PAGES, rw(), Some(kuid)))?;
+    // The home context: a private one, signed for by the program's key (`me.key()`).
+    let home = private(&me, 4, 0)?;
     let start = setup(5, sys::active())?;
-    let home_mine = own_caps(&me, 5, home.id)?;
+    let home_mine = own_and_ctx_caps(&me, 5, home.id)?;
     setup(
         5,
         ctx::edit(home.base, CTX_PAGES, |ed| {
@@ -156,9 +176,13 @@ fn run() -> Result<(), u64> {
     let data = setup(12, object(KIND_DATA, 1, Protections::empty(), Some(kuid)))?;
     let root = signed(13, Cap::mint(CapGrant::new(data.id, home.id, rw()), &sk))?;
     edit_home(&|ed| ed.add_cap(&root))?;
-    let child = setup(14, object(KIND_CONTEXT, CTX_PAGES, rw(), None))?;
-    let del = signed(15, Del::from_cap(&root, DelGrant::new(child.id, r()), &sk))?;
-    let child_mine = own_caps(&me, 16, child.id)?;
+    let child = private(&me, 14, 1)?;
+    // Signed by the provider context's key: home's, the program's own.
+    let del = signed(
+        15,
+        Del::from_cap(&root, DelGrant::new(child.id, r()), me.key()),
+    )?;
+    let child_mine = own_and_ctx_caps(&me, 16, child.id)?;
     setup(
         16,
         ctx::edit(child.base, CTX_PAGES, |ed| {
@@ -217,7 +241,7 @@ fn run() -> Result<(), u64> {
     // entry point switches the thread into the library's context; a call between entry
     // points is denied.
     let lib = setup(33, object(KIND_DATA, 1, Protections::empty(), Some(kuid)))?;
-    let lib_ctx = setup(34, object(KIND_CONTEXT, CTX_PAGES, rw(), None))?;
+    let lib_ctx = private(&me, 34, 2)?;
     let write_lib = signed(35, Cap::mint(CapGrant::new(lib.id, home.id, rw()), &sk))?;
     edit_home(&|ed| ed.add_cap(&write_lib))?;
     let mut exec = CapGrant::new(lib.id, lib_ctx.id, Protections::READ | Protections::EXEC);
@@ -262,17 +286,14 @@ fn run() -> Result<(), u64> {
     }
     setup(41, sys::detach(lib_ctx.id))?;
 
-    // The jail: an UNDETACHABLE context granting r-- on the input only. Its object is
-    // readable by default (to attach it) and writable only through home's capability.
+    // The jail: an UNDETACHABLE context granting r-- on the input only (and the program's
+    // own code, stack and heap). A private context: home's capability lets the program
+    // attach and edit it; the jail grants no right on itself.
     let input = setup(22, object(KIND_DATA, 1, Protections::empty(), Some(kuid)))?;
     let secret = setup(23, object(KIND_DATA, 1, Protections::empty(), Some(kuid)))?;
-    let jail = setup(24, object(KIND_CONTEXT, CTX_PAGES, r(), Some(kuid)))?;
+    let jail = private(&me, 24, 3)?;
     let see_secret = signed(25, Cap::mint(CapGrant::new(secret.id, home.id, r()), &sk))?;
-    let edit_jail = signed(26, Cap::mint(CapGrant::new(jail.id, home.id, rw()), &sk))?;
-    edit_home(&|ed| {
-        ed.add_cap(&see_secret);
-        ed.add_cap(&edit_jail);
-    })?;
+    edit_home(&|ed| ed.add_cap(&see_secret))?;
     let parse_input = signed(27, Cap::mint(CapGrant::new(input.id, jail.id, r()), &sk))?;
     // The jailed parser still runs its own code on its own stack and heap.
     let jail_mine = own_caps(&me, 27, jail.id)?;
