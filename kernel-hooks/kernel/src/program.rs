@@ -446,6 +446,26 @@ pub struct ProgramRun {
     pub faults: usize,
     /// rdtsc cycles it ran for (kernel work included).
     pub cycles: u64,
+    /// Its heap object, stack object and first private context (ids another program may
+    /// learn, and must still be denied).
+    pub private: [ObjID; 3],
+}
+
+/// Adds a one-page data object readable by everyone (`r--` by default, no key) holding
+/// `words` past its null page: a notice board, the ordinary way ids travel between programs.
+pub fn new_board(words: &[u64]) -> Result<&'static Object, Error> {
+    let mut fr = frames(2)?;
+    let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+    if !fr.get_mut(1).is_some_and(|f| f.write_at(0, &bytes)) {
+        return Err(Error::BadArg);
+    }
+    insert(Object {
+        id: fresh_id(),
+        kuid: None,
+        default_prots: Protections::READ,
+        slot: Some(fresh_slot()?),
+        body: Body::Frames(fr),
+    })
 }
 
 /// Loads `program` and runs it with arguments `args` (`rdi`, `rsi`, `rdx`, `r8`);
@@ -566,12 +586,19 @@ pub fn run(program: &Program, args: [u64; 4], may_set_clock: bool) -> Result<Pro
     if let Some(pt) = PAGING.lock().as_mut() {
         let _ = pt.leave_space(space);
     }
+    let word_id =
+        |at: usize| ObjID::new(u128::from(loaded.own[at]) | (u128::from(loaded.own[at + 1]) << 64));
     Ok(ProgramRun {
         outcome,
         reports: task.reports,
         traps,
         faults,
         cycles,
+        private: [
+            word_id(self_info::HEAP),
+            word_id(self_info::STACK),
+            word_id(self_info::CONTEXTS),
+        ],
     })
 }
 

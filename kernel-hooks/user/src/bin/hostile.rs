@@ -4,8 +4,11 @@
 //! Every call must come back with an error code and every access with a denial; the kernel
 //! checks each against its table and must never fault.
 //!
-//! Arguments: a boot data object it holds no capability for (signed by a boot key), a boot
-//! context, that boot key, and a public boot object (default `r--`).
+//! Arguments: a boot data object it holds no capability for (signed by a boot key) and a boot
+//! context (low and high 32 bits of the first), that boot key and a public boot object
+//! (default `r--`; the second), and a board object (the third and fourth: low, high), readable
+//! by default, on which the kernel wrote the ids of the `policy` program's heap, stack and
+//! context, which ran before: it maps the first two by id and tries to attach the third.
 
 #![no_std]
 #![no_main]
@@ -72,12 +75,24 @@ fn self_raw(addr: u64, len: u64) -> Result<(), Error> {
     }
 }
 
+/// Reads the little-endian `u64` at `addr` one byte at a time with the probe, `None` if
+/// denied.
+fn try_read_u64(addr: u64) -> Option<u64> {
+    let mut v = 0u64;
+    for i in 0..8 {
+        v |= u64::from(try_read(addr + i).ok()?) << (8 * i);
+    }
+    Some(v)
+}
+
 fn id(raw: u64) -> ObjID {
     ObjID::new(u128::from(raw))
 }
 
 fn main(args: [u64; 4]) -> u64 {
-    let [secret, boot_ctx, boot_key, public] = args.map(id);
+    let [secret, boot_ctx, boot_key, public] =
+        [args[0], args[0] >> 32, args[1], args[1] >> 32].map(|w| id(w & 0xffff_ffff));
+    let board = ObjID::new(u128::from(args[2]) | (u128::from(args[3]) << 64));
     let Ok(me) = heap::init() else {
         return 1;
     };
@@ -198,6 +213,24 @@ fn main(args: [u64; 4]) -> u64 {
     let self_len = (abi::self_info::WORDS * 8) as u64;
     check(41, self_raw(KERNEL_ADDR, self_len));
     check(42, self_raw(scratch, 8));
+
+    // Another program's heap, stack and context, by the ids on the board.
+    let on_board = |i: u64| -> Result<ObjID, Error> {
+        let page = sys::map(board)? + PAGE;
+        let word = |j: u64| try_read_u64(page + 8 * j).ok_or(Error::Denied);
+        Ok(ObjID::new(
+            u128::from(word(2 * i)?) | (u128::from(word(2 * i + 1)?) << 64),
+        ))
+    };
+    match on_board(0).and_then(sys::map) {
+        Ok(heap) => probe(43, heap + PAGE),
+        Err(e) => sys::report(43, report::ERROR, e as u64),
+    }
+    match on_board(1).and_then(sys::map) {
+        Ok(stack) => probe(44, stack + PAGE),
+        Err(e) => sys::report(44, report::ERROR, e as u64),
+    }
+    check(45, on_board(2).and_then(sys::attach));
 
     // Kernel memory and an unmapped slot, touched directly.
     probe(33, KERNEL_ADDR);
