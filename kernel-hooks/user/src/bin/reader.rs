@@ -4,8 +4,10 @@
 //! loop, counting every granted read in the mailbox, until a read is denied.
 //!
 //! First it tries what it must not do: read the owner's private object (mapped by id; its
-//! contexts hold no capability for it) and the owner's heap (by address, not mapped), both
-//! pages the owner has mapped for itself while it runs on the other CPU.
+//! contexts hold no capability for it), the owner's heap (by address, not mapped), the
+//! owner's heap and stack mapped by the ids the owner published (no capability, no default
+//! rights), all pages the owner has mapped for itself while it runs on the other CPU, and
+//! attach the owner's own context (a private one: no default rights).
 //!
 //! Arguments: the mailbox object's id (low, high).
 
