@@ -4,10 +4,27 @@
 //! `cargo xtask` builds the userspace crate before the kernel and points the kernel's build
 //! script at its ELF images (`KERNEL_HOOKS_USER_BIN_DIR`), which are embedded here. At run
 //! time the loader copies each `PT_LOAD` segment into an object of its own, in the slot the
-//! program was linked for (code `r-x`, data and bss `rw-`, as default protections), gives the
-//! task a stack object and an empty security context of its own, and runs it. Every page the
-//! program touches, its own code included, is a page fault the engine decides, and every
-//! pointer it passes to a system call is checked ([`crate::syscall`]).
+//! program was linked for, gives the task a stack object and a heap object, and runs it in a
+//! security context of its own. Every page the program touches, its own code included, is a
+//! page fault the engine decides, and every pointer it passes to a system call is checked
+//! ([`crate::syscall`]).
+//!
+//! **A program's memory is private by capability, not by its ids' obscurity.** Every object
+//! the loader makes for a program (code, data, stack, heap) has **no default protections**
+//! and is keyed by an Ed25519 key the loader generates for that program alone (from `rdrand`;
+//! its key object is owned by the task). The task's start context holds capabilities signed
+//! by that key for exactly what it needs: code `r-x`, data as its segment's flags say (`rw-`,
+//! or `r--` for read-only data), stack `rw-`, heap `rw-` ([`HEAP_PAGES`] pages, made by the
+//! loader so that the capability is in the start context from the first instruction), and
+//! `rw-` on [`self_info::CONTEXTS_N`] private context objects (no default protections,
+//! keyed by the same key) that the program builds its own contexts in: a context holding
+//! capabilities for a program's memory must be attachable by that program only, and a
+//! context object readable by default may be attached by any task that learns its id. Another
+//! program that learns those ids (ids are passed around) maps them and is denied: it holds no
+//! capability, and there are no default rights. The program gets its key's seed and its
+//! objects' ids from `SYS_SELF`, so it can sign the same capabilities into every context it
+//! builds before it switches to it: under any context it makes active, it still reaches its
+//! own memory, through capabilities like any other access (`kernel_hooks_user::own`).
 //!
 //! A task may only touch objects it has mapped (its code, data and stack, and what it maps
 //! with `SYS_MAP`): a fault in another slot is `NoObject`, whatever the engine would say.
@@ -22,15 +39,17 @@ use alloc::vec::Vec;
 use core::sync::atomic::{AtomicU64, Ordering};
 
 use kernel_hooks::{SecCtxMgr, Stats};
-use twizzler_capsec::{AccessKind, ObjID, Protections, SecCtxEditor};
+use twizzler_capsec::{
+    AccessKind, Cap, CapGrant, ObjID, Protections, SecCtxEditor, SigningKey, SigningScheme,
+};
 
 use crate::elf::{self, PF_W, PF_X};
 use crate::objects::{Body, CtxObject, ENGINE, InsertError, Object, PAGING, table};
 use crate::paging::{Frame, MAX_SLOTS, PAGE, PageTables, SLOT_SIZE};
 use crate::task::{Denial, Outcome};
 use crate::trap::{self, UserFrame};
-use crate::user_abi::{Error, FAULT_DENIED};
-use crate::{clock, cpu, syscall, timer};
+use crate::user_abi::{Error, FAULT_DENIED, self_info};
+use crate::{clock, cpu, rng, syscall, timer};
 
 /// A program image embedded in the kernel.
 pub struct Program {
@@ -89,6 +108,14 @@ pub const PROGRAM_SLOTS: core::ops::Range<u64> = 129..150;
 pub const FIRST_DYNAMIC_SLOT: u64 = 150;
 /// Pages of a task's stack object (after its null page).
 pub const STACK_PAGES: u64 = 32;
+/// Pages of a task's heap object (after its null page): one size for every program, the most
+/// any of them needs (64: the editor's copies and the signatures are small). A constant, not
+/// read from the program (an ELF note, a linker symbol): the loader makes the heap before
+/// the program runs so that its capability is in the start context, and one size keeps the
+/// loader free of a second thing to parse and check.
+pub const HEAP_PAGES: u64 = 64;
+/// Pages of a task's start context (its capabilities for its own objects and contexts).
+pub const START_CTX_PAGES: u64 = 3;
 /// How long a program may run (monotonic time, kernel work included): programs sign and
 /// verify in emulated time, and under host load a run took 3.6 s where it takes 0.3 s idle;
 /// the probes' 5 s is too tight for them.
@@ -161,8 +188,22 @@ pub fn new_context_object(
     default_prots: Protections,
     kuid: Option<ObjID>,
 ) -> Result<&'static Object, Error> {
+    new_context_object_with(pages, default_prots, kuid, |_| {
+        SecCtxEditor::new().encode().map_err(|_| Error::NoSpace)
+    })
+}
+
+/// Adds a context object of `pages` pages (after its null page) in a fresh slot, holding the
+/// encoded context `build` makes for the object's id, followed by zeros.
+pub fn new_context_object_with(
+    pages: u64,
+    default_prots: Protections,
+    kuid: Option<ObjID>,
+    build: impl FnOnce(ObjID) -> Result<Vec<u8>, Error>,
+) -> Result<&'static Object, Error> {
+    let id = fresh_id();
+    let mut bytes = build(id)?;
     let slot = fresh_slot()?;
-    let mut bytes = SecCtxEditor::new().encode().map_err(|_| Error::NoSpace)?;
     let len = usize::try_from(pages * PAGE).map_err(|_| Error::BadArg)?;
     if bytes.len() > len {
         return Err(Error::BadArg);
@@ -176,7 +217,7 @@ pub fn new_context_object(
     };
     let ctx = CtxObject::new(frames, &bytes).ok_or(Error::NoSpace)?;
     insert(Object {
-        id: fresh_id(),
+        id,
         kuid,
         default_prots,
         slot: Some(slot),
@@ -199,17 +240,40 @@ pub fn new_key_object(key: twizzler_capsec::VerifyingKey) -> Result<&'static Obj
 pub struct Loaded {
     /// Where it starts.
     pub entry: u64,
-    /// Its objects: one per segment, then its stack.
-    pub objects: Vec<ObjID>,
+    /// Its objects (one per segment, then its stack, then its heap), each with the rights its
+    /// start context grants on it.
+    pub objects: Vec<(ObjID, Protections)>,
     /// Its stack's top.
     pub stack_top: u64,
-    /// The security context it starts in (empty, its own).
+    /// The security context it starts in (its own; capabilities for `objects` only).
     pub ctx: ObjID,
+    /// What `SYS_SELF` tells it ([`self_info`]'s words): its key's seed, its key object, its
+    /// stack and heap, its objects.
+    pub own: [u64; self_info::WORDS],
+}
+
+/// Where `id` goes in `SYS_SELF`'s words.
+fn put_id(words: &mut [u64], at: usize, id: ObjID) {
+    if let Some(w) = words.get_mut(at..at + 2) {
+        w.copy_from_slice(&[id.raw() as u64, (id.raw() >> 64) as u64]);
+    }
 }
 
 /// Loads `elf` into new objects.
 pub fn load(elf_image: &[u8]) -> Result<Loaded, String> {
     let image = elf::parse(elf_image).map_err(|e| e.to_string())?;
+    if image.segments.len() + 2 > self_info::MAX_OBJECTS {
+        return Err("too many segments".into());
+    }
+    // The program's own key: it signs for every object made here, and only for those.
+    let mut seed = [0u8; 32];
+    let mut rdrand = rng::RdRand::new().ok_or("no rdrand for the program's key")?;
+    let Ok(()) = rand_core::TryRng::try_fill_bytes(&mut rdrand, &mut seed);
+    let sk = SigningKey::from_entropy(SigningScheme::Ed25519, &seed)
+        .map_err(|e| alloc::format!("program key: {e}"))?;
+    let key = new_key_object(sk.verifying_key())
+        .map_err(|e| alloc::format!("key object: {}", e.name()))?
+        .id;
     let mut objects = Vec::new();
     for seg in &image.segments {
         let slot = seg.vaddr / SLOT_SIZE;
@@ -246,26 +310,66 @@ pub fn load(elf_image: &[u8]) -> Result<Loaded, String> {
         };
         let object = insert(Object {
             id: fresh_id(),
-            kuid: None,
-            default_prots: prots,
+            kuid: Some(key),
+            default_prots: Protections::empty(),
             slot: Some(slot),
             body: Body::Frames(fr),
         })
         .map_err(|e| alloc::format!("segment object: {}", e.name()))?;
-        objects.push(object.id);
+        objects.push((object.id, prots));
     }
     let rw = Protections::READ | Protections::WRITE;
-    let stack = new_data_object(STACK_PAGES, rw, None)
+    let stack = new_data_object(STACK_PAGES, Protections::empty(), Some(key))
         .map_err(|e| alloc::format!("stack: {}", e.name()))?;
     let stack_top = stack.base().ok_or("stack without a slot")? + (STACK_PAGES + 1) * PAGE;
-    objects.push(stack.id);
-    let ctx = new_context_object(1, Protections::empty(), None)
-        .map_err(|e| alloc::format!("context: {}", e.name()))?;
+    objects.push((stack.id, rw));
+    let heap = new_data_object(HEAP_PAGES, Protections::empty(), Some(key))
+        .map_err(|e| alloc::format!("heap: {}", e.name()))?;
+    objects.push((heap.id, rw));
+    // Its private contexts: only the start context grants them (rw-: attach and edit).
+    let mut contexts = Vec::new();
+    for _ in 0..self_info::CONTEXTS_N {
+        let c = new_context_object(self_info::CONTEXT_PAGES, Protections::empty(), Some(key))
+            .map_err(|e| alloc::format!("private context: {}", e.name()))?;
+        contexts.push(c.id);
+    }
+    let ctx = new_context_object_with(START_CTX_PAGES, Protections::empty(), None, |ctx| {
+        let mut ed = SecCtxEditor::new();
+        let private = contexts.iter().map(|&c| (c, rw));
+        for (id, prots) in objects.iter().copied().chain(private) {
+            let cap = Cap::mint(CapGrant::new(id, ctx, prots), &sk).map_err(|_| Error::BadArg)?;
+            ed.add_cap(&cap);
+        }
+        ed.encode().map_err(|_| Error::NoSpace)
+    })
+    .map_err(|e| alloc::format!("context: {}", e.name()))?;
+    let mut own = [0u64; self_info::WORDS];
+    for (w, chunk) in own.iter_mut().zip(seed.chunks(8)) {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(chunk);
+        *w = u64::from_le_bytes(b);
+    }
+    seed.fill(0);
+    put_id(&mut own, self_info::KUID, key);
+    put_id(&mut own, self_info::HEAP, heap.id);
+    own[self_info::HEAP_BASE] = heap.base().ok_or("heap without a slot")?;
+    own[self_info::HEAP_PAGES] = HEAP_PAGES;
+    put_id(&mut own, self_info::STACK, stack.id);
+    for (i, &c) in contexts.iter().enumerate() {
+        put_id(&mut own, self_info::CONTEXTS + 2 * i, c);
+    }
+    own[self_info::COUNT] = objects.len() as u64;
+    for (i, &(id, prots)) in objects.iter().enumerate() {
+        let at = self_info::OBJECTS + 3 * i;
+        put_id(&mut own, at, id);
+        own[at + 2] = u64::from(prots.bits());
+    }
     Ok(Loaded {
         entry: image.entry,
         objects,
         stack_top,
         ctx: ctx.id,
+        own,
     })
 }
 
@@ -317,6 +421,8 @@ pub struct Task {
     pub at_last_report: (u64, Stats),
     /// Whether it may move the engine's clock (`SYS_ADVANCE_CLOCK`, test-only).
     pub may_set_clock: bool,
+    /// What `SYS_SELF` copies out: its own key's seed and objects ([`Loaded::own`]).
+    pub own: [u64; self_info::WORDS],
 }
 
 impl Task {
@@ -340,6 +446,26 @@ pub struct ProgramRun {
     pub faults: usize,
     /// rdtsc cycles it ran for (kernel work included).
     pub cycles: u64,
+    /// Its heap object, stack object and first private context (ids another program may
+    /// learn, and must still be denied).
+    pub private: [ObjID; 3],
+}
+
+/// Adds a one-page data object readable by everyone (`r--` by default, no key) holding
+/// `words` past its null page: a notice board, the ordinary way ids travel between programs.
+pub fn new_board(words: &[u64]) -> Result<&'static Object, Error> {
+    let mut fr = frames(2)?;
+    let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+    if !fr.get_mut(1).is_some_and(|f| f.write_at(0, &bytes)) {
+        return Err(Error::BadArg);
+    }
+    insert(Object {
+        id: fresh_id(),
+        kuid: None,
+        default_prots: Protections::READ,
+        slot: Some(fresh_slot()?),
+        body: Body::Frames(fr),
+    })
 }
 
 /// Loads `program` and runs it with arguments `args` (`rdi`, `rsi`, `rdx`, `r8`);
@@ -359,14 +485,16 @@ pub fn run(program: &Program, args: [u64; 4], may_set_clock: bool) -> Result<Pro
     };
     let mut task = Task {
         thread: SecCtxMgr::new(loaded.ctx),
-        mapped: loaded.objects.clone(),
-        owned_keys: Vec::new(),
+        mapped: loaded.objects.iter().map(|&(id, _)| id).collect(),
+        // The program's own key: it may revoke it and the records it signs.
+        owned_keys: alloc::vec![key_of(&loaded.own)],
         recovery: None,
         pending: Vec::new(),
         reports: Vec::new(),
         faults: 0,
         at_last_report: (0, ENGINE.stats()),
         may_set_clock,
+        own: loaded.own,
     };
     let mut frame = UserFrame {
         rip: loaded.entry,
@@ -458,13 +586,25 @@ pub fn run(program: &Program, args: [u64; 4], may_set_clock: bool) -> Result<Pro
     if let Some(pt) = PAGING.lock().as_mut() {
         let _ = pt.leave_space(space);
     }
+    let word_id =
+        |at: usize| ObjID::new(u128::from(loaded.own[at]) | (u128::from(loaded.own[at + 1]) << 64));
     Ok(ProgramRun {
         outcome,
         reports: task.reports,
         traps,
         faults,
         cycles,
+        private: [
+            word_id(self_info::HEAP),
+            word_id(self_info::STACK),
+            word_id(self_info::CONTEXTS),
+        ],
     })
+}
+
+/// The program's key object, from its `SYS_SELF` words.
+fn key_of(own: &[u64; self_info::WORDS]) -> ObjID {
+    ObjID::new(u128::from(own[self_info::KUID]) | (u128::from(own[self_info::KUID + 1]) << 64))
 }
 
 /// A page fault of the task's: only in objects it has mapped, then decided as any fault.

@@ -6,6 +6,8 @@ use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
 
+use twizzler_capsec::ObjID;
+
 use crate::program::{self, ProgramRun, StepReport};
 use crate::scenarios::Row;
 use crate::task::Outcome;
@@ -77,7 +79,7 @@ pub const POLICY: [Step; 8] = [
 
 /// The hostile program (`kernel-hooks/user/src/bin/hostile.rs`): every row an error code
 /// or a denial, and the kernel still standing.
-pub const HOSTILE: [Step; 40] = [
+pub const HOSTILE: [Step; 45] = [
     step(
         1,
         "hostile: entropy -> kernel address",
@@ -298,6 +300,36 @@ pub const HOSTILE: [Step; 40] = [
         "ENOTATTACHED",
         Expect::Err(Error::NotAttached),
     ),
+    step(
+        41,
+        "hostile: self info -> kernel address",
+        "EFAULT",
+        Expect::Err(Error::BadPointer),
+    ),
+    step(
+        42,
+        "hostile: self info into 8 bytes",
+        "EINVAL_LEN",
+        Expect::Err(Error::BadLength),
+    ),
+    step(
+        43,
+        "hostile: policy's heap, mapped by its id",
+        "denied",
+        Expect::Denied,
+    ),
+    step(
+        44,
+        "hostile: policy's stack, mapped by its id",
+        "denied",
+        Expect::Denied,
+    ),
+    step(
+        45,
+        "hostile: attach policy's context",
+        "ENOTALLOWED",
+        Expect::Err(Error::NotAllowed),
+    ),
 ];
 
 /// The scenarios program (`kernel-hooks/user/src/bin/scenarios.rs`): policies it builds
@@ -489,7 +521,7 @@ pub const OWNER: [Step; 3] = [
 ];
 
 /// The reader of the two microservices (`reader.rs`), run on CPU 1 at the same time.
-pub const READER: [Step; 4] = [
+pub const READER: [Step; 7] = [
     step(
         1,
         "reader: denied once the owner revoked",
@@ -508,6 +540,24 @@ pub const READER: [Step; 4] = [
         "reader: owner's heap by address",
         "denied",
         Expect::Denied,
+    ),
+    step(
+        5,
+        "reader: owner's heap mapped by its id",
+        "denied",
+        Expect::Denied,
+    ),
+    step(
+        6,
+        "reader: owner's stack mapped by its id",
+        "denied",
+        Expect::Denied,
+    ),
+    step(
+        7,
+        "reader: attach the owner's own context",
+        "ENOTALLOWED",
+        Expect::Err(Error::NotAllowed),
     ),
 ];
 
@@ -627,13 +677,16 @@ pub fn run_all() -> Option<ProgramResults> {
     let mut rows = Vec::new();
     let mut runs = Vec::new();
     let mut bench = Vec::new();
-    // The hostile program is given a boot object it holds no capability for, a boot context,
-    // the boot key that signs for the object, and a public object.
-    let hostile_args = [
-        ids::DATA.raw() as u64,
-        ids::CTX_MAIN.raw() as u64,
-        ids::KEY_ED25519.raw() as u64,
-        ids::PUBLIC.raw() as u64,
+    // The hostile program is given a boot object it holds no capability for and a boot
+    // context, the boot key that signs for the object and a public object (boot ids are
+    // below 2^32: two to an argument), and a board (below) with the policy program's heap,
+    // stack and context ids, which it must be denied however it learnt them.
+    let pair = |a: ObjID, b: ObjID| (a.raw() as u64 & 0xffff_ffff) | ((b.raw() as u64) << 32);
+    let mut hostile_args = [
+        pair(ids::DATA, ids::CTX_MAIN),
+        pair(ids::KEY_ED25519, ids::PUBLIC),
+        0,
+        0,
     ];
     let spec = |name, steps, exit_row, args, may_set_clock| Spec {
         name,
@@ -679,8 +732,24 @@ pub fn run_all() -> Option<ProgramResults> {
             });
             continue;
         };
+        let args = if name == "hostile" {
+            hostile_args
+        } else {
+            args
+        };
         match program::run(p, args, may_set_clock) {
             Ok(run) => {
+                if name == "policy" {
+                    let words: Vec<u64> = run
+                        .private
+                        .iter()
+                        .flat_map(|id| [id.raw() as u64, (id.raw() >> 64) as u64])
+                        .collect();
+                    if let Ok(board) = program::new_board(&words) {
+                        hostile_args[2] = board.id.raw() as u64;
+                        hostile_args[3] = (board.id.raw() >> 64) as u64;
+                    }
+                }
                 rows.extend(rows_of(exit_row, steps, &run, exit_row));
                 bench.extend(run.reports.iter().filter(|r| r.step >= BENCH_STEP).cloned());
                 runs.push((name, run.faults, run.traps - run.faults, run.cycles));

@@ -88,6 +88,7 @@ fn dispatch(task: &mut Task, n: u64, a: [u64; 5]) -> Result<(u64, u64), Error> {
         abi::SYS_REVOKE_RECORD => revoke_record(task, a[0], a[1], a[2]),
         abi::SYS_SET_RECOVERY => set_recovery(task, a[0], a[1], a[2]),
         abi::SYS_ADVANCE_CLOCK => advance_clock(task, a[0]),
+        abi::SYS_SELF => self_info(task, a[0], a[1]),
         _ => Err(Error::NoSys),
     }
 }
@@ -143,6 +144,16 @@ fn entropy(task: &Task, addr: u64, len: u64) -> Result<(u64, u64), Error> {
     let mut rng = rng::RdRand::new().ok_or(Error::NoSys)?;
     let mut bytes = alloc::vec![0u8; len as usize];
     let Ok(()) = rand_core::TryRng::try_fill_bytes(&mut rng, &mut bytes);
+    copy_out(task, addr, &bytes)?;
+    Ok((0, 0))
+}
+
+/// Copies the task's own key seed and objects out (`SYS_SELF`).
+fn self_info(task: &Task, addr: u64, len: u64) -> Result<(u64, u64), Error> {
+    let bytes: Vec<u8> = task.own.iter().flat_map(|w| w.to_le_bytes()).collect();
+    if len < bytes.len() as u64 {
+        return Err(Error::BadLength);
+    }
     copy_out(task, addr, &bytes)?;
     Ok((0, 0))
 }

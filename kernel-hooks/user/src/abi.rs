@@ -66,6 +66,46 @@ pub const LAST_SLOT: u64 = 400;
 /// right may (the scenarios program, to expire a capability without waiting on a timing
 /// window); any other gets [`Error::NotAllowed`]. A real kernel would not have this call.
 pub const SYS_ADVANCE_CLOCK: u64 = 17;
+/// Copy the program's own key and objects into `rdi` (`rsi` bytes, at least
+/// [`self_info::WORDS`] × 8): the layout is [`self_info`]'s `u64` words, little-endian. The
+/// loader makes the program's code, data, stack and heap, and its private contexts, with no
+/// default protections, keyed by a key it generated for this program alone; its start
+/// context holds capabilities signed by that key for them. With the key's seed, the program signs the same capabilities into
+/// every context it builds (`kernel_hooks_user::own`).
+pub const SYS_SELF: u64 = 18;
+
+/// The layout of what [`SYS_SELF`] copies: indices of `u64` words.
+pub mod self_info {
+    /// 4 words: the 32-byte seed of the program's Ed25519 key (`SigningKey::from_entropy`).
+    pub const SEED: usize = 0;
+    /// 2 words: the id of its key object (the `kuid` of its objects), low first.
+    pub const KUID: usize = 4;
+    /// 2 words: the heap object's id.
+    pub const HEAP: usize = 6;
+    /// The address of the heap object's byte 0.
+    pub const HEAP_BASE: usize = 8;
+    /// Pages of the heap after its null page.
+    pub const HEAP_PAGES: usize = 9;
+    /// 2 words: the stack object's id.
+    pub const STACK: usize = 10;
+    /// 2 words per context: the program's private context objects ([`CONTEXTS_N`]): no
+    /// default protections, keyed by its key, each granted `rw-` by its start context, so
+    /// that only the program can attach or edit them.
+    pub const CONTEXTS: usize = 12;
+    /// How many private contexts the loader makes for a program.
+    pub const CONTEXTS_N: usize = 4;
+    /// Pages of each private context after its null page.
+    pub const CONTEXT_PAGES: u64 = 4;
+    /// How many objects follow.
+    pub const COUNT: usize = CONTEXTS + 2 * CONTEXTS_N;
+    /// 3 words per object: id low, id high, the protections its start context grants.
+    pub const OBJECTS: usize = COUNT + 1;
+    /// The most objects listed (code and data segments, stack, heap).
+    pub const MAX_OBJECTS: usize = 8;
+    /// Words in all.
+    pub const WORDS: usize = OBJECTS + 3 * MAX_OBJECTS;
+}
+
 /// The most an advance of the clock may move it.
 pub const MAX_CLOCK_ADVANCE_NS: u64 = 86_400_000_000_000;
 
@@ -185,7 +225,8 @@ pub mod mailbox {
     pub const READY: usize = 0;
     /// The shared object's id (low, high).
     pub const OBJECT: usize = 1;
-    /// The reader's context's id (low, high).
+    /// The reader's context's id (low, high): one of the reader's private contexts, which
+    /// the reader publishes (then sets [`CTX_SET`]) for the owner to sign its capability to.
     pub const CTX: usize = 3;
     /// Reads the reader completed (it adds one after each granted read).
     pub const READS: usize = 5;
@@ -201,6 +242,20 @@ pub mod mailbox {
     /// 1 once the owner, after that, has touched its private object and its heap again, so
     /// both are mapped for the owner while the reader tries them.
     pub const OWNER_TOUCHED: usize = 11;
+    /// The id (low, high) of the owner's heap object: ids are not secrets, so the reader
+    /// maps it by id and must still be denied (no capability, no default protections).
+    pub const HEAP_ID: usize = 12;
+    /// The id (low, high) of the owner's stack object, likewise.
+    pub const STACK_ID: usize = 14;
+    /// 1 once the reader has published [`CTX`].
+    pub const CTX_SET: usize = 16;
+    /// The id (low, high) of the owner's own context (private to the owner: the reader may
+    /// not attach it).
+    pub const OWNER_CTX: usize = 17;
+    /// From this word on: the encoded capability (`CAP_LEN` bytes, little-endian words) the
+    /// owner signed for the reader's context; the reader installs it in its context itself,
+    /// as Twizzler programs hand capabilities over: as data.
+    pub const CAP: usize = 32;
 }
 
 /// What a program reports for a step ([`SYS_REPORT`]'s `rsi`).

@@ -1,11 +1,12 @@
-//! The global allocator: a first-fit heap (`linked_list_allocator`) over a data object the
-//! program creates and maps itself, so every heap page is a page fault the engine decides.
+//! The global allocator: a first-fit heap (`linked_list_allocator`) over the heap object the
+//! loader made for the program (no default protections, keyed by the program's own key; its
+//! start context holds the capability for it), so every heap page is a page fault the engine
+//! decides and no other program can read it, whatever ids it learns.
 
 use linked_list_allocator::LockedHeap;
-use twizzler_capsec::{ObjID, Protections};
 
-use crate::abi::{Error, KIND_DATA};
-use crate::sys;
+use crate::abi::Error;
+use crate::own::Own;
 
 /// Bytes per page.
 pub const PAGE: u64 = 4096;
@@ -13,23 +14,21 @@ pub const PAGE: u64 = 4096;
 #[global_allocator]
 static HEAP: LockedHeap = LockedHeap::empty();
 
-/// Creates a heap object of `pages` pages (readable and writable by default, no key), maps it
-/// and hands its pages past the null page to the allocator. Call once, before allocating.
-pub fn init(pages: u64) -> Result<ObjID, Error> {
-    let id = sys::create_object(
-        KIND_DATA,
-        pages,
-        Protections::READ | Protections::WRITE,
-        None,
-    )?;
-    let base = sys::map(id)?;
+/// Hands the pages past the null page of the program's heap object to the allocator and
+/// returns the program's own key and objects ([`Own`]). Call once, before allocating.
+/// (Programs create further objects themselves, with `sys::create_object` and the keys they
+/// choose.)
+pub fn init() -> Result<Own, Error> {
+    let own = Own::get()?;
     let mut heap = HEAP.lock();
     if heap.size() != 0 {
         return Err(Error::Already);
     }
-    // SAFETY: `base + PAGE .. base + (pages + 1) * PAGE` is the object's memory past its null
-    // page, mapped (on fault) readable and writable for this task and used by nothing else;
-    // the allocator is empty (checked above), so it is handed over once.
-    unsafe { heap.init((base + PAGE) as *mut u8, (pages * PAGE) as usize) };
-    Ok(id)
+    let len = usize::try_from(own.heap_pages * PAGE).map_err(|_| Error::Malformed)?;
+    // SAFETY: `heap_base + PAGE .. heap_base + (heap_pages + 1) * PAGE` is the heap object's
+    // memory past its null page, which the loader made for this program and mapped for it
+    // (pages appear on fault, granted by its start context's capability), used by nothing
+    // else; the allocator is empty (checked above), so it is handed over once.
+    unsafe { heap.init((own.heap_base + PAGE) as *mut u8, len) };
+    Ok(own)
 }

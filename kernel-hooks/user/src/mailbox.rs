@@ -27,7 +27,8 @@ impl Mailbox {
     fn word(&self, i: usize) -> &AtomicU64 {
         // SAFETY: `at`'s contract: the page past the null page is this mailbox's shared
         // memory; words are 8-byte aligned, and every access to them (here and in the other
-        // program) is atomic. `i` is one of `abi::mailbox`'s small indices.
+        // program) is atomic. `i` is one of `abi::mailbox`'s indices, or one past `CAP` within the
+        // capability's words: all below 512, inside the page.
         unsafe { AtomicU64::from_ptr((self.base + PAGE + 8 * i as u64) as *mut u64) }
     }
 
@@ -49,6 +50,25 @@ impl Mailbox {
     /// The id in words `i`, `i + 1`.
     pub fn id(&self, i: usize) -> ObjID {
         ObjID::new(u128::from(self.get(i)) | (u128::from(self.get(i + 1)) << 64))
+    }
+
+    /// Writes `bytes` into the words from `i` on (little-endian, the last word zero-padded).
+    pub fn set_bytes(&self, i: usize, bytes: &[u8]) {
+        for (k, chunk) in bytes.chunks(8).enumerate() {
+            let mut w = [0u8; 8];
+            w[..chunk.len()].copy_from_slice(chunk);
+            self.set(i + k, u64::from_le_bytes(w));
+        }
+    }
+
+    /// Reads `N` bytes from the words from `i` on (as [`Mailbox::set_bytes`] wrote them).
+    pub fn bytes<const N: usize>(&self, i: usize) -> [u8; N] {
+        let mut out = [0u8; N];
+        for (k, chunk) in out.chunks_mut(8).enumerate() {
+            let w = self.get(i + k).to_le_bytes();
+            chunk.copy_from_slice(&w[..chunk.len()]);
+        }
+        out
     }
 
     /// Sets words `i`, `i + 1` to `id`.

@@ -191,3 +191,14 @@ pub fn advance_clock(ns: u64) -> Result<u64, Error> {
 pub fn set_recovery(start: u64, end: u64, landing: u64) -> Result<(), Error> {
     call(abi::SYS_SET_RECOVERY, [start, end, landing, 0, 0]).map(|_| ())
 }
+
+/// The program's own key and objects (`SYS_SELF`), as `u64` words ([`abi::self_info`]).
+pub fn self_info(words: &mut [u64; abi::self_info::WORDS]) -> Result<(), Error> {
+    let len = core::mem::size_of_val(words) as u64;
+    // SAFETY: the kernel writes at most `len` bytes at `words`, which the caller owns.
+    let (rax, _, _) = unsafe { raw(abi::SYS_SELF, [words.as_mut_ptr() as u64, len, 0, 0, 0]) };
+    match rax {
+        0 => Ok(()),
+        code => Err(Error::from_code(code).unwrap_or(Error::NoSys)),
+    }
+}

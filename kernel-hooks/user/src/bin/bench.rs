@@ -15,25 +15,25 @@ extern crate alloc;
 
 use kernel_hooks_user::abi::{self, BENCH_STEP, KIND_CONTEXT, KIND_DATA, report};
 use kernel_hooks_user::heap::{self, PAGE};
+use kernel_hooks_user::own::Own;
 use kernel_hooks_user::rt::try_read;
 use kernel_hooks_user::{Error, ctx, entry, sys};
 use twizzler_capsec::{Cap, CapGrant, Protections, SigningKey, SigningScheme};
 
 entry!(main);
 
-const HEAP_PAGES: u64 = 64;
 /// Runs of each operation.
 const RUNS: usize = abi::BENCH_RUNS as usize;
 /// Pages of each context object (room for every capability the edit benchmark adds).
-const CTX_PAGES: u64 = 4;
+const CTX_PAGES: u64 = abi::self_info::CONTEXT_PAGES;
 
 fn main(_args: [u64; 4]) -> u64 {
-    if heap::init(HEAP_PAGES).is_err() {
+    let Ok(me) = heap::init() else {
         return 1;
-    }
+    };
     let schemes = [(0, SigningScheme::Ed25519), (1, SigningScheme::EcdsaP256)];
     for (i, scheme) in schemes {
-        if let Err(e) = bench(i, scheme) {
+        if let Err(e) = bench(&me, i, scheme) {
             sys::report(BENCH_STEP - 1, report::ERROR, e as u64);
             return 2;
         }
@@ -68,12 +68,21 @@ fn key(scheme: SigningScheme) -> Result<SigningKey, Error> {
     SigningKey::from_entropy(scheme, &seed).map_err(|_| Error::Malformed)
 }
 
-fn bench(s: u64, scheme: SigningScheme) -> Result<(), Error> {
+fn bench(me: &Own, s: u64, scheme: SigningScheme) -> Result<(), Error> {
     let sk = key(scheme)?;
     let kuid = sys::create_key(&sk.verifying_key().encode())?;
     let target = sys::create_object(KIND_DATA, 1, Protections::empty(), Some(kuid))?;
-    let holder = sys::create_object(KIND_CONTEXT, CTX_PAGES, Protections::all(), None)?;
+    // The holder is switched to below: one of the program's private contexts (no other task
+    // may attach it), granting the program its own code, stack and heap (the loader's
+    // objects have no default rights).
+    let holder = me.context(s as usize)?;
     let holder_base = sys::map(holder)?;
+    let mine = me.caps_for(holder)?;
+    ctx::edit(holder_base, CTX_PAGES, |ed| {
+        for c in &mine {
+            ed.add_cap(c);
+        }
+    })?;
 
     // Setup done: the next report's counts start here.
     sys::report(BENCH_STEP + s * 100 + 99, report::OK, 0);

@@ -4,8 +4,11 @@
 //! Every call must come back with an error code and every access with a denial; the kernel
 //! checks each against its table and must never fault.
 //!
-//! Arguments: a boot data object it holds no capability for (signed by a boot key), a boot
-//! context, that boot key, and a public boot object (default `r--`).
+//! Arguments: a boot data object it holds no capability for (signed by a boot key) and a boot
+//! context (low and high 32 bits of the first), that boot key and a public boot object
+//! (default `r--`; the second), and a board object (the third and fourth: low, high), readable
+//! by default, on which the kernel wrote the ids of the `policy` program's heap, stack and
+//! context, which ran before: it maps the first two by id and tries to attach the third.
 
 #![no_std]
 #![no_main]
@@ -18,8 +21,6 @@ use twizzler_capsec::{Cap, CapGrant, ObjID, Protections, RecordKind, SigningKey,
 
 entry!(main);
 
-/// Heap pages (the heap object's last byte is at `base + (HEAP_PAGES + 1) * PAGE - 1`).
-const HEAP_PAGES: u64 = 8;
 /// Kernel memory (the kernel image is loaded at 1 MiB).
 const KERNEL_ADDR: u64 = 0x10_0000;
 /// A slot no object of this task's is in (the last user slot).
@@ -63,21 +64,45 @@ fn create_key_raw(addr: u64, len: u64) -> Result<(), Error> {
     }
 }
 
+/// `SYS_SELF` with a raw pointer and length.
+fn self_raw(addr: u64, len: u64) -> Result<(), Error> {
+    // SAFETY: every address passed below is either rejected by the kernel or lies in this
+    // program's heap object past what the allocator uses (its last page).
+    let (rax, _, _) = unsafe { sys::raw(abi::SYS_SELF, [addr, len, 0, 0, 0]) };
+    match rax {
+        0 => Ok(()),
+        code => Err(Error::from_code(code).unwrap_or(Error::NoSys)),
+    }
+}
+
+/// Reads the little-endian `u64` at `addr` one byte at a time with the probe, `None` if
+/// denied.
+fn try_read_u64(addr: u64) -> Option<u64> {
+    let mut v = 0u64;
+    for i in 0..8 {
+        v |= u64::from(try_read(addr + i).ok()?) << (8 * i);
+    }
+    Some(v)
+}
+
 fn id(raw: u64) -> ObjID {
     ObjID::new(u128::from(raw))
 }
 
 fn main(args: [u64; 4]) -> u64 {
-    let [secret, boot_ctx, boot_key, public] = args.map(id);
-    let Ok(heap) = heap::init(HEAP_PAGES) else {
+    let [secret, boot_ctx, boot_key, public] =
+        [args[0], args[0] >> 32, args[1], args[1] >> 32].map(|w| id(w & 0xffff_ffff));
+    let board = ObjID::new(u128::from(args[2]) | (u128::from(args[3]) << 64));
+    let Ok(me) = heap::init() else {
         return 1;
     };
-    let Ok(heap_base) = sys::map(heap) else {
+    let Ok(heap_base) = sys::map(me.heap) else {
         return 2;
     };
     // The heap object's last page, which the allocator has not handed out yet: a scratch area.
-    let scratch = heap_base + HEAP_PAGES * PAGE;
-    let heap_end = heap_base + (HEAP_PAGES + 1) * PAGE;
+    // (The heap object's last byte is at `base + (heap_pages + 1) * PAGE - 1`.)
+    let scratch = heap_base + me.heap_pages * PAGE;
+    let heap_end = heap_base + (me.heap_pages + 1) * PAGE;
 
     // Bad pointers.
     check(1, entropy_raw(KERNEL_ADDR, 16));
@@ -183,6 +208,29 @@ fn main(args: [u64; 4]) -> u64 {
         own.and_then(|c| sys::attach(c).and_then(|()| sys::attach(c))),
     );
     check(40, sys::unmap(public).and_then(|()| sys::unmap(public)));
+
+    // Its own key and objects (`SYS_SELF`) copied to kernel memory, or into too few bytes.
+    let self_len = (abi::self_info::WORDS * 8) as u64;
+    check(41, self_raw(KERNEL_ADDR, self_len));
+    check(42, self_raw(scratch, 8));
+
+    // Another program's heap, stack and context, by the ids on the board.
+    let on_board = |i: u64| -> Result<ObjID, Error> {
+        let page = sys::map(board)? + PAGE;
+        let word = |j: u64| try_read_u64(page + 8 * j).ok_or(Error::Denied);
+        Ok(ObjID::new(
+            u128::from(word(2 * i)?) | (u128::from(word(2 * i + 1)?) << 64),
+        ))
+    };
+    match on_board(0).and_then(sys::map) {
+        Ok(heap) => probe(43, heap + PAGE),
+        Err(e) => sys::report(43, report::ERROR, e as u64),
+    }
+    match on_board(1).and_then(sys::map) {
+        Ok(stack) => probe(44, stack + PAGE),
+        Err(e) => sys::report(44, report::ERROR, e as u64),
+    }
+    check(45, on_board(2).and_then(sys::attach));
 
     // Kernel memory and an unmapped slot, touched directly.
     probe(33, KERNEL_ADDR);

@@ -1,6 +1,7 @@
 //! One of two microservices sharing an object, run at the same time as `reader` on another
-//! CPU: the owner makes the shared object and a capability for the reader's context,
-//! publishes both ids in the mailbox the kernel gives them, waits until the reader is reading
+//! CPU: the owner makes the shared object and a capability for the context the reader
+//! published (one of the reader's private contexts), publishes the object's id and the
+//! capability's bytes in the mailbox the kernel gives them, waits until the reader is reading
 //! in a loop, and revokes the capability under it. It records how many reads the reader had
 //! counted when the revocation returned; the kernel checks the reader did at most one more.
 //!
@@ -17,7 +18,7 @@
 
 extern crate alloc;
 
-use kernel_hooks_user::abi::{KIND_CONTEXT, KIND_DATA, mailbox, report};
+use kernel_hooks_user::abi::{self, KIND_DATA, mailbox, report};
 use kernel_hooks_user::heap::PAGE;
 use kernel_hooks_user::mailbox::Mailbox;
 use kernel_hooks_user::rt::{try_read, try_write};
@@ -26,9 +27,8 @@ use twizzler_capsec::{Cap, CapGrant, ObjID, Protections, SigningKey, SigningSche
 
 entry!(main);
 
-const HEAP_PAGES: u64 = 32;
-/// Pages of the reader's context (the editor lays the heap out a page past the tables).
-const CTX_PAGES: u64 = 4;
+/// Pages of its private contexts (the editor lays the heap out a page past the tables).
+const CTX_PAGES: u64 = abi::self_info::CONTEXT_PAGES;
 /// Reads the reader must have done before the revocation.
 const READS_FIRST: u64 = 10;
 
@@ -48,7 +48,8 @@ fn main(args: [u64; 4]) -> u64 {
 const SECRET_BYTE: u8 = 0x5e;
 
 fn run(mailbox_id: ObjID) -> Result<(), Error> {
-    let heap_id = heap::init(HEAP_PAGES)?;
+    let me = heap::init()?;
+    let heap_id = me.heap;
     // SAFETY: the mailbox object is used only as the mailbox.
     let mb = unsafe { Mailbox::at(sys::map(mailbox_id)?) };
     let mut seed = [0u8; 32];
@@ -60,10 +61,18 @@ fn run(mailbox_id: ObjID) -> Result<(), Error> {
     // before it is active (a small edit of the active context only).
     let secret = sys::create_object(KIND_DATA, 1, Protections::empty(), Some(kuid))?;
     let rw = Protections::READ | Protections::WRITE;
-    let own_ctx = sys::create_object(KIND_CONTEXT, CTX_PAGES, rw, None)?;
+    // Its own context: one of its private context objects, which no other task may attach.
+    let own_ctx = me.context(0)?;
     let own_cap =
         Cap::mint(CapGrant::new(secret, own_ctx, rw), &sk).map_err(|_| Error::Malformed)?;
-    ctx::edit(sys::map(own_ctx)?, CTX_PAGES, |ed| ed.add_cap(&own_cap))?;
+    // It also grants the owner's code, stack and heap (no default rights on them).
+    let mine = me.caps_for(own_ctx)?;
+    ctx::edit(sys::map(own_ctx)?, CTX_PAGES, |ed| {
+        ed.add_cap(&own_cap);
+        for c in &mine {
+            ed.add_cap(c);
+        }
+    })?;
     sys::attach(own_ctx)?;
     sys::switch(own_ctx)?;
     let secret_page = sys::map(secret)? + PAGE;
@@ -72,15 +81,21 @@ fn run(mailbox_id: ObjID) -> Result<(), Error> {
         return Err(Error::NotAllowed);
     }
     let shared = sys::create_object(KIND_DATA, 1, Protections::empty(), Some(kuid))?;
-    // The reader's context: readable by default (so the reader may attach it).
-    let reader_ctx = sys::create_object(KIND_CONTEXT, CTX_PAGES, rw, None)?;
+    // The reader's capability, for the context the reader published (one of its private
+    // ones): signed here, handed over as bytes, installed by the reader itself.
+    while mb.get(mailbox::CTX_SET) == 0 {
+        sys::yield_now();
+    }
+    let reader_ctx = mb.id(mailbox::CTX);
     let cap = Cap::mint(CapGrant::new(shared, reader_ctx, Protections::READ), &sk)
         .map_err(|_| Error::Malformed)?;
-    ctx::edit(sys::map(reader_ctx)?, CTX_PAGES, |ed| ed.add_cap(&cap))?;
+    mb.set_bytes(mailbox::CAP, &cap.encode());
     mb.set_id(mailbox::OBJECT, shared);
-    mb.set_id(mailbox::CTX, reader_ctx);
+    mb.set_id(mailbox::OWNER_CTX, own_ctx);
     mb.set_id(mailbox::SECRET, secret);
     mb.set(mailbox::HEAP, sys::map(heap_id)?);
+    mb.set_id(mailbox::HEAP_ID, heap_id);
+    mb.set_id(mailbox::STACK_ID, me.stack);
     mb.set(mailbox::READY, 1);
     sys::report(1, report::OK, 0);
 

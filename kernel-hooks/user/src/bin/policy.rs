@@ -13,7 +13,7 @@
 
 extern crate alloc;
 
-use kernel_hooks_user::abi::{KIND_CONTEXT, KIND_DATA, report};
+use kernel_hooks_user::abi::{self, KIND_DATA, report};
 use kernel_hooks_user::heap::{self, PAGE};
 use kernel_hooks_user::rt::{try_read, try_write};
 use kernel_hooks_user::{Error, ctx, entry, sys};
@@ -21,10 +21,8 @@ use twizzler_capsec::{Cap, CapGrant, Protections, SigningKey, SigningScheme};
 
 entry!(main);
 
-/// Heap pages: the editor's copies and the signatures are small.
-const HEAP_PAGES: u64 = 64;
 /// Pages of the context object (its encoded bytes start at its byte `PAGE`).
-const CTX_PAGES: u64 = 4;
+const CTX_PAGES: u64 = abi::self_info::CONTEXT_PAGES;
 
 /// The steps, as the kernel's table numbers them.
 mod step {
@@ -63,7 +61,7 @@ fn access(step: u64, r: Result<u8, kernel_hooks_user::rt::Denied>) {
 }
 
 fn run() -> Result<(), u64> {
-    heap::init(HEAP_PAGES).map_err(|e| failed(step::KEYGEN, e))?;
+    let me = heap::init().map_err(|e| failed(step::KEYGEN, e))?;
 
     // 1. A key pair from kernel entropy; the public half becomes a key object.
     let mut seed = [0u8; 32];
@@ -82,17 +80,21 @@ fn run() -> Result<(), u64> {
     ok(step::DATA, data.raw() as u64);
 
     // 3. A context object, and a read capability for the data object written into it.
-    let ctx = sys::create_object(
-        KIND_CONTEXT,
-        CTX_PAGES,
-        Protections::READ | Protections::WRITE,
-        None,
-    )
-    .map_err(|e| failed(step::CTX, e))?;
+    // One of its private context objects (only it may attach it: no default rights).
+    let ctx = me.context(0).map_err(|e| failed(step::CTX, e))?;
     let ctx_base = sys::map(ctx).map_err(|e| failed(step::CTX, e))?;
     let cap = Cap::mint(CapGrant::new(data, ctx, Protections::READ), &sk)
         .map_err(|_| failed(step::CTX, Error::Malformed))?;
-    ctx::edit(ctx_base, CTX_PAGES, |ed| ed.add_cap(&cap)).map_err(|e| failed(step::CTX, e))?;
+    // And capabilities for its own code, stack and heap (no default rights on them), which
+    // it needs to keep running once the context is active.
+    let mine = me.caps_for(ctx).map_err(|e| failed(step::CTX, e))?;
+    ctx::edit(ctx_base, CTX_PAGES, |ed| {
+        ed.add_cap(&cap);
+        for c in &mine {
+            ed.add_cap(c);
+        }
+    })
+    .map_err(|e| failed(step::CTX, e))?;
     ok(step::CTX, ctx.raw() as u64);
 
     // 4. Attach it and make it active.

@@ -10,15 +10,21 @@
 //!   program cannot leave it).
 //!
 //! The program works from a home context of its own, signed for by its own key (so it can
-//! sign delegations as their provider).
+//! sign delegations as their provider). Every context it switches to (home, the child, the
+//! library's, the jail) is one of the private context objects the loader made for it (no
+//! default rights: no other task may attach them), and holds capabilities for the program's
+//! own code, stack and heap, signed with the key the loader gave it (`own`): those objects
+//! have no default rights either. Home and the child also hold `rw-` on the private
+//! contexts, to edit and attach them; the library's context and the jail do not.
 
 #![no_std]
 #![no_main]
 
 extern crate alloc;
 
-use kernel_hooks_user::abi::{KIND_CONTEXT, KIND_DATA, report};
+use kernel_hooks_user::abi::{KIND_DATA, report};
 use kernel_hooks_user::heap::{self, PAGE};
+use kernel_hooks_user::own::Own;
 use kernel_hooks_user::rt::{try_call, try_read, try_write};
 use kernel_hooks_user::{Error, ctx, entry, sys};
 use twizzler_capsec::{
@@ -28,7 +34,6 @@ use twizzler_capsec::{
 
 entry!(main);
 
-const HEAP_PAGES: u64 = 64;
 /// Pages of each context object.
 const CTX_PAGES: u64 = 4;
 /// How long the expiring capability lives, from when it is signed: long enough that the read
@@ -101,15 +106,46 @@ fn main(_args: [u64; 4]) -> u64 {
     }
 }
 
+/// Context `ctx`'s capabilities for the program's own objects.
+fn own_caps(me: &Own, at: u64, ctx: ObjID) -> Result<alloc::vec::Vec<Cap>, u64> {
+    setup(at, me.caps_for(ctx))
+}
+
+/// Context `ctx`'s capabilities for the program's own objects and `rw-` on its private
+/// contexts.
+fn own_and_ctx_caps(me: &Own, at: u64, ctx: ObjID) -> Result<alloc::vec::Vec<Cap>, u64> {
+    let mut caps = own_caps(me, at, ctx)?;
+    caps.extend(setup(at, me.context_caps_for(ctx))?);
+    Ok(caps)
+}
+
+/// Private context `i` (see [`Own::contexts`]), mapped.
+fn private(me: &Own, at: u64, i: usize) -> Result<Mapped, u64> {
+    let id = setup(at, me.context(i))?;
+    Ok(Mapped {
+        id,
+        base: setup(at, sys::map(id))?,
+    })
+}
+
 fn run() -> Result<(), u64> {
-    setup(0, heap::init(HEAP_PAGES))?;
+    let me = setup(0, heap::init())?;
     let mut seed = [0u8; 32];
     setup(1, sys::entropy(&mut seed))?;
     let sk = signed(2, SigningKey::from_entropy(SigningScheme::Ed25519, &seed))?;
     let kuid = setup(3, sys::create_key(&sk.verifying_key().encode()))?;
-    // The home context: signed for by our key, writable by default so we can edit it.
-    let home = setup(4, object(KIND_CONTEXT, CTX_PAGES, rw(), Some(kuid)))?;
+    // The home context: a private one, signed for by the program's key (`me.key()`).
+    let home = private(&me, 4, 0)?;
     let start = setup(5, sys::active())?;
+    let home_mine = own_and_ctx_caps(&me, 5, home.id)?;
+    setup(
+        5,
+        ctx::edit(home.base, CTX_PAGES, |ed| {
+            for c in &home_mine {
+                ed.add_cap(c);
+            }
+        }),
+    )?;
     setup(6, sys::attach(home.id))?;
     setup(6, sys::switch(home.id))?;
     // Home is edited from the start context: a write into the active context invalidates
@@ -140,9 +176,22 @@ fn run() -> Result<(), u64> {
     let data = setup(12, object(KIND_DATA, 1, Protections::empty(), Some(kuid)))?;
     let root = signed(13, Cap::mint(CapGrant::new(data.id, home.id, rw()), &sk))?;
     edit_home(&|ed| ed.add_cap(&root))?;
-    let child = setup(14, object(KIND_CONTEXT, CTX_PAGES, rw(), None))?;
-    let del = signed(15, Del::from_cap(&root, DelGrant::new(child.id, r()), &sk))?;
-    setup(16, ctx::edit(child.base, CTX_PAGES, |ed| ed.add_del(&del)))?;
+    let child = private(&me, 14, 1)?;
+    // Signed by the provider context's key: home's, the program's own.
+    let del = signed(
+        15,
+        Del::from_cap(&root, DelGrant::new(child.id, r()), me.key()),
+    )?;
+    let child_mine = own_and_ctx_caps(&me, 16, child.id)?;
+    setup(
+        16,
+        ctx::edit(child.base, CTX_PAGES, |ed| {
+            ed.add_del(&del);
+            for c in &child_mine {
+                ed.add_cap(c);
+            }
+        }),
+    )?;
     // The child runs without home: with home still attached, the engine would grant the
     // write by switching the thread back to home (Twizzler's rule). (The start context stays
     // attached; it grants nothing on the data.)
@@ -192,15 +241,23 @@ fn run() -> Result<(), u64> {
     // entry point switches the thread into the library's context; a call between entry
     // points is denied.
     let lib = setup(33, object(KIND_DATA, 1, Protections::empty(), Some(kuid)))?;
-    let lib_ctx = setup(34, object(KIND_CONTEXT, CTX_PAGES, rw(), None))?;
+    let lib_ctx = private(&me, 34, 2)?;
     let write_lib = signed(35, Cap::mint(CapGrant::new(lib.id, home.id, rw()), &sk))?;
     edit_home(&|ed| ed.add_cap(&write_lib))?;
     let mut exec = CapGrant::new(lib.id, lib_ctx.id, Protections::READ | Protections::EXEC);
     exec.gate = signed(36, Gate::new(PAGE, 0x100, 16))?;
     let enter_lib = signed(37, Cap::mint(exec, &sk))?;
+    // The library's context also grants the program's own code and stack: the call returns
+    // to them (and the program reads which context is active) under it.
+    let lib_mine = own_caps(&me, 38, lib_ctx.id)?;
     setup(
         38,
-        ctx::edit(lib_ctx.base, CTX_PAGES, |ed| ed.add_cap(&enter_lib)),
+        ctx::edit(lib_ctx.base, CTX_PAGES, |ed| {
+            ed.add_cap(&enter_lib);
+            for c in &lib_mine {
+                ed.add_cap(c);
+            }
+        }),
     )?;
     // `mov eax, 0x2a; ret`, at every 8 bytes of the gate's range.
     const FUNC: [u8; 8] = [0xb8, 0x2a, 0, 0, 0, 0xc3, 0x90, 0x90];
@@ -229,22 +286,24 @@ fn run() -> Result<(), u64> {
     }
     setup(41, sys::detach(lib_ctx.id))?;
 
-    // The jail: an UNDETACHABLE context granting r-- on the input only. Its object is
-    // readable by default (to attach it) and writable only through home's capability.
+    // The jail: an UNDETACHABLE context granting r-- on the input only (and the program's
+    // own code, stack and heap). A private context: home's capability lets the program
+    // attach and edit it; the jail grants no right on itself.
     let input = setup(22, object(KIND_DATA, 1, Protections::empty(), Some(kuid)))?;
     let secret = setup(23, object(KIND_DATA, 1, Protections::empty(), Some(kuid)))?;
-    let jail = setup(24, object(KIND_CONTEXT, CTX_PAGES, r(), Some(kuid)))?;
+    let jail = private(&me, 24, 3)?;
     let see_secret = signed(25, Cap::mint(CapGrant::new(secret.id, home.id, r()), &sk))?;
-    let edit_jail = signed(26, Cap::mint(CapGrant::new(jail.id, home.id, rw()), &sk))?;
-    edit_home(&|ed| {
-        ed.add_cap(&see_secret);
-        ed.add_cap(&edit_jail);
-    })?;
+    edit_home(&|ed| ed.add_cap(&see_secret))?;
     let parse_input = signed(27, Cap::mint(CapGrant::new(input.id, jail.id, r()), &sk))?;
+    // The jailed parser still runs its own code on its own stack and heap.
+    let jail_mine = own_caps(&me, 27, jail.id)?;
     setup(
         28,
         ctx::edit(jail.base, CTX_PAGES, |ed| {
             ed.add_cap(&parse_input);
+            for c in &jail_mine {
+                ed.add_cap(c);
+            }
             ed.set_flags(CtxFlags::UNDETACHABLE);
         }),
     )?;
