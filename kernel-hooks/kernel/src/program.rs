@@ -520,23 +520,22 @@ pub fn run(program: &Program, args: [u64; 4], may_set_clock: bool) -> Result<Pro
             timer::rearm();
         }
         trap::enter_user(&mut frame);
-        let vector = u8::try_from(frame.vector).unwrap_or(0);
-        if vector == trap::SHOOTDOWN_VECTOR {
-            crate::apic::eoi();
-            continue;
-        }
-        if vector == trap::TIMER_VECTOR
-            || vector == trap::SPURIOUS_VECTOR
-            || trap::PIC_SPURIOUS.contains(&vector)
-        {
-            if vector == trap::TIMER_VECTOR {
-                let _ = timer::on_interrupt();
+        let vector = match trap::Return::of(frame.vector) {
+            trap::Return::Shootdown => {
+                crate::apic::eoi();
+                continue;
             }
-            if clock::monotonic_ns().saturating_sub(started) > PROGRAM_TIME_LIMIT_NS {
-                break Outcome::TimedOut(PROGRAM_TIME_LIMIT_NS);
+            interrupt @ (trap::Return::Timer | trap::Return::Spurious) => {
+                if interrupt == trap::Return::Timer {
+                    let _ = timer::on_interrupt();
+                }
+                if clock::monotonic_ns().saturating_sub(started) > PROGRAM_TIME_LIMIT_NS {
+                    break Outcome::TimedOut(PROGRAM_TIME_LIMIT_NS);
+                }
+                continue;
             }
-            continue;
-        }
+            trap::Return::Trap(vector) => vector,
+        };
         traps += 1;
         match vector {
             trap::PAGE_FAULT => {

@@ -304,27 +304,26 @@ pub fn run_shared_with_traps(
             timer_log.expiries.push(swept);
         }
         trap::enter_user(&mut frame);
-        let vector = u8::try_from(frame.vector).unwrap_or(0);
-        if vector == trap::SHOOTDOWN_VECTOR {
-            // `enter_user` already caught up with the flush on the way in.
-            crate::apic::eoi();
-            continue;
-        }
-        if vector == trap::TIMER_VECTOR
-            || vector == trap::SPURIOUS_VECTOR
-            || trap::PIC_SPURIOUS.contains(&vector)
-        {
-            if vector == trap::TIMER_VECTOR {
-                timer_log.interrupts = timer_log.interrupts.saturating_add(1);
-                if let Some(swept) = timer::on_interrupt() {
-                    timer_log.expiries.push(swept);
+        let vector = match trap::Return::of(frame.vector) {
+            trap::Return::Shootdown => {
+                // `enter_user` already caught up with the flush on the way in.
+                crate::apic::eoi();
+                continue;
+            }
+            interrupt @ (trap::Return::Timer | trap::Return::Spurious) => {
+                if interrupt == trap::Return::Timer {
+                    timer_log.interrupts = timer_log.interrupts.saturating_add(1);
+                    if let Some(swept) = timer::on_interrupt() {
+                        timer_log.expiries.push(swept);
+                    }
                 }
+                if clock::monotonic_ns().saturating_sub(started) > TASK_TIME_LIMIT_NS {
+                    break Outcome::TimedOut(TASK_TIME_LIMIT_NS);
+                }
+                continue;
             }
-            if clock::monotonic_ns().saturating_sub(started) > TASK_TIME_LIMIT_NS {
-                break Outcome::TimedOut(TASK_TIME_LIMIT_NS);
-            }
-            continue;
-        }
+            trap::Return::Trap(vector) => vector,
+        };
         traps += 1;
         if traps > max_traps {
             break Outcome::Runaway(max_traps);

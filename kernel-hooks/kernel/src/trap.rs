@@ -50,6 +50,35 @@ pub const PIC_BASE: u8 = 0x20;
 /// The legacy PICs' spurious vectors (IRQ 7 and IRQ 15).
 pub const PIC_SPURIOUS: [u8; 2] = [PIC_BASE + 7, PIC_BASE + 15];
 
+/// Why a task came back from [`enter_user`], as both run loops (the probes' and the
+/// programs') tell it apart.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Return {
+    /// A late TLB shootdown IPI: `enter_user` already caught up on the way in; acknowledge
+    /// and resume.
+    Shootdown,
+    /// The local APIC timer.
+    Timer,
+    /// A spurious vector (the APIC's or the PICs'): resume.
+    Spurious,
+    /// An exception or a system call, by vector.
+    Trap(u8),
+}
+
+impl Return {
+    /// What `vector` (the `UserFrame`'s) means.
+    pub fn of(vector: u64) -> Self {
+        match u8::try_from(vector) {
+            Ok(SHOOTDOWN_VECTOR) => Self::Shootdown,
+            Ok(TIMER_VECTOR) => Self::Timer,
+            Ok(v) if v == SPURIOUS_VECTOR || PIC_SPURIOUS.contains(&v) => Self::Spurious,
+            Ok(v) => Self::Trap(v),
+            // The stubs push only vectors below 256.
+            Err(_) => Self::Trap(0),
+        }
+    }
+}
+
 /// A short name for an exception vector.
 pub fn vector_name(vector: u64) -> &'static str {
     match u8::try_from(vector) {
