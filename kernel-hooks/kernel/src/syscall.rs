@@ -22,7 +22,9 @@ use crate::paging::{MAX_SLOTS, SLOT_SIZE};
 use crate::program::{self, Delivered, StepReport, Task};
 use crate::task::{Denial, Outcome};
 use crate::trap::UserFrame;
-use crate::user_abi::{self as abi, Error, MAX_COPY, MAX_OBJECT_PAGES};
+use crate::user_abi::{
+    self as abi, Error, MAX_COPY, MAX_OBJECT_PAGES, id_from_words as id, id_words as halves,
+};
 use crate::{clock, rng};
 
 /// The lowest and one past the highest user address.
@@ -44,14 +46,6 @@ pub fn handle(task: &mut Task, frame: &mut UserFrame) -> Option<u64> {
     frame.rdx = rdx;
     frame.r8 = r8;
     None
-}
-
-fn id(lo: u64, hi: u64) -> ObjID {
-    ObjID::new(u128::from(lo) | (u128::from(hi) << 64))
-}
-
-fn halves(id: ObjID) -> (u64, u64) {
-    (id.raw() as u64, (id.raw() >> 64) as u64)
 }
 
 fn dispatch(task: &mut Task, n: u64, a: [u64; 5]) -> Result<(u64, u64), Error> {

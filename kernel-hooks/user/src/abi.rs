@@ -9,6 +9,19 @@
 //! is preserved. [`SYS_EXIT`] and [`SYS_CHECKPOINT`] keep the assembly probes' ABI: their one
 //! argument is in `rsi`.
 
+use twizzler_capsec::ObjID;
+
+/// The object id passed in two words (`lo` the low 64 bits), as arguments and results carry
+/// one.
+pub fn id_from_words(lo: u64, hi: u64) -> ObjID {
+    ObjID::new(u128::from(lo) | (u128::from(hi) << 64))
+}
+
+/// The two words (low, high) an object id is passed in.
+pub fn id_words(id: ObjID) -> (u64, u64) {
+    (id.raw() as u64, (id.raw() >> 64) as u64)
+}
+
 /// End the task; `rsi` is its exit value.
 pub const SYS_EXIT: u64 = 0;
 /// The assembly probes' checkpoint (`rsi`); a program gets [`Error::NoSys`].

@@ -49,7 +49,7 @@ impl Mailbox {
 
     /// The id in words `i`, `i + 1`.
     pub fn id(&self, i: usize) -> ObjID {
-        ObjID::new(u128::from(self.get(i)) | (u128::from(self.get(i + 1)) << 64))
+        crate::abi::id_from_words(self.get(i), self.get(i + 1))
     }
 
     /// Writes `bytes` into the words from `i` on (little-endian, the last word zero-padded).

@@ -46,7 +46,7 @@ pub struct Own {
 
 fn id_at(words: &[u64], i: usize) -> ObjID {
     let w = |j: usize| words.get(j).copied().unwrap_or(0);
-    ObjID::new(u128::from(w(i)) | (u128::from(w(i + 1)) << 64))
+    crate::abi::id_from_words(w(i), w(i + 1))
 }
 
 impl Own {

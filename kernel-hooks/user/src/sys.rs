@@ -44,12 +44,8 @@ fn call(n: u64, a: [u64; 5]) -> Result<(u64, u64), Error> {
     }
 }
 
-fn halves(id: ObjID) -> (u64, u64) {
-    (id.raw() as u64, (id.raw() >> 64) as u64)
-}
-
 fn id_of((lo, hi): (u64, u64)) -> ObjID {
-    ObjID::new(u128::from(lo) | (u128::from(hi) << 64))
+    abi::id_from_words(lo, hi)
 }
 
 /// Ends the task with `value`.
@@ -108,7 +104,7 @@ pub fn create_object(
     prots: Protections,
     kuid: Option<ObjID>,
 ) -> Result<ObjID, Error> {
-    let (lo, hi) = kuid.map_or((0, 0), halves);
+    let (lo, hi) = kuid.map_or((0, 0), abi::id_words);
     call(
         abi::SYS_CREATE_OBJECT,
         [kind, pages, u64::from(prots.bits()), lo, hi],
@@ -127,18 +123,18 @@ pub fn create_key(key: &[u8]) -> Result<ObjID, Error> {
 
 /// Maps `id`; returns the address of its byte 0.
 pub fn map(id: ObjID) -> Result<u64, Error> {
-    let (lo, hi) = halves(id);
+    let (lo, hi) = abi::id_words(id);
     call(abi::SYS_MAP, [lo, hi, 0, 0, 0]).map(|(base, _)| base)
 }
 
 /// Unmaps `id`.
 pub fn unmap(id: ObjID) -> Result<(), Error> {
-    let (lo, hi) = halves(id);
+    let (lo, hi) = abi::id_words(id);
     call(abi::SYS_UNMAP, [lo, hi, 0, 0, 0]).map(|_| ())
 }
 
 fn on_id(n: u64, id: ObjID) -> Result<(), Error> {
-    let (lo, hi) = halves(id);
+    let (lo, hi) = abi::id_words(id);
     call(n, [lo, hi, 0, 0, 0]).map(|_| ())
 }
 

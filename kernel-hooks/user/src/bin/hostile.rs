@@ -92,7 +92,7 @@ fn id(raw: u64) -> ObjID {
 fn main(args: [u64; 4]) -> u64 {
     let [secret, boot_ctx, boot_key, public] =
         [args[0], args[0] >> 32, args[1], args[1] >> 32].map(|w| id(w & 0xffff_ffff));
-    let board = ObjID::new(u128::from(args[2]) | (u128::from(args[3]) << 64));
+    let board = abi::id_from_words(args[2], args[3]);
     let Ok(me) = heap::init() else {
         return 1;
     };
@@ -218,9 +218,7 @@ fn main(args: [u64; 4]) -> u64 {
     let on_board = |i: u64| -> Result<ObjID, Error> {
         let page = sys::map(board)? + PAGE;
         let word = |j: u64| try_read_u64(page + 8 * j).ok_or(Error::Denied);
-        Ok(ObjID::new(
-            u128::from(word(2 * i)?) | (u128::from(word(2 * i + 1)?) << 64),
-        ))
+        Ok(abi::id_from_words(word(2 * i)?, word(2 * i + 1)?))
     };
     match on_board(0).and_then(sys::map) {
         Ok(heap) => probe(43, heap + PAGE),

@@ -33,9 +33,7 @@ const CTX_PAGES: u64 = abi::self_info::CONTEXT_PAGES;
 const READS_FIRST: u64 = 10;
 
 fn main(args: [u64; 4]) -> u64 {
-    match run(ObjID::new(
-        u128::from(args[0]) | (u128::from(args[1]) << 64),
-    )) {
+    match run(kernel_hooks_user::abi::id_from_words(args[0], args[1])) {
         Ok(()) => 0,
         Err(e) => {
             sys::report(100, report::ERROR, e as u64);

@@ -24,9 +24,7 @@ use twizzler_capsec::{CAP_LEN, Cap, ObjID};
 entry!(main);
 
 fn main(args: [u64; 4]) -> u64 {
-    match run(ObjID::new(
-        u128::from(args[0]) | (u128::from(args[1]) << 64),
-    )) {
+    match run(kernel_hooks_user::abi::id_from_words(args[0], args[1])) {
         Ok(()) => 0,
         Err(e) => {
             sys::report(100, report::ERROR, e as u64);
