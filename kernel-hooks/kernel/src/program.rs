@@ -48,7 +48,7 @@ use crate::objects::{Body, CtxObject, ENGINE, InsertError, Object, PAGING, table
 use crate::paging::{Frame, MAX_SLOTS, PAGE, PageTables, SLOT_SIZE};
 use crate::task::{Denial, Outcome};
 use crate::trap::{self, UserFrame};
-use crate::user_abi::{Error, FAULT_DENIED, self_info};
+use crate::user_abi::{Error, FAULT_DENIED, id_from_words, self_info};
 use crate::{clock, cpu, rng, syscall, timer};
 
 /// A program image embedded in the kernel.
@@ -585,8 +585,7 @@ pub fn run(program: &Program, args: [u64; 4], may_set_clock: bool) -> Result<Pro
     if let Some(pt) = PAGING.lock().as_mut() {
         let _ = pt.leave_space(space);
     }
-    let word_id =
-        |at: usize| ObjID::new(u128::from(loaded.own[at]) | (u128::from(loaded.own[at + 1]) << 64));
+    let word_id = |at: usize| id_from_words(loaded.own[at], loaded.own[at + 1]);
     Ok(ProgramRun {
         outcome,
         reports: task.reports,
@@ -603,7 +602,7 @@ pub fn run(program: &Program, args: [u64; 4], may_set_clock: bool) -> Result<Pro
 
 /// The program's key object, from its `SYS_SELF` words.
 fn key_of(own: &[u64; self_info::WORDS]) -> ObjID {
-    ObjID::new(u128::from(own[self_info::KUID]) | (u128::from(own[self_info::KUID + 1]) << 64))
+    id_from_words(own[self_info::KUID], own[self_info::KUID + 1])
 }
 
 /// A page fault of the task's: only in objects it has mapped, then decided as any fault.
