@@ -48,7 +48,7 @@ use crate::objects::{Body, CtxObject, ENGINE, InsertError, Object, PAGING, table
 use crate::paging::{Frame, MAX_SLOTS, PAGE, PageTables, SLOT_SIZE};
 use crate::task::{Denial, Outcome};
 use crate::trap::{self, UserFrame};
-use crate::user_abi::{Error, FAULT_DENIED, id_from_words, self_info};
+use crate::user_abi::{Error, FAULT_DENIED, id_from_words, id_words, self_info};
 use crate::{clock, cpu, rng, syscall, timer};
 
 /// A program image embedded in the kernel.
@@ -255,7 +255,7 @@ pub struct Loaded {
 /// Where `id` goes in `SYS_SELF`'s words.
 fn put_id(words: &mut [u64], at: usize, id: ObjID) {
     if let Some(w) = words.get_mut(at..at + 2) {
-        w.copy_from_slice(&[id.raw() as u64, (id.raw() >> 64) as u64]);
+        w.copy_from_slice(&<[u64; 2]>::from(id_words(id)));
     }
 }
 

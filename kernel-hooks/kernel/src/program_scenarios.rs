@@ -11,7 +11,7 @@ use twizzler_capsec::ObjID;
 use crate::program::{self, ProgramRun, StepReport};
 use crate::scenarios::Row;
 use crate::task::Outcome;
-use crate::user_abi::{BENCH_STEP, Error, report};
+use crate::user_abi::{BENCH_STEP, Error, id_words, report};
 use crate::world::ids;
 
 /// What a step should come to.
@@ -592,12 +592,8 @@ fn run_pair(rows: &mut Vec<Row>, runs: &mut Vec<(&'static str, usize, usize, u64
         });
         return Some(());
     };
-    let args = [
-        mailbox.id.raw() as u64,
-        (mailbox.id.raw() >> 64) as u64,
-        0,
-        0,
-    ];
+    let (lo, hi) = id_words(mailbox.id);
+    let args = [lo, hi, 0, 0];
     let pending = crate::smp::run_on(1, move || program::run(reader, args, false));
     let owner_run = program::run(owner, args, false);
     let reader_run = pending.and_then(|p| p.wait(READER_TIMEOUT_NS));
@@ -743,11 +739,10 @@ pub fn run_all() -> Option<ProgramResults> {
                     let words: Vec<u64> = run
                         .private
                         .iter()
-                        .flat_map(|id| [id.raw() as u64, (id.raw() >> 64) as u64])
+                        .flat_map(|id| <[u64; 2]>::from(id_words(*id)))
                         .collect();
                     if let Ok(board) = program::new_board(&words) {
-                        hostile_args[2] = board.id.raw() as u64;
-                        hostile_args[3] = (board.id.raw() >> 64) as u64;
+                        (hostile_args[2], hostile_args[3]) = id_words(board.id);
                     }
                 }
                 rows.extend(rows_of(exit_row, steps, &run, exit_row));

@@ -73,7 +73,8 @@ impl Mailbox {
 
     /// Sets words `i`, `i + 1` to `id`.
     pub fn set_id(&self, i: usize, id: ObjID) {
-        self.set(i, id.raw() as u64);
-        self.set(i + 1, (id.raw() >> 64) as u64);
+        let (lo, hi) = crate::abi::id_words(id);
+        self.set(i, lo);
+        self.set(i + 1, hi);
     }
 }
