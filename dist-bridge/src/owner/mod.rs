@@ -427,17 +427,7 @@ impl Owner {
             index: old.index,
             version: new_version,
         };
-        let info = st.table.lookup(fresh)?;
-        if info.object != token.object() || info.scope != token.body().scope {
-            return Err(InvokeError::GuardMismatch);
-        }
-        let scope = token.scope();
-        if scope.expires.is_expired(now) {
-            return Err(InvokeError::Expired {
-                expires: scope.expires.raw(),
-                now,
-            });
-        }
+        Self::current_scope(&st, fresh, token, now)?;
         let body = TokenBody {
             guard: fresh,
             ..*token.body()
@@ -597,6 +587,19 @@ impl Owner {
         // may depend on a token the owner did not issue.
         self.check_tag(st, token)?;
         let guard = token.guard();
+        let scope = Self::current_scope(st, guard, token, now)?;
+        Ok((guard, scope))
+    }
+
+    /// Steps 2 and 3 of a check and the expiry, for `guard` (the token's, or the version a
+    /// renewal moves it to): the guard is live there, was issued with the token's body, and
+    /// the token's effective scope has not expired. Returns that scope.
+    fn current_scope(
+        st: &State,
+        guard: GuardRef,
+        token: &GuardedToken,
+        now: u64,
+    ) -> Result<Scope, InvokeError> {
         let info = st.table.lookup(guard)?;
         if info.object != token.object() || info.scope != token.body().scope {
             return Err(InvokeError::GuardMismatch);
@@ -608,7 +611,7 @@ impl Owner {
                 now,
             });
         }
-        Ok((guard, scope))
+        Ok(scope)
     }
 
     /// Step 1 of a check: the token's tag chain verifies under the key of its guard version's
