@@ -13,7 +13,8 @@ use core::sync::atomic::Ordering;
 use heapless::Vec;
 use twizzler_capsec::{ObjID, RecordId};
 
-use super::{Engine, expiry_key};
+use super::Engine;
+use super::clock::expiry_key;
 use crate::cache::{CachedPerms, Removed, Retain};
 use crate::host::{Host, Unmap, UnmapGranularity};
 use crate::stats::Counters;

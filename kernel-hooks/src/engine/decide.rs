@@ -1,0 +1,320 @@
+//! Deciding a fault: the hit path (the active context's fresh cache entry, read without a
+//! lock), and the full search over the thread's contexts behind it.
+
+use core::sync::atomic::Ordering;
+
+use twizzler_capsec::{
+    Access, CtxFlags, Expiry, MAX_OBJECT_SIZE, ObjID, PAGE_SIZE, PermsInfo, Protections,
+};
+
+use super::build::fault_budget;
+use super::{Engine, Looked};
+use crate::cache::{Evaluated, Explained, Served, Stamp};
+use crate::fault::{Decision, DenyCause, Fault, Violation};
+use crate::host::Host;
+use crate::mgr::{KERNEL_SCTX, SecCtxMgr};
+use crate::ticket::{MapTicket, Ticket};
+
+impl<H: Host> Engine<H> {
+    /// Decides what to do about `fault` by a thread with contexts `thread`: try the active
+    /// context; if it does not grant and is not `UNDETACHABLE`, try the inactive ones (an
+    /// instruction fetch must land on an entry point of the gate to switch). The thread is not
+    /// switched: `Map::switch_to` names the context the kernel switches to.
+    ///
+    /// # Example
+    ///
+    /// A read fault is granted (the signature is verified once), the same fault again is a
+    /// cache hit, and a write the capability does not grant is a violation:
+    ///
+    /// ```
+    /// # use std::cell::{Cell, RefCell};
+    /// # use std::collections::HashMap;
+    /// # use kernel_hooks::{CtxBytes, Decision, Engine, Fault, Host, ObjectInfo, SecCtxMgr, Unmap};
+    /// # use twizzler_capsec::*;
+    /// # /// A toy kernel: objects, context bytes and keys in maps; one key can be revoked.
+    /// # #[derive(Default)]
+    /// # struct Kernel {
+    /// #     objects: HashMap<ObjID, ObjectInfo>,
+    /// #     contexts: HashMap<ObjID, Vec<u8>>,
+    /// #     keys: HashMap<ObjID, VerifyingKey>,
+    /// #     revoked: Cell<Option<ObjID>>,
+    /// #     unmapped: RefCell<Vec<Unmap>>,
+    /// # }
+    /// # impl Host for Kernel {
+    /// #     fn object(&self, id: ObjID) -> Option<ObjectInfo> { self.objects.get(&id).copied() }
+    /// #     fn with_ctx<R>(&self, ctx: ObjID, f: impl FnOnce(CtxBytes<'_>) -> R) -> Option<R> {
+    /// #         self.contexts.get(&ctx).map(|b| f(CtxBytes::private(b)))
+    /// #     }
+    /// #     fn with_key<R>(&self, kuid: ObjID, f: impl FnOnce(&VerifyingKey) -> R) -> Option<R> {
+    /// #         self.keys.get(&kuid).map(f)
+    /// #     }
+    /// #     fn key_revoked(&self, kuid: ObjID) -> bool { self.revoked.get() == Some(kuid) }
+    /// #     fn record_revoked(&self, _id: &RecordId) -> bool { false }
+    /// #     fn monotonic_ns(&self) -> u64 { 1 }
+    /// #     fn unmap(&self, what: Unmap) { self.unmapped.borrow_mut().push(what) }
+    /// # }
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// // Context `ctx` holds a read-only capability for `file`, signed by the key in `key_obj`.
+    /// let (file, key_obj, ctx) = (ObjID::new(0x10), ObjID::new(0x11), ObjID::new(0x20));
+    /// let key = SigningKey::from_entropy(SigningScheme::Ed25519, &[9; 32])?;
+    /// let mut editor = SecCtxEditor::new();
+    /// editor.add_cap(&Cap::mint(CapGrant::new(file, ctx, Protections::READ), &key)?);
+    /// let info = ObjectInfo { kuid: Some(key_obj), default_prots: Protections::empty() };
+    /// let engine = Engine::new(Kernel {
+    ///     objects: [(file, info)].into(),
+    ///     contexts: [(ctx, editor.encode()?)].into(),
+    ///     keys: [(key_obj, key.verifying_key())].into(),
+    ///     ..Kernel::default() // `Kernel` is a toy `Host` (hidden above)
+    /// });
+    /// let thread = SecCtxMgr::new(ctx);
+    /// let read = Fault::new(file, info, 0x1000, AccessKind::Read);
+    ///
+    /// let first = engine.decide(&thread, &read);
+    /// assert!(matches!(first, Decision::Map { prots, .. } if prots == Protections::READ));
+    /// let again = engine.decide(&thread, &read);
+    /// assert_eq!(again, first);
+    /// assert_eq!((engine.stats().hits, engine.stats().verifies), (1, 1));
+    ///
+    /// let write = Fault { kind: AccessKind::Write, ..read };
+    /// assert!(matches!(engine.decide(&thread, &write), Decision::Violation(_)));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn decide(&self, thread: &SecCtxMgr, fault: &Fault) -> Decision {
+        // The common case first, kept small: the active context's fresh cache entry decides.
+        // No lock is taken (the thread's active id and the cache set are read under sequence
+        // counters), nothing is written but the set's hit counter, and the host is asked only
+        // the time. Anything else (a miss, an incomplete entry that denies, a switch, the
+        // kernel's context, a set being written) leaves the block, and `decide_slow` decides
+        // in full. (A labelled block rather than a function returning `Option<Decision>`: the
+        // decision is built in place, not copied out of an option.)
+        // The time, once read: the slow path reuses it (a miss asks the host's clock once).
+        let mut clock = None;
+        'hit: {
+            if fault.offset < PAGE_SIZE || fault.offset >= MAX_OBJECT_SIZE {
+                break 'hit;
+            }
+            let (active, inactive) = thread.active_and_inactive_count();
+            if active == KERNEL_SCTX {
+                break 'hit;
+            }
+            let now = self.now();
+            clock = Some(now);
+            let epoch = self.epoch.load(Ordering::Acquire);
+            let stamp = Stamp {
+                epoch,
+                kuid: fault.object.kuid,
+                default_prots: fault.object.default_prots,
+            };
+            let access = data_or_exec(fault);
+            let needed = fault.kind.required();
+            let Some((served, ticket)) =
+                self.cache
+                    .serve(active, fault.target, &stamp, now, &access, needed)
+            else {
+                break 'hit;
+            };
+            let granted = match served {
+                Served::Grant(g) => g,
+                Served::Deny {
+                    provided,
+                    flags,
+                    explained,
+                } => {
+                    let why = (provided, flags, explained);
+                    match self.deny_hit(active, inactive, fault, &stamp, now, why) {
+                        Some(v) => {
+                            self.cache.count_hit(&ticket);
+                            return Decision::Violation(v);
+                        }
+                        None => break 'hit,
+                    }
+                }
+            };
+            // As in `with_entry`: a hit counts only under an unchanged epoch (see `MapTicket`).
+            if self.epoch.load(Ordering::Acquire) != epoch {
+                break 'hit;
+            }
+            self.cache.count_hit(&ticket);
+            return Decision::Map {
+                prots: granted.provide,
+                pages: granted.pages,
+                ctx: active,
+                switch_to: None,
+                valid_until: granted.valid_until,
+                ticket,
+            };
+        }
+        self.decide_slow(thread, fault, clock)
+    }
+
+    /// A repeated denial, from the active context's complete entry, when there is nowhere
+    /// else to look (the context is `UNDETACHABLE`, or the thread has no inactive context):
+    /// the violation the full search would give, without the search's bookkeeping. `why` is
+    /// what the lock-free lookup served: what the entry provides, the context's flags, and the
+    /// cause if the mirror holds it; else the entry explains it under its set's lock. `None`
+    /// when the thread has inactive contexts to try, or the entry changed meanwhile.
+    fn deny_hit(
+        &self,
+        active: ObjID,
+        inactive: usize,
+        fault: &Fault,
+        stamp: &Stamp,
+        now: u64,
+        why: (Protections, CtxFlags, Explained),
+    ) -> Option<Violation> {
+        let (provided, flags, explained) = why;
+        let needed = fault.kind.required();
+        let violation = if flags.contains(CtxFlags::UNDETACHABLE) {
+            Violation::Undetachable {
+                ctx: active,
+                needed,
+                provided,
+            }
+        } else if inactive == 0 {
+            let cause = match explained.cause(data_or_exec(fault).page(), needed) {
+                Some(c) => c,
+                None => {
+                    let access = data_or_exec(fault);
+                    self.cache
+                        .with_fresh(active, fault.target, stamp, now, |e| {
+                            e.deny_cause(&access, needed)
+                        })?
+                        .0
+                }
+            };
+            Violation::Denied {
+                ctx: active,
+                needed,
+                provided,
+                cause,
+            }
+        } else {
+            return None;
+        };
+        (self.epoch.load(Ordering::Acquire) == stamp.epoch).then_some(violation)
+    }
+
+    /// Everything the common case at the top of [`Engine::decide`] does not serve.
+    #[inline(never)]
+    fn decide_slow(&self, thread: &SecCtxMgr, fault: &Fault, now: Option<u64>) -> Decision {
+        match self.search(thread, fault, now) {
+            Ok((looked, switch_to)) => Decision::Map {
+                prots: looked.eval.perms.provide,
+                pages: looked.eval.pages,
+                ctx: looked.eval.perms.ctx,
+                switch_to,
+                valid_until: looked.eval.perms.valid_until,
+                ticket: looked.ticket,
+            },
+            Err(v) => Decision::Violation(v),
+        }
+    }
+
+    /// Whether a `Map` decision's ticket is still current: call it holding the lock that
+    /// [`Host::unmap`] takes, and install the mapping only if it returns `true` (else decide
+    /// again). See [`MapTicket`].
+    pub fn is_current(&self, ticket: &MapTicket) -> bool {
+        match ticket.0 {
+            Ticket::Kernel => true,
+            Ticket::Epoch(e) => self.epoch.load(Ordering::Acquire) == e,
+            Ticket::Entry { .. } => self.cache.is_current(ticket).unwrap_or(false),
+        }
+    }
+
+    /// The full decision: the active context, then (unless it is `UNDETACHABLE`) the
+    /// inactive ones. `now` is the engine's time if the caller read it already.
+    pub(super) fn search(
+        &self,
+        thread: &SecCtxMgr,
+        fault: &Fault,
+        now: Option<u64>,
+    ) -> Result<(Looked, Option<ObjID>), Violation> {
+        check_bounds(fault)?;
+        let needed = fault.kind.required();
+        let access = data_or_exec(fault);
+        let active = thread.active_id();
+        if active == KERNEL_SCTX {
+            return Ok((kernel_grant(), None));
+        }
+        let now = now.unwrap_or_else(|| self.now());
+        let budget = fault_budget();
+        let looked = self.lookup_access(active, fault, access, now, &budget)?;
+        if looked.eval.perms.grants(needed) {
+            return Ok((looked, None));
+        }
+        let provided = looked.eval.perms.provide;
+        if looked.flags.contains(CtxFlags::UNDETACHABLE) {
+            return Err(Violation::Undetachable {
+                ctx: active,
+                needed,
+                provided,
+            });
+        }
+        let mut i = 0;
+        while let Some(ctx) = thread.inactive_at(i) {
+            i += 1;
+            // An inactive context that is missing or malformed grants nothing; only the
+            // active context's problems are the thread's violation.
+            if ctx != active
+                && let Ok(l) = self.lookup_access(ctx, fault, access.as_entering(), now, &budget)
+                && l.eval.perms.grants(needed)
+            {
+                return Ok((l, Some(ctx)));
+            }
+        }
+        Err(Violation::Denied {
+            ctx: active,
+            needed,
+            provided,
+            // The active context's entry did not grant, so its lookup explained why, from what
+            // the entry remembers: nothing is read or verified again.
+            cause: looked.cause.unwrap_or(DenyCause::NoRecord),
+        })
+    }
+}
+
+/// The checks that need no context: the null page and the object's bounds.
+pub(super) fn check_bounds(fault: &Fault) -> Result<(), Violation> {
+    if fault.offset < PAGE_SIZE {
+        return Err(Violation::NullPage {
+            target: fault.target,
+        });
+    }
+    if fault.offset >= MAX_OBJECT_SIZE {
+        return Err(Violation::OutOfBounds {
+            target: fault.target,
+            offset: fault.offset,
+        });
+    }
+    Ok(())
+}
+
+/// What a kernel thread gets: everything, on every page but the null page (as upstream).
+fn kernel_grant() -> Looked {
+    Looked {
+        eval: Evaluated {
+            perms: PermsInfo {
+                ctx: KERNEL_SCTX,
+                provide: Protections::all(),
+                restrict: Protections::empty(),
+                valid_until: Expiry::NEVER,
+            },
+            pages: 1..MAX_OBJECT_SIZE / PAGE_SIZE,
+        },
+        // The kernel's context is never left through the fault path.
+        flags: CtxFlags::UNDETACHABLE,
+        ticket: MapTicket(Ticket::Kernel),
+        cause: None,
+    }
+}
+
+/// The access a fault makes, before any switch: fetches by a thread already in the
+/// context are not entries.
+pub(super) fn data_or_exec(fault: &Fault) -> Access {
+    Access {
+        kind: fault.kind,
+        offset: fault.offset,
+        entering: false,
+    }
+}
