@@ -81,10 +81,12 @@ pub mod codec;
 pub mod ctx;
 mod del;
 mod error;
+mod flow;
 mod gate;
 mod hash;
 mod ids;
 mod keys;
+mod label;
 #[cfg(feature = "std")]
 mod pem;
 mod perms;
@@ -106,6 +108,11 @@ pub use del::{
 pub use error::{
     Amplification, DecodeError, DelegateError, GateError, KeyLookupError, SignError, VerifyError,
 };
+pub use flow::{
+    FlowDenial, FlowResult, LabelError, NoOwnership, Ownership, PrincipalLabels, RelabelClass,
+    Right, check_registration, check_relabel, check_switch, check_write_clauses, classify, flow,
+    readable, transitional,
+};
 pub use gate::Gate;
 pub use hash::{DIGEST_LEN, HashAlg, MessageHasher, RecordId};
 pub use ids::{
@@ -114,6 +121,10 @@ pub use ids::{
 pub use keys::{
     KEY_ENCODED_LEN, KeyBytes, MAX_KEY_LEN, MAX_SIG_LEN, SIG_ENCODED_LEN, SecretBytes, Signature,
     SigningKey, SigningScheme, VerifyingKey,
+};
+pub use label::{
+    ALL_CONTEXTS, LABEL_HEADER_LEN, LABEL_MAGIC, LABEL_VERSION, Label, LabelBytes, LabelId,
+    LabelRef, MAX_LABEL_LEN, MAX_LABEL_TAGS, Tags, label_len, tags_difference, tags_subset,
 };
 #[cfg(feature = "std")]
 pub use pem::PemError;
