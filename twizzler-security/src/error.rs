@@ -308,6 +308,12 @@ pub enum DelegateError {
     TooDeep,
     /// The signer failed (see [`SignError`]).
     Sign,
+    /// The receiver is [`crate::ALL_CONTEXTS`], or the parent is a public ownership root
+    /// (held by [`crate::ALL_CONTEXTS`], whose key no context has).
+    Reserved,
+    /// A link of an ownership chain with a gate other than the whole object, or rights outside
+    /// `PLUS|MINUS`.
+    BadOwnership,
 }
 
 impl fmt::Display for DelegateError {
@@ -320,6 +326,12 @@ impl fmt::Display for DelegateError {
                 crate::del::MAX_CHAIN_DEPTH
             ),
             Self::Sign => f.write_str("signing failed"),
+            Self::Reserved => f.write_str(
+                "ALL_CONTEXTS cannot receive a delegation, and a public ownership root cannot be delegated",
+            ),
+            Self::BadOwnership => f.write_str(
+                "an ownership delegation keeps the whole gate and grants only PLUS and MINUS",
+            ),
         }
     }
 }
