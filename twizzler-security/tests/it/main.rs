@@ -19,6 +19,7 @@ mod context_large;
 mod ctx_in_place;
 mod ctx_overflow;
 mod delegation;
+mod difc_flow;
 mod fixture;
 mod fixtures;
 mod gates;
