@@ -90,7 +90,7 @@ mod gate;
 mod hash;
 mod ids;
 mod keys;
-mod label;
+pub mod label;
 #[cfg(feature = "std")]
 mod pem;
 mod perms;
