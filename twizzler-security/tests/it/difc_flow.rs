@@ -23,7 +23,10 @@
 //! the same for every context's principal label.
 //!
 //! The mutation check runs the same machine with Flume's relaxed read rule
-//! (`S_o ⊆ S_C ∪ own⁺(C)`) and asserts that it finds a counterexample.
+//! (`S_o ⊆ S_C ∪ own⁺(C)`) and asserts that it finds a counterexample. Other mutations of the
+//! crate were tried by hand (2026-11-27, not kept) and each was caught within a second:
+//! `classify` never reporting unsafe writes, `check_switch` skipping its integrity clause,
+//! `check_write_clauses` skipping endorsement, and `owns` ignoring per-tag mask rows.
 
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
