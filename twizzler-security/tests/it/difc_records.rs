@@ -181,6 +181,14 @@ fn ownership_delegates_by_attenuation() {
     );
     assert_eq!(owns(B, &ctx, T, Right::Plus, &keys, 1), Ok(None));
     assert_eq!(owns(A, &ctx, T, Right::Minus, &keys, 1), Ok(None));
+    assert_eq!(
+        twizzler_capsec::owns_explained(B, &ctx, T, Right::Minus, &keys, 1),
+        Ok(Some(twizzler_capsec::OwnedBy {
+            index: 0,
+            id: del.id(),
+            expires: Expiry::from_raw(500)
+        }))
+    );
     assert!(matches!(
         owns(B, &ctx, T, Right::Minus, &keys, 500),
         Err(Verdict::Invalid(VerifyError::Expired { .. }))
