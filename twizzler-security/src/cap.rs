@@ -19,10 +19,11 @@
 //! signature never verifies as a data capability's, nor the reverse. Decoding refuses `TAG` with
 //! rights other than `PLUS|MINUS` or a gate other than the whole object
 //! ([`DecodeError::BadOwnership`]), and [`ALL_CONTEXTS`] as the accessor of a data capability
-//! ([`DecodeError::ReservedAccessor`]).
+//! ([`DecodeError::ReservedAccessor`]), or as the tag of an ownership record
+//! ([`DecodeError::ReservedTag`]). Minting refuses the same two ([`SignError::Reserved`]).
 
 use crate::codec::{Reader, Writer};
-use crate::error::{DecodeError, SignError, VerifyError};
+use crate::error::{DecodeError, ReservedField, SignError, VerifyError};
 use crate::gate::{GATE_LEN, Gate};
 use crate::hash::{DIGEST_LEN, HashAlg, RecordId};
 use crate::ids::{ObjID, Protections};
@@ -215,6 +216,9 @@ impl Cap {
     /// # }
     /// ```
     pub fn mint(grant: CapGrant, target_key: &SigningKey) -> Result<Self, SignError> {
+        if grant.accessor == ALL_CONTEXTS {
+            return Err(SignError::Reserved(ReservedField::Accessor));
+        }
         let sig = target_key.sign(&grant.signed_message())?;
         Ok(Self {
             grant,
@@ -245,6 +249,9 @@ impl Cap {
     /// ```
     pub fn mint_ownership(grant: OwnershipGrant, tag_key: &SigningKey) -> Result<Self, SignError> {
         let grant = grant.as_cap_grant();
+        if grant.target == ALL_CONTEXTS {
+            return Err(SignError::Reserved(ReservedField::Tag));
+        }
         let sig = tag_key.sign(&grant.signed_message_as(true))?;
         Ok(Self {
             grant,
@@ -419,6 +426,9 @@ impl Cap {
         }
         if !tag && accessor == ALL_CONTEXTS {
             return Err(DecodeError::ReservedAccessor);
+        }
+        if tag && target == ALL_CONTEXTS {
+            return Err(DecodeError::ReservedTag);
         }
         let expires = Expiry::from_raw(r.u64()?);
         let sig = Signature::decode_from(r)?;

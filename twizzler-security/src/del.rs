@@ -27,7 +27,7 @@
 
 use crate::cap::{CAP_LEN, Cap};
 use crate::codec::{Reader, Writer};
-use crate::error::{Amplification, DecodeError, DelegateError, SignError, VerifyError};
+use crate::error::{Amplification, DecodeError, DelegateError, VerifyError};
 use crate::gate::{GATE_LEN, Gate};
 use crate::hash::{DIGEST_LEN, HashAlg, RecordId};
 use crate::ids::{ObjID, Protections};
@@ -561,9 +561,7 @@ fn sign_link<'a>(
     }
     let body = encode_link_body(&grant, parent.holder);
     let msg = link_message(root, above, &body, grant.hash);
-    let sig = provider_key
-        .sign(&msg)
-        .map_err(|SignError| DelegateError::Sign)?;
+    let sig = provider_key.sign(&msg).map_err(DelegateError::from)?;
     Ok(Link {
         grant,
         provider: parent.holder,

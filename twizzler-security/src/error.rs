@@ -75,7 +75,7 @@ pub enum DecodeError {
         /// 0-based index of the offending tag within its half.
         index: usize,
     },
-    /// [`crate::ALL_CONTEXTS`] used as a label tag.
+    /// [`crate::ALL_CONTEXTS`] used as a label tag, or as the tag of an ownership record.
     ReservedTag,
     /// [`crate::ALL_CONTEXTS`] where only an ownership root capability may name it: as the
     /// accessor of a data capability, or as a delegation's receiver.
@@ -138,7 +138,7 @@ impl fmt::Display for DecodeError {
                 f,
                 "label tag {index} is not greater than the one before it (tags must be sorted and distinct)"
             ),
-            Self::ReservedTag => f.write_str("ALL_CONTEXTS (u128::MAX) cannot be a label tag"),
+            Self::ReservedTag => f.write_str("ALL_CONTEXTS (u128::MAX) cannot be a tag"),
             Self::ReservedAccessor => f.write_str(
                 "ALL_CONTEXTS (u128::MAX) is a holder only in an ownership root capability",
             ),
@@ -338,14 +338,38 @@ impl fmt::Display for DelegateError {
 
 impl core::error::Error for DelegateError {}
 
-/// The signature primitive failed. For ECDSA this has negligible probability (a nonce that
-/// yields `r = 0`); it is reported rather than panicking.
+/// Why a record was not signed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SignError;
+#[non_exhaustive]
+pub enum SignError {
+    /// The signature primitive failed. For ECDSA this has negligible probability (a nonce
+    /// that yields `r = 0`); it is reported rather than panicking.
+    Primitive,
+    /// The record names the reserved id [`crate::ALL_CONTEXTS`] where no decoder accepts it,
+    /// so it is refused before anything is signed.
+    Reserved(ReservedField),
+}
+
+/// Where a record named [`crate::ALL_CONTEXTS`] ([`SignError::Reserved`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReservedField {
+    /// As a data capability's accessor (only an ownership root may be public).
+    Accessor,
+    /// As an ownership record's tag (no label can hold it).
+    Tag,
+}
 
 impl fmt::Display for SignError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("the signature primitive failed")
+        match self {
+            Self::Primitive => f.write_str("the signature primitive failed"),
+            Self::Reserved(ReservedField::Accessor) => {
+                f.write_str("ALL_CONTEXTS may hold only an ownership record, not a data capability")
+            }
+            Self::Reserved(ReservedField::Tag) => {
+                f.write_str("ALL_CONTEXTS is reserved and cannot be an ownership record's tag")
+            }
+        }
     }
 }
 

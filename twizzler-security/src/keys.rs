@@ -576,7 +576,7 @@ impl SigningKey {
         match &self.0 {
             SigningInner::Ed25519(k) => {
                 use ed25519_dalek::Signer;
-                let s = k.try_sign(msg).map_err(|_| SignError)?;
+                let s = k.try_sign(msg).map_err(|_| SignError::Primitive)?;
                 Ok(Signature {
                     scheme: SigningScheme::Ed25519,
                     bytes: s.to_bytes(),
@@ -585,7 +585,8 @@ impl SigningKey {
             #[cfg(feature = "p256")]
             SigningInner::P256(k) => {
                 use p256::ecdsa::signature::Signer;
-                let s: p256::ecdsa::Signature = k.try_sign(msg).map_err(|_| SignError)?;
+                let s: p256::ecdsa::Signature =
+                    k.try_sign(msg).map_err(|_| SignError::Primitive)?;
                 let s = s.normalize_s();
                 let mut bytes = [0u8; SIGNATURE_LEN];
                 bytes.copy_from_slice(&s.to_bytes());

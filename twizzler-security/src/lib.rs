@@ -113,7 +113,8 @@ pub use del::{
     MAX_DEL_LEN, del_len,
 };
 pub use error::{
-    Amplification, DecodeError, DelegateError, GateError, KeyLookupError, SignError, VerifyError,
+    Amplification, DecodeError, DelegateError, GateError, KeyLookupError, ReservedField, SignError,
+    VerifyError,
 };
 pub use flow::{
     FlowDenial, FlowResult, LabelError, NoOwnership, Ownership, PrincipalLabels, RelabelClass,

@@ -11,9 +11,9 @@ use proptest::test_runner::Config;
 use twizzler_capsec::{
     ALL_CONTEXTS, Access, AccessKind, Authority, CAP_BODY_LEN, Cap, CapGrant, CtxFlags,
     DecodeError, Del, DelGrant, DelegateError, Expiry, FLAG_TAG, FlowResult, Gate, KeyLookupError,
-    LabelRef, ObjID, OwnRights, OwnershipGrant, PrincipalLabels, Protections, Record, Right,
-    SecCtx, SecCtxEditor, SigningKey, SigningScheme, TAG_DOMAIN, Verdict, VerifyError,
-    VerifyingKey, evaluate, evaluate_explained, evaluate_labelled, owns,
+    LabelRef, ObjID, OwnRights, OwnershipGrant, PrincipalLabels, Protections, Record,
+    ReservedField, Right, SecCtx, SecCtxEditor, SignError, SigningKey, SigningScheme, TAG_DOMAIN,
+    Verdict, VerifyError, VerifyingKey, evaluate, evaluate_explained, evaluate_labelled, owns,
 };
 
 use crate::common_keys::{MapAuth, key};
@@ -148,14 +148,20 @@ fn decoding_refuses_what_ownership_cannot_be() {
     let mut b = good;
     b[50..58].copy_from_slice(&4096u64.to_le_bytes());
     assert_eq!(Cap::decode(&b), Err(DecodeError::BadOwnership("gate")));
-    // A data capability for ALL_CONTEXTS.
+    // A data capability for ALL_CONTEXTS (built by hand: minting refuses it, below).
     let mut g = CapGrant::new(OBJ, ALL_CONTEXTS, R);
     g.gate = Gate::WHOLE;
-    let data = Cap::mint(g, &OBJ_KEY).unwrap();
+    let data = Cap::from_parts(g, *rec.signature());
     assert_eq!(
         Cap::decode(&data.encode()),
         Err(DecodeError::ReservedAccessor)
     );
+    // An ownership record whose tag is ALL_CONTEXTS: no label can hold that tag.
+    let no_tag = Cap::ownership_from_parts(
+        OwnershipGrant::new(ALL_CONTEXTS, A, OwnRights::PLUS),
+        *rec.signature(),
+    );
+    assert_eq!(Cap::decode(&no_tag.encode()), Err(DecodeError::ReservedTag));
     // An ownership root may name it.
     let public = ownership(ALL_CONTEXTS, OwnRights::PLUS);
     assert_eq!(Cap::decode(&public.encode()), Ok(public));
@@ -163,6 +169,31 @@ fn decoding_refuses_what_ownership_cannot_be() {
     let mut b = good;
     b[6] |= 8;
     assert!(matches!(Cap::decode(&b), Err(DecodeError::BadFlags(_))));
+}
+
+#[test]
+fn minting_refuses_what_decoding_would_refuse() {
+    // A record that no decoder accepts is never signed: a data capability for ALL_CONTEXTS,
+    // an ownership record for the reserved tag.
+    let g = CapGrant::new(OBJ, ALL_CONTEXTS, R);
+    assert_eq!(
+        Cap::mint(g, &OBJ_KEY),
+        Err(SignError::Reserved(ReservedField::Accessor))
+    );
+    assert_eq!(
+        Cap::mint_ownership(
+            OwnershipGrant::new(ALL_CONTEXTS, A, OwnRights::PLUS),
+            &TAG_KEY
+        ),
+        Err(SignError::Reserved(ReservedField::Tag))
+    );
+    // What is minted decodes.
+    let ok = Cap::mint_ownership(
+        OwnershipGrant::new(T, ALL_CONTEXTS, OwnRights::PLUS),
+        &TAG_KEY,
+    )
+    .unwrap();
+    assert_eq!(Cap::decode(&ok.encode()), Ok(ok));
 }
 
 #[test]
