@@ -9,7 +9,7 @@ use p256::ecdsa::signature::Signer;
 use serde_json::{Value, json};
 use sha2::Digest;
 
-use crate::cli::{Kt, s};
+use crate::support::{Kt, s};
 
 /// The upstream owner's secret scalar (any value in 1..n-1).
 const SCALAR: [u8; 32] = [
