@@ -5,16 +5,24 @@
 //! the same code the kernel runs on a page fault — and explains the outcome with
 //! `twizzler_capsec::evaluate_explained`: which records counted, which masks applied, why
 //! the rest did not count.
+//!
+//! DIFC (`docs/DIFC.md` §7.1): the store's label table ([`crate::labels`]) stands in for the
+//! kernel's. When capabilities grant, the simulator applies the flow rule
+//! (`twizzler_capsec::flow`) under the label of the context that decided, with that context's
+//! ownership records, and reports it in [`Simulation::flow`]: the labels compared, the denial if
+//! any, and every ownership record the decision used (a declassification or an endorsement).
 
 use std::collections::{BTreeSet, HashMap};
 
 use kernel_hooks::{CtxBytes, Decision, Engine, Fault, Host, ObjectInfo, SecCtxMgr, Unmap};
 use twizzler_capsec::{
-    Access, AccessKind, Authority, CtxFlags, KeyLookupError, Mask, ObjID, PermsInfo, Protections,
-    Record, RecordId, RecordKind, SecCtx, Verdict, VerifyingKey, evaluate_explained,
+    Access, AccessKind, Authority, CtxFlags, Expiry, FlowDenial, KeyLookupError, Label, Mask,
+    ObjID, Ownership, PermsInfo, PrincipalLabels, Protections, Record, RecordId, RecordKind, Right,
+    SecCtx, Verdict, VerifyingKey, evaluate_explained, flow,
 };
 
 use crate::keypair::parse_verifying_key;
+use crate::labels::{LabelTable, principal_of};
 use crate::revocations::RevocationList;
 use crate::store::{ObjectStore, StoreError};
 
@@ -75,13 +83,59 @@ pub struct Simulation {
     pub active_after: ObjID,
     /// Every context of the thread, in the order tried.
     pub contexts: Vec<ContextReport>,
+    /// The flow rule's part, when capabilities granted (`None`: they refused, and the flow was
+    /// not evaluated, as in the kernel).
+    pub flow: Option<FlowReport>,
 }
 
 impl Simulation {
-    /// Whether the access is granted.
+    /// Whether the access is granted: by the capabilities and by the flow rule.
     pub fn granted(&self) -> bool {
         matches!(self.decision, Decision::Map { .. })
+            && self.flow.as_ref().is_none_or(|f| f.denial.is_none())
     }
+
+    /// The rights the mapping would carry: the capability decision's, narrowed by the flow
+    /// mask; `None` when refused.
+    pub fn prots(&self) -> Option<Protections> {
+        match self.decision {
+            Decision::Map { prots, .. } if self.granted() => Some(match &self.flow {
+                Some(f) => prots & f.mask,
+                None => prots,
+            }),
+            _ => None,
+        }
+    }
+}
+
+/// One ownership record a flow decision relied on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OwnershipUse {
+    /// The tag.
+    pub tag: ObjID,
+    /// The right used.
+    pub right: Right,
+    /// The record that counted.
+    pub record: RecordId,
+    /// When it stops counting.
+    pub expires: Expiry,
+}
+
+/// The flow rule's part of a simulated access.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FlowReport {
+    /// The context whose principal label decided (the active one, or the one switched to).
+    pub ctx: ObjID,
+    /// Its principal label (`None`: it proposes a label but is not registered).
+    pub principal: Option<Label>,
+    /// The object's data label.
+    pub object: Label,
+    /// The flow mask (`R|X` if readable, `W` if writable as far as resolved).
+    pub mask: Protections,
+    /// Why the access is refused by the rule, if it is.
+    pub denial: Option<FlowDenial>,
+    /// The ownership records the rule relied on.
+    pub used: Vec<OwnershipUse>,
 }
 
 /// The simulator's host: what was loaded from the store.
@@ -91,6 +145,8 @@ struct StoreHost {
     keys: HashMap<ObjID, VerifyingKey>,
     /// The store's revocation list: the engine's revocation sets.
     revoked: RevocationList,
+    /// The store's label table.
+    labels: LabelTable,
     now: u64,
 }
 
@@ -174,6 +230,7 @@ impl AccessSimulator {
             contexts: HashMap::new(),
             keys: HashMap::new(),
             revoked: RevocationList::default(),
+            labels: LabelTable::default(),
             now,
         };
         let mut warnings = Vec::new();
@@ -221,6 +278,7 @@ impl AccessSimulator {
         // The engine consults the store's revocation list itself (it is the host's set, of any
         // size), so its decisions and the explanations below agree on every revocation.
         host.revoked = RevocationList::load(store)?;
+        host.labels = LabelTable::load(store)?;
         let engine = Box::new(Engine::new(host));
         Ok(Self { engine, warnings })
     }
@@ -268,6 +326,7 @@ impl AccessSimulator {
                 ))),
                 active_after: ObjID::new(0),
                 contexts: Vec::new(),
+                flow: None,
             };
         };
         let thread = SecCtxMgr::new(active);
@@ -304,11 +363,64 @@ impl AccessSimulator {
             .enumerate()
             .map(|(i, &c)| self.explain(c, i == 0, access))
             .collect();
+        let flow = match decision {
+            Decision::Map { .. } => Some(self.flow(thread.active_id(), access)),
+            Decision::Violation(_) => None,
+        };
         Simulation {
             decision,
             active_after: thread.active_id(),
             contexts: reports,
+            flow,
         }
+    }
+
+    /// The flow rule for context `ctx` and `access`, with the table's labels and `ctx`'s
+    /// ownership (`docs/DIFC.md` §3.1).
+    fn flow(&self, ctx_id: ObjID, access: SimAccess) -> FlowReport {
+        let host = self.engine.host();
+        let object = host.labels.data_label(access.target);
+        let mut report = FlowReport {
+            ctx: ctx_id,
+            principal: None,
+            object,
+            mask: Protections::empty(),
+            denial: Some(FlowDenial::LabelUnknown),
+            used: Vec::new(),
+        };
+        let Some(bytes) = host.contexts.get(&ctx_id) else {
+            return report;
+        };
+        let Ok(principal) = principal_of(&host.labels, ctx_id, bytes) else {
+            return report;
+        };
+        report.principal = Some(principal.label);
+        let Ok(ctx) = SecCtx::parse(bytes) else {
+            return report;
+        };
+        let auth = SimAuthority {
+            host,
+            revoked: &host.revoked,
+        };
+        let mut own = Recording {
+            ctx_id,
+            ctx: &ctx,
+            auth: &auth,
+            now: host.now,
+            used: Vec::new(),
+        };
+        let steady = PrincipalLabels::steady(principal.label);
+        let result = flow(
+            &steady.as_ref(),
+            &object.as_ref(),
+            access.kind == AccessKind::Write,
+            &mut own,
+        );
+        report.mask = result.mask;
+        report.denial = result.denial;
+        // A read does not resolve the write half: the rule's answer for the read stands.
+        report.used = own.used;
+        report
     }
 
     fn explain(&self, ctx_id: ObjID, active: bool, access: SimAccess) -> ContextReport {
@@ -373,6 +485,45 @@ impl AccessSimulator {
         report.perms = Some(perms);
         report.records = lines;
         report
+    }
+}
+
+/// A context's ownership, remembering which record answered each question that counted.
+struct Recording<'a> {
+    ctx_id: ObjID,
+    ctx: &'a SecCtx<'a>,
+    auth: &'a SimAuthority<'a>,
+    now: u64,
+    used: Vec<OwnershipUse>,
+}
+
+impl Ownership for Recording<'_> {
+    fn owns(&mut self, tag: ObjID, right: Right) -> Result<bool, Verdict> {
+        let r = twizzler_capsec::owns(self.ctx_id, self.ctx, tag, right, self.auth, self.now)?;
+        if r.is_none() {
+            return Ok(false);
+        }
+        // The first record that counts, found as `owns` found it.
+        let record = self.ctx.entries_for(tag).find_map(|e| {
+            let rec = e.record().ok()?;
+            let public =
+                matches!(rec, Record::Cap(_)) && rec.holder() == twizzler_capsec::ALL_CONTEXTS;
+            (rec.is_ownership()
+                && rec.target() == tag
+                && (rec.holder() == self.ctx_id || public)
+                && rec.prots().contains(right.as_prots())
+                && rec.verify(self.auth, self.now).is_ok())
+            .then(|| (rec.id(), rec.expires()))
+        });
+        if let Some((record, expires)) = record {
+            self.used.push(OwnershipUse {
+                tag,
+                right,
+                record,
+                expires,
+            });
+        }
+        Ok(true)
     }
 }
 
