@@ -552,6 +552,11 @@ pub fn register_in(
         })?,
     };
     result.map_err(|error| DifcError::Label { ctx, error })?;
+    if initial.is_empty() && !table.rows.contains_key(&ctx) {
+        // No row is the empty principal at generation 0 (`principal_of`): a store without
+        // labels stays byte for byte what it was.
+        return Ok(initial);
+    }
     let row = table.rows.entry(ctx).or_default();
     row.principal = Some(Principal {
         label: initial,
