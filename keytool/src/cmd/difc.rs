@@ -660,7 +660,7 @@ pub(crate) fn explain_flow(
             if f.used.is_empty() {
                 let _ = writeln!(
                     s,
-                    "  flow: allowed ({} to {})",
+                    "  flow: allowed (context at {}, object at {})",
                     n.label(&principal),
                     n.label(&f.object)
                 );

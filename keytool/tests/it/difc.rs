@@ -387,3 +387,22 @@ fn help_teaches_with_examples() {
     let out = kt.ok(&["ctx", "relabel", "--help"]);
     assert!(out.contains("Examples:"), "{out}");
 }
+
+#[test]
+fn the_readme_difc_walkthrough_runs_as_written() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md");
+    let readme = std::fs::read_to_string(&path).unwrap();
+    let steps = crate::readme::steps_after(&readme, "<!-- walkthrough:keytool-difc -->");
+    let lines: Vec<&str> = steps.iter().map(|s| s.line.as_str()).collect();
+    for needed in [
+        "keytool tag create",
+        "keytool tag grant",
+        "keytool tag delegate",
+        "keytool ctx relabel",
+        "keytool label show",
+        "keytool revoke",
+    ] {
+        assert!(lines.iter().any(|l| l.starts_with(needed)), "no `{needed}`");
+    }
+    crate::readme::run_steps(&steps);
+}
