@@ -377,6 +377,7 @@ impl Node {
             metrics,
             reader,
             max_io_bytes: config.max_io_bytes,
+            difc: config.difc.clone(),
             max_object_bytes: config.max_object_bytes,
             cert_revocations: cert_revocations.clone(),
         });

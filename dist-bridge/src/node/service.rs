@@ -75,7 +75,12 @@ fn proof_from_pb(p: Option<pb::ExportProof>) -> Result<ExportProof, ProofError> 
 
 impl Service {
     /// An invocation of `op`, checked and done; the refusal in detail.
-    async fn invoke_op(&self, op: Op, r: pb::InvokeRequest) -> Result<Vec<u8>, Status> {
+    async fn invoke_op(
+        &self,
+        op: Op,
+        r: pb::InvokeRequest,
+        caller: &Caller,
+    ) -> Result<Vec<u8>, Status> {
         let sh = &self.shared;
         let data = r.data;
         match op {
@@ -101,10 +106,27 @@ impl Service {
         // done, even if this handler is cancelled: the guard moves into the blocking task.
         let token = decode_token(&r.token)?;
         let gate = sh.gates.of(token.object()).read_owned().await;
-        let grant = sh
-            .owner
-            .check(&token, op, r.offset, r.len, now_ns())
-            .map_err(|e| wire::invoke_status(&e))?;
+        // A token with labels (format 2) is decided again under the flow rule, with the
+        // context's current label and ownership (`docs/DIFC.md` §5.9). A version-1 token was
+        // exported while the store had no labels, for an object that therefore has none (an
+        // object's label is fixed at its creation): the rule allows it whatever the context.
+        let grant = if token.labels().is_some() {
+            let labels =
+                crate::difc::StoreLabels::new(&sh.store).map_err(|e| wire::store_status(&e))?;
+            sh.owner.check_labelled(
+                &token,
+                op,
+                r.offset,
+                r.len,
+                now_ns(),
+                &labels,
+                &sh.difc,
+                caller.node_id(),
+            )
+        } else {
+            sh.owner.check(&token, op, r.offset, r.len, now_ns())
+        }
+        .map_err(|e| wire::invoke_status(&e))?;
         // A small read is served here, on the async worker, from the store's kept read
         // snapshot (`SnapshotReader`: one header read while nothing was committed, a fresh
         // transaction after any commit, so the read sees every commit that completed before
@@ -243,9 +265,11 @@ impl NodeRpc for Service {
                 .proofs
                 .admit(&proof, Signer::of(&key), now)
                 .map_err(|e| proof_status(&e))?;
+            let labels =
+                crate::difc::StoreLabels::new(&shared.store).map_err(|e| wire::store_status(&e))?;
             shared
                 .owner
-                .export(&cap, &keys, &ExportRequest { context, scope }, now)
+                .export_labelled(&cap, &keys, &labels, &ExportRequest { context, scope }, now)
                 .map_err(|e| wire::export_status(&e))
         })
         .await
@@ -274,7 +298,7 @@ impl NodeRpc for Service {
                 return Err(self.refuse(&caller, "invoke", e));
             }
         };
-        let result = self.invoke_op(op, r).await;
+        let result = self.invoke_op(op, r, &caller).await;
         sh.metrics.invoked(op, result.is_ok(), started.elapsed());
         result
             .map(|data| Response::new(pb::InvokeReply { data }))

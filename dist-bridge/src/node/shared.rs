@@ -42,6 +42,8 @@ pub(super) struct Shared {
     /// (see [`SnapshotReader`]): no transaction, header lock or hand-off per read.
     pub(super) reader: SnapshotReader,
     pub(super) max_io_bytes: u64,
+    /// The nodes trusted with each tag.
+    pub(super) difc: crate::difc::DifcPolicy,
     pub(super) max_object_bytes: u64,
     /// Revoked client certificates, if the node has a revocation file.
     pub(super) cert_revocations: Option<Arc<CertRevocations>>,
