@@ -433,8 +433,13 @@ Runs the kernel's own decision (kernel-hooks) over the store: the first --ctx is
 active context, the others inactive ones it may switch to. Prints the decision and, per
 context, each record's verdict and the masks. Exit 0 if granted, 1 if denied, 2 on error.
 
-Example:
-  keytool check --ctx CTX --ctx CTX2 --target OBJ --offset 0x1000 --access read --at 1d")]
+When capabilities grant, the information flow rule decides too (`keytool tag --help`): a
+denial names the tag, says why in words, and gives the command that would fix it; a grant
+that relied on ownership says so (`granted rw-: declassified by medical− (record ...)`).
+
+Examples:
+  keytool check --ctx CTX --ctx CTX2 --target OBJ --offset 0x1000 --access read --at 1d
+  keytool check --ctx reader --target notes --offset 0x1000 --access write --json")]
     Check {
         /// A context of the thread (repeat; the first is active)
         #[arg(long = "ctx", value_name = "ID", value_parser = parse::id_ref, required = true)]
