@@ -134,6 +134,126 @@ fn key(scheme: SigningScheme) -> SigningKey {
     )
 }
 
+/// Keys by object, and a memory of good signature checks (as the engine's memo).
+struct MemoKeys {
+    keys: std::collections::HashMap<ObjID, twizzler_capsec::VerifyingKey>,
+    memo: Option<std::cell::RefCell<std::collections::HashSet<twizzler_capsec::RecordId>>>,
+}
+
+impl twizzler_capsec::Authority for MemoKeys {
+    fn key_for(
+        &self,
+        obj: ObjID,
+    ) -> Result<&twizzler_capsec::VerifyingKey, twizzler_capsec::KeyLookupError> {
+        self.keys
+            .get(&obj)
+            .ok_or(twizzler_capsec::KeyLookupError::NoKuid(obj))
+    }
+    fn is_verified(&self, id: &twizzler_capsec::RecordId) -> bool {
+        self.memo.as_ref().is_some_and(|m| m.borrow().contains(id))
+    }
+    fn remember_verified(&self, id: &twizzler_capsec::RecordId) {
+        if let Some(m) = &self.memo {
+            m.borrow_mut().insert(*id);
+        }
+    }
+}
+
+/// The information-flow fixtures: one context holding a read-write capability for
+/// [`OBJECT`] and `MINUS` of the fourth secrecy tag; labels of 0, 3 and 4 + 4 tags.
+struct Difc {
+    ctx: Vec<u8>,
+    auth: MemoKeys,
+    keys: std::collections::HashMap<ObjID, twizzler_capsec::VerifyingKey>,
+    empty: twizzler_capsec::Label,
+    empty_obj: twizzler_capsec::Label,
+    four: twizzler_capsec::Label,
+    three: twizzler_capsec::Label,
+}
+
+impl Difc {
+    fn new() -> Self {
+        use twizzler_capsec::{Label, OwnRights, OwnershipGrant};
+        let obj_key = key(SigningScheme::Ed25519);
+        let tag_key = SigningKey::from_raw(SigningScheme::Ed25519, &[0x5a; 32]).unwrap();
+        let s: Vec<ObjID> = (1..=4).map(|i| ObjID::new(0x7a00 + i)).collect();
+        let i: Vec<ObjID> = (1..=4).map(|i| ObjID::new(0x3e00 + i)).collect();
+        let rw = Protections::READ | Protections::WRITE;
+        let cap = Cap::mint(CapGrant::new(OBJECT, CONTEXT, rw), &obj_key).unwrap();
+        let own = Cap::mint_ownership(
+            OwnershipGrant::new(s[3], CONTEXT, OwnRights::MINUS),
+            &tag_key,
+        )
+        .unwrap();
+        let mut ed = SecCtxEditor::new();
+        ed.add_cap(&cap);
+        ed.add_cap(&own);
+        let keys: std::collections::HashMap<_, _> = [
+            (OBJECT, obj_key.verifying_key()),
+            (s[3], tag_key.verifying_key()),
+        ]
+        .into();
+        Self {
+            ctx: ed.encode().unwrap(),
+            auth: MemoKeys {
+                keys: keys.clone(),
+                memo: Some(Default::default()),
+            },
+            keys,
+            empty: Label::EMPTY,
+            empty_obj: Label::EMPTY,
+            four: Label::from_tags(&s, &i).unwrap(),
+            three: Label::from_tags(&s[..3], &i).unwrap(),
+        }
+    }
+
+    fn fresh(&self, f: impl FnOnce(&MemoKeys)) {
+        f(&MemoKeys {
+            keys: self.keys.clone(),
+            memo: None,
+        })
+    }
+
+    fn labelled(&self, p: &twizzler_capsec::Label, o: &twizzler_capsec::Label, a: Access) {
+        self.labelled_with(&self.auth, p, o, a)
+    }
+
+    fn labelled_with(
+        &self,
+        auth: &MemoKeys,
+        p: &twizzler_capsec::Label,
+        o: &twizzler_capsec::Label,
+        a: Access,
+    ) {
+        let ctx = SecCtx::parse(black_box(&self.ctx)).unwrap();
+        let p = twizzler_capsec::PrincipalLabels::steady(p.as_ref());
+        let d = twizzler_capsec::evaluate_labelled(
+            CONTEXT,
+            &ctx,
+            OBJECT,
+            Protections::empty(),
+            auth,
+            a,
+            NOW,
+            &p,
+            &o.as_ref(),
+        );
+        assert!(d.grants(a.kind.required()));
+        black_box(d);
+    }
+
+    fn plain(&self, a: Access) {
+        self.plain_with(&self.auth, a)
+    }
+
+    fn plain_with(&self, auth: &MemoKeys, a: Access) {
+        let ctx = SecCtx::parse(black_box(&self.ctx)).unwrap();
+        let d = evaluate(CONTEXT, &ctx, OBJECT, Protections::empty(), auth, a, NOW);
+        assert!(d.grants(a.kind.required()));
+        black_box(d);
+    }
+}
+
 fn main() {
     // Accept criterion's command line: skip flags (and the values of those that take one);
     // a bare word is a substring filter.
@@ -172,6 +292,7 @@ fn main() {
         }
     }
     let budget = Duration::from_millis(if quick { 500 } else { 4000 });
+    let difc_fixture = Difc::new();
 
     // Fixtures. Messages are the 32-byte digests capabilities sign.
     let msg: [u8; 32] = core::array::from_fn(|i| (i as u8).wrapping_mul(37).wrapping_add(11));
@@ -603,6 +724,63 @@ fn main() {
             }),
         });
     }
+    // Information flow (issue 24): the labelled rule beside today's, on the same context.
+    let difc = &difc_fixture;
+    pairs.push(Pair {
+        name: "difc/evaluate_labelled/empty vs evaluate (memo)",
+        a_name: "evaluate_labelled, empty labels, read",
+        b_name: "evaluate, read",
+        a: Box::new(move || difc.labelled(&difc.empty, &difc.empty_obj, Access::read(0x1000))),
+        b: Box::new(move || difc.plain(Access::read(0x1000))),
+    });
+    pairs.push(Pair {
+        name: "difc/evaluate_labelled/4+4 vs evaluate (memo)",
+        a_name: "evaluate_labelled, S and I of 4 tags, write",
+        b_name: "evaluate, write",
+        a: Box::new(move || difc.labelled(&difc.four, &difc.four, Access::write(0x1000))),
+        b: Box::new(move || difc.plain(Access::write(0x1000))),
+    });
+    pairs.push(Pair {
+        name: "difc/evaluate_labelled/4+4 declassifying vs evaluate (memo)",
+        a_name: "evaluate_labelled, write needing one MINUS (memoised)",
+        b_name: "evaluate, write",
+        a: Box::new(move || difc.labelled(&difc.four, &difc.three, Access::write(0x1000))),
+        b: Box::new(move || difc.plain(Access::write(0x1000))),
+    });
+    pairs.push(Pair {
+        name: "difc/evaluate_labelled/4+4 vs evaluate (verifying)",
+        a_name: "evaluate_labelled, S and I of 4 tags, write, signature checked",
+        b_name: "evaluate, write, signature checked",
+        a: Box::new(move || {
+            difc.fresh(|auth| {
+                difc.labelled_with(auth, &difc.four, &difc.four, Access::write(0x1000))
+            })
+        }),
+        b: Box::new(move || difc.fresh(|auth| difc.plain_with(auth, Access::write(0x1000)))),
+    });
+    pairs.push(Pair {
+        name: "difc/flow/4+4 vs flow/empty",
+        a_name: "flow, S and I of 4 tags, write",
+        b_name: "flow, empty labels, write",
+        a: Box::new(move || {
+            let p = twizzler_capsec::PrincipalLabels::steady(difc.four.as_ref());
+            black_box(twizzler_capsec::flow(
+                black_box(&p),
+                black_box(&difc.four.as_ref()),
+                true,
+                &mut twizzler_capsec::NoOwnership,
+            ));
+        }),
+        b: Box::new(move || {
+            let p = twizzler_capsec::PrincipalLabels::steady(difc.empty.as_ref());
+            black_box(twizzler_capsec::flow(
+                black_box(&p),
+                black_box(&difc.empty_obj.as_ref()),
+                true,
+                &mut twizzler_capsec::NoOwnership,
+            ));
+        }),
+    });
     pairs.retain(|p| filters.is_empty() || filters.iter().any(|f| p.name.contains(f.as_str())));
 
     if list {

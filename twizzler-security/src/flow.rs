@@ -1,57 +1,8 @@
 //! The information-flow rule as pure functions (`docs/DIFC.md` §3.1, §3.3, §4, §5.4).
 //!
-//! For a principal (the threads of context `C`) at label `(S_C, I_C)` and an object `o` at
-//! `(S_o, I_o)`:
-//!
-//! ```text
-//! readable(C, o) ⇔ S_o ⊆ S_C ∧ I_C ⊆ I_o
-//! writable(C, o) ⇔ readable(C, o) ∧ S_C − own⁻(C) ⊆ S_o ∧ I_o ⊆ I_C ∪ own⁺(C)
-//! flow(C, o)     = (readable ? R|X : ∅) | (writable ? W : ∅)
-//! ```
-//!
-//! `readable` uses the principal's `read` label, the two write clauses its `write` label
-//! ([`PrincipalLabels`]; the two differ only while a label change is in progress, §4.2).
-//! Ownership (`own⁺`, `own⁻`) is asked of an [`Ownership`] only when it can change the answer:
-//! for the write clauses when the access needs `W`, and for the first offending tag of a refused
-//! read (to report [`FlowDenial::MustRaise`] / [`FlowDenial::MustLower`]). With every label
-//! empty, `flow` is `R|W|X` and nothing is asked.
-//!
-//! Every denial names the **smallest** offending tag of the first clause that fails, in the
-//! order secrecy read, integrity read, secrecy write, integrity write.
-//!
-//! # Example
-//!
-//! ```
-//! use twizzler_capsec::{
-//!     flow, FlowDenial, Label, LabelRef, NoOwnership, ObjID, Ownership, PrincipalLabels,
-//!     Protections, Right, Verdict,
-//! };
-//! # fn main() -> Result<(), twizzler_capsec::DecodeError> {
-//! let medical = ObjID::new(0x3fa1);
-//! let secret = Label::from_tags(&[medical], &[])?;
-//! let public = Label::EMPTY;
-//! let reader = PrincipalLabels::steady(secret.as_ref());
-//!
-//! // A context at {medical} reads the secret object, read-write.
-//! let r = flow(&reader, &secret.as_ref(), true, &mut NoOwnership);
-//! assert_eq!(r.mask, Protections::all());
-//! // It may read the public object but not write it: that would leak `medical`.
-//! let w = flow(&reader, &public.as_ref(), true, &mut NoOwnership);
-//! assert_eq!(w.mask, Protections::READ | Protections::EXEC);
-//! assert_eq!(w.denial, Some(FlowDenial::SecrecyWrite { tag: medical }));
-//!
-//! // A declassifier owns medical−: its write to the public object is allowed.
-//! struct Declassifier(ObjID);
-//! impl Ownership for Declassifier {
-//!     fn owns(&mut self, tag: ObjID, right: Right) -> Result<bool, Verdict> {
-//!         Ok(tag == self.0 && right == Right::Minus)
-//!     }
-//! }
-//! let d = flow(&reader, &public.as_ref(), true, &mut Declassifier(medical));
-//! assert_eq!((d.mask, d.denial), (Protections::all(), None));
-//! # Ok(())
-//! # }
-//! ```
+//! The rule itself, with an example, is documented on [`flow`]; the label-change checks on
+//! [`check_relabel`], [`transitional`], [`classify`], [`check_switch`] and
+//! [`check_registration`].
 
 use core::fmt;
 
@@ -375,6 +326,59 @@ pub fn check_write_clauses(
 }
 
 /// The flow rule for `principal` and an object at `object` (§3.1).
+///
+/// For a principal (the threads of context `C`) at label `(S_C, I_C)` and an object `o` at
+/// `(S_o, I_o)`:
+///
+/// ```text
+/// readable(C, o) ⇔ S_o ⊆ S_C ∧ I_C ⊆ I_o
+/// writable(C, o) ⇔ readable(C, o) ∧ S_C − own⁻(C) ⊆ S_o ∧ I_o ⊆ I_C ∪ own⁺(C)
+/// flow(C, o)     = (readable ? R|X : ∅) | (writable ? W : ∅)
+/// ```
+///
+/// `readable` uses the principal's `read` label, the two write clauses its `write` label
+/// ([`PrincipalLabels`]; the two differ only while a label change is in progress, §4.2).
+/// Ownership (`own⁺`, `own⁻`) is asked of an [`Ownership`] only when it can change the answer:
+/// for the write clauses when the access needs `W`, and for the first offending tag of a refused
+/// read (to report [`FlowDenial::MustRaise`] / [`FlowDenial::MustLower`]). With every label
+/// empty, `flow` is `R|W|X` and nothing is asked.
+///
+/// Every denial names the **smallest** offending tag of the first clause that fails, in the
+/// order secrecy read, integrity read, secrecy write, integrity write.
+///
+/// # Example
+///
+/// ```
+/// use twizzler_capsec::{
+///     flow, FlowDenial, Label, LabelRef, NoOwnership, ObjID, Ownership, PrincipalLabels,
+///     Protections, Right, Verdict,
+/// };
+/// # fn main() -> Result<(), twizzler_capsec::DecodeError> {
+/// let medical = ObjID::new(0x3fa1);
+/// let secret = Label::from_tags(&[medical], &[])?;
+/// let public = Label::EMPTY;
+/// let reader = PrincipalLabels::steady(secret.as_ref());
+///
+/// // A context at {medical} reads the secret object, read-write.
+/// let r = flow(&reader, &secret.as_ref(), true, &mut NoOwnership);
+/// assert_eq!(r.mask, Protections::all());
+/// // It may read the public object but not write it: that would leak `medical`.
+/// let w = flow(&reader, &public.as_ref(), true, &mut NoOwnership);
+/// assert_eq!(w.mask, Protections::READ | Protections::EXEC);
+/// assert_eq!(w.denial, Some(FlowDenial::SecrecyWrite { tag: medical }));
+///
+/// // A declassifier owns medical−: its write to the public object is allowed.
+/// struct Declassifier(ObjID);
+/// impl Ownership for Declassifier {
+///     fn owns(&mut self, tag: ObjID, right: Right) -> Result<bool, Verdict> {
+///         Ok(tag == self.0 && right == Right::Minus)
+///     }
+/// }
+/// let d = flow(&reader, &public.as_ref(), true, &mut Declassifier(medical));
+/// assert_eq!((d.mask, d.denial), (Protections::all(), None));
+/// # Ok(())
+/// # }
+/// ```
 ///
 /// `needs_write` says whether the access being decided needs `W`. If it does not, ownership is
 /// not asked for the write clauses: `W` is in the mask if the clauses hold without ownership,

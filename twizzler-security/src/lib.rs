@@ -90,7 +90,7 @@ mod gate;
 mod hash;
 mod ids;
 mod keys;
-mod label;
+pub mod label;
 #[cfg(feature = "std")]
 mod pem;
 mod perms;
@@ -136,8 +136,9 @@ pub use label::{
 #[cfg(feature = "std")]
 pub use pem::PemError;
 pub use perms::{
-    Access, AccessKind, CtxOwnership, Grant, LabelledPerms, PermsInfo, RecordReport, Verdict,
-    allowed_by_masks, evaluate, evaluate_explained, evaluate_labelled, owns,
+    Access, AccessKind, CtxOwnership, Grant, LabelledPerms, OwnedBy, PermsInfo, RecordReport,
+    Verdict, allowed_by_masks, evaluate, evaluate_explained, evaluate_labelled, owns,
+    owns_explained,
 };
 pub use record::{Authority, Record, RecordKind, signature_check_id};
 pub use time::Expiry;

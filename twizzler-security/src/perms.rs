@@ -393,6 +393,30 @@ pub fn owns<M: ?Sized + CtxMem>(
     auth: &impl Authority,
     now: u64,
 ) -> Result<Option<Expiry>, Verdict> {
+    owns_explained(ctx_id, ctx, tag, right, auth, now).map(|o| o.map(|o| o.expires))
+}
+
+/// The record that made [`owns_explained`] answer yes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct OwnedBy {
+    /// Index of its entry in the context.
+    pub index: usize,
+    /// Its id (what `revoke_record` names).
+    pub id: crate::hash::RecordId,
+    /// The earliest expiry along its chain.
+    pub expires: Expiry,
+}
+
+/// [`owns`], naming the record that counted (for explanations: "declassified by `T−`, record
+/// …, expires …").
+pub fn owns_explained<M: ?Sized + CtxMem>(
+    ctx_id: ObjID,
+    ctx: &SecCtx<'_, M>,
+    tag: ObjID,
+    right: crate::flow::Right,
+    auth: &impl Authority,
+    now: u64,
+) -> Result<Option<OwnedBy>, Verdict> {
     if let Some(m) = ctx.mask(tag)
         && !m.permmask.contains(right.as_prots())
     {
@@ -415,7 +439,13 @@ pub fn owns<M: ?Sized + CtxMem>(
             continue;
         }
         match record.verify(auth, now) {
-            Ok(()) => return Ok(Some(record.expires())),
+            Ok(()) => {
+                return Ok(Some(OwnedBy {
+                    index: entry.index,
+                    id: record.id(),
+                    expires: record.expires(),
+                }));
+            }
             Err(e) => {
                 failed.get_or_insert(Verdict::Invalid(e));
             }
