@@ -18,7 +18,7 @@ use kernel_hooks::{CtxBytes, Decision, Engine, Fault, Host, ObjectInfo, SecCtxMg
 use twizzler_capsec::{
     Access, AccessKind, Authority, CtxFlags, Expiry, FlowDenial, KeyLookupError, Label, Mask,
     ObjID, Ownership, PermsInfo, PrincipalLabels, Protections, Record, RecordId, RecordKind, Right,
-    SecCtx, Verdict, VerifyingKey, evaluate_explained, flow,
+    SecCtx, Verdict, VerifyingKey, check_switch, evaluate_explained, flow,
 };
 
 use crate::keypair::parse_verifying_key;
@@ -364,20 +364,28 @@ impl AccessSimulator {
             .map(|(i, &c)| self.explain(c, i == 0, access))
             .collect();
         let flow = match decision {
-            Decision::Map { .. } => Some(self.flow(thread.active_id(), access)),
+            Decision::Map { .. } => Some(self.flow(active, thread.active_id(), access)),
             Decision::Violation(_) => None,
+        };
+        // A switch the flow rule refuses does not happen.
+        let active_after = if flow.as_ref().is_some_and(|f| f.denial.is_some()) {
+            active
+        } else {
+            thread.active_id()
         };
         Simulation {
             decision,
-            active_after: thread.active_id(),
+            active_after,
             contexts: reports,
             flow,
         }
     }
 
     /// The flow rule for context `ctx` and `access`, with the table's labels and `ctx`'s
-    /// ownership (`docs/DIFC.md` §3.1).
-    fn flow(&self, ctx_id: ObjID, access: SimAccess) -> FlowReport {
+    /// ownership (`docs/DIFC.md` §3.1); when the decision switched the thread from `from` to
+    /// `ctx`, the switch is a label change checked as §5.4 says (with `from`'s ownership, and
+    /// `ctx`'s too for an entry through a code gate, an exec).
+    fn flow(&self, from: ObjID, ctx_id: ObjID, access: SimAccess) -> FlowReport {
         let host = self.engine.host();
         let object = host.labels.data_label(access.target);
         let mut report = FlowReport {
@@ -418,9 +426,55 @@ impl AccessSimulator {
         );
         report.mask = result.mask;
         report.denial = result.denial;
-        // A read does not resolve the write half: the rule's answer for the read stands.
+        if report.denial.is_none() && from != ctx_id {
+            let switch = self.switch(from, ctx_id, &steady, access, &mut own);
+            if let Err(d) = switch {
+                report.mask = Protections::empty();
+                report.denial = Some(d);
+            }
+        }
         report.used = own.used;
         report
+    }
+
+    /// §5.4: whether the thread may move from `from` to `to` (at `to_labels`).
+    fn switch(
+        &self,
+        from: ObjID,
+        to: ObjID,
+        to_labels: &PrincipalLabels<Label>,
+        access: SimAccess,
+        own_to: &mut Recording<'_>,
+    ) -> Result<(), FlowDenial> {
+        let host = self.engine.host();
+        let bytes = host.contexts.get(&from).ok_or(FlowDenial::LabelUnknown)?;
+        let a = principal_of(&host.labels, from, bytes).map_err(|_| FlowDenial::LabelUnknown)?;
+        let ctx = SecCtx::parse(bytes).map_err(|_| FlowDenial::LabelUnknown)?;
+        let auth = SimAuthority {
+            host,
+            revoked: &host.revoked,
+        };
+        let mut own_a = Recording {
+            ctx_id: from,
+            ctx: &ctx,
+            auth: &auth,
+            now: host.now,
+            used: Vec::new(),
+        };
+        let a = PrincipalLabels::steady(a.label);
+        let r = if access.kind == AccessKind::Exec {
+            check_switch(to, &a.as_ref(), &to_labels.as_ref(), &mut own_a, own_to)
+        } else {
+            check_switch(
+                to,
+                &a.as_ref(),
+                &to_labels.as_ref(),
+                &mut own_a,
+                &mut twizzler_capsec::NoOwnership,
+            )
+        };
+        own_to.used.extend(own_a.used);
+        r
     }
 
     fn explain(&self, ctx_id: ObjID, active: bool, access: SimAccess) -> ContextReport {
@@ -499,30 +553,23 @@ struct Recording<'a> {
 
 impl Ownership for Recording<'_> {
     fn owns(&mut self, tag: ObjID, right: Right) -> Result<bool, Verdict> {
-        let r = twizzler_capsec::owns(self.ctx_id, self.ctx, tag, right, self.auth, self.now)?;
-        if r.is_none() {
+        let by = twizzler_capsec::owns_explained(
+            self.ctx_id,
+            self.ctx,
+            tag,
+            right,
+            self.auth,
+            self.now,
+        )?;
+        let Some(by) = by else {
             return Ok(false);
-        }
-        // The first record that counts, found as `owns` found it.
-        let record = self.ctx.entries_for(tag).find_map(|e| {
-            let rec = e.record().ok()?;
-            let public =
-                matches!(rec, Record::Cap(_)) && rec.holder() == twizzler_capsec::ALL_CONTEXTS;
-            (rec.is_ownership()
-                && rec.target() == tag
-                && (rec.holder() == self.ctx_id || public)
-                && rec.prots().contains(right.as_prots())
-                && rec.verify(self.auth, self.now).is_ok())
-            .then(|| (rec.id(), rec.expires()))
+        };
+        self.used.push(OwnershipUse {
+            tag,
+            right,
+            record: by.id,
+            expires: by.expires,
         });
-        if let Some((record, expires)) = record {
-            self.used.push(OwnershipUse {
-                tag,
-                right,
-                record,
-                expires,
-            });
-        }
         Ok(true)
     }
 }

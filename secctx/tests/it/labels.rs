@@ -306,3 +306,38 @@ fn a_damaged_table_is_a_typed_error() {
         Err(secctx::StoreError::Corrupt { id, .. }) if id == LABELS_ID
     ));
 }
+
+#[test]
+fn a_switch_that_would_shed_secrecy_is_refused() {
+    let mut w = World::new(MemStore::new());
+    let t = w.tag();
+    let a = w.ctx();
+    let b = w.ctx();
+    let public = w.obj(None, None).unwrap();
+    // Only the inactive context `b` may write `public`.
+    w.grant_rw(b, public);
+    w.own(a, t, OwnRights::PLUS);
+    let sim = |w: &World<MemStore>| {
+        AccessSimulator::load(&w.store, &[a, b], &[public], NOW)
+            .unwrap()
+            .check(
+                &[a, b],
+                SimAccess {
+                    target: public,
+                    offset: 0x1000,
+                    kind: AccessKind::Write,
+                },
+            )
+    };
+    let s = sim(&w);
+    assert!(s.granted(), "an unlabelled switch is today's: {s:?}");
+    assert_eq!(s.active_after, b);
+    labels::relabel(&w.store, a, &secret(t), NOW).unwrap();
+    let s = sim(&w);
+    assert!(!s.granted());
+    assert_eq!(s.active_after, a, "a refused switch does not happen");
+    assert_eq!(
+        s.flow.unwrap().denial,
+        Some(FlowDenial::Switch { to: b, tag: t })
+    );
+}
