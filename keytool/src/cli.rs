@@ -700,6 +700,25 @@ Examples:
         #[arg(long = "as", value_name = "CTX", value_parser = parse::id_ref)]
         as_ctx: Option<IdRef>,
     },
+    /// Register a context whose version-3 section proposes a label (as the kernel does at attach)
+    #[command(after_help = "\
+A context written elsewhere (not by `ctx new`) with a label section is unregistered: `check`
+refuses it (LabelUnknown), as the kernel would. Registration adopts the proposed label if the
+registrar could have reached it (docs/DIFC.md §1.4): every tag it adds relative to the
+registrar needs + owned by the registrar or by the context itself. Once registered, editing
+the section changes nothing.
+
+Example:
+  keytool ctx register lab --as boss")]
+    Register {
+        /// The context
+        #[arg(value_name = "CTX", value_parser = parse::id_ref)]
+        ctx: IdRef,
+        /// Register it as this context [default: a registrar with the empty label and no
+        /// ownership]
+        #[arg(long = "as", value_name = "CTX", value_parser = parse::id_ref)]
+        as_ctx: Option<IdRef>,
+    },
     /// Change a context's principal label, with its own ownership (as sys_sctx_label)
     #[command(after_help = "\
 The new label replaces the old: every tag added needs its + owned by the context, every tag
@@ -986,7 +1005,7 @@ impl Cmd {
             | Cmd::Revoke { list: false, .. }
             | Cmd::Obj(ObjCmd::New { .. })
             | Cmd::Tag(_)
-            | Cmd::Ctx(CtxCmd::Relabel { .. })
+            | Cmd::Ctx(CtxCmd::Relabel { .. } | CtxCmd::Register { .. })
             | Cmd::Ctx(
                 CtxCmd::New { .. }
                 | CtxCmd::Add { .. }

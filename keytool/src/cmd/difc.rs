@@ -535,6 +535,27 @@ pub(crate) fn relabel(
     Ok(Status::Yes)
 }
 
+/// `keytool ctx register`.
+pub(crate) fn register(
+    store: &DbStore,
+    out: Out,
+    ctx: ObjID,
+    registrar: Option<ObjID>,
+) -> Result<Status> {
+    ctx_cmd::check_exists(store, ctx)?;
+    if let Some(r) = registrar {
+        ctx_cmd::check_exists(store, r)?;
+    }
+    let label =
+        labels::register(store, ctx, registrar, now_ns()).map_err(|e| difc_error(store, e))?;
+    let n = Names::load(store);
+    out.emit(
+        json!({ "ctx": id(ctx), "label": label_json(&label) }),
+        || format!("context {} registered at {}", n.short(ctx), n.label(&label)),
+    );
+    Ok(Status::Yes)
+}
+
 /// `keytool label show`.
 pub(crate) fn show(store: &DbStore, out: Out, oid: ObjID) -> Result<Status> {
     let obj = crate::cmd::obj::get(store, oid, "object")?;
@@ -803,6 +824,11 @@ pub(crate) fn explain_flow(
                     let _ = writeln!(
                         s,
                         "  context {c} proposes a label in its section but is not registered: the kernel refuses it"
+                    );
+                    let _ = writeln!(
+                        s,
+                        "  to allow: register it (keytool ctx register {} --as CTX, CTX owning + of the tags it adds)",
+                        n.arg(f.ctx)
                     );
                 }
                 FlowDenial::Switch { to, tag } => {

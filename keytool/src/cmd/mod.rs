@@ -179,6 +179,7 @@ fn with_store(s: &DbStore, out: Out, cmd: Cmd) -> Result<Status> {
                 &difc::resolve_label(s, &label)?,
                 r_opt(&as_ctx)?,
             ),
+            CtxCmd::Register { ctx, as_ctx } => difc::register(s, out, r(&ctx)?, r_opt(&as_ctx)?),
             CtxCmd::Relabel { ctx, label, at } => {
                 difc::relabel(s, out, r(&ctx)?, &difc::resolve_label(s, &label)?, at)
             }

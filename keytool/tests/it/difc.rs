@@ -406,3 +406,47 @@ fn the_readme_difc_walkthrough_runs_as_written() {
     }
     crate::readme::run_steps(&steps);
 }
+
+#[test]
+fn an_unregistered_labelled_context_is_refused_until_registered() {
+    use secctx::ObjectStore;
+    let kt = world();
+    let medical = kt.json(&["label", "show", "medical"])["id"]
+        .as_str()
+        .unwrap()
+        .parse::<twizzler_capsec::ObjID>()
+        .unwrap();
+    // A context written elsewhere with a version-3 section proposing {medical}.
+    {
+        let store = secctx::DbStore::open(kt.store()).unwrap();
+        let mut ed = twizzler_capsec::SecCtxEditor::new();
+        ed.set_initial_label(twizzler_capsec::Label::from_tags(&[medical], &[]).unwrap());
+        let id = twizzler_capsec::ObjID::new(0x1ab);
+        store
+            .transact(|tx| {
+                tx.create(&secctx::Object {
+                    id,
+                    meta: secctx::ObjMeta::plain(),
+                    data: ed.encode().unwrap(),
+                })?;
+                tx.set_name("lab", id)
+            })
+            .unwrap();
+    }
+    grant_rw(&kt, "lab", "diagnoses");
+    let out = denied(&kt, "lab", "diagnoses", "read");
+    assert!(
+        out.contains("proposes a label in its section but is not registered"),
+        "{out}"
+    );
+    assert!(out.contains("keytool ctx register lab --as CTX"), "{out}");
+    let e = kt.fails(&["ctx", "register", "lab"], 2);
+    assert!(e.contains("does not own medical+"), "{e}");
+    kt.ok(&["ctx", "new", "--name", "boss"]);
+    kt.ok(&["tag", "grant", "medical", "--to", "boss", "--rights", "+"]);
+    let out = kt.ok(&["ctx", "register", "lab", "--as", "boss"]);
+    assert!(out.contains("registered at secrecy {'medical'}"), "{out}");
+    assert_eq!(check(&kt, "lab", "diagnoses", "read").0, 0);
+    let e = kt.fails(&["ctx", "register", "lab", "--as", "boss"], 2);
+    assert!(e.contains("registered already"), "{e}");
+}
