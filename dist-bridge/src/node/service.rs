@@ -106,11 +106,13 @@ impl Service {
         // done, even if this handler is cancelled: the guard moves into the blocking task.
         let token = decode_token(&r.token)?;
         let gate = sh.gates.of(token.object()).read_owned().await;
-        // A token with labels (format 2) is decided again under the flow rule, with the
-        // context's current label and ownership (`docs/DIFC.md` §5.9). A version-1 token was
-        // exported while the store had no labels, for an object that therefore has none (an
-        // object's label is fixed at its creation): the rule allows it whatever the context.
-        let grant = if token.labels().is_some() {
+        // Once the store has labels, every invocation is decided again under the flow rule,
+        // with the context's current label and ownership (`docs/DIFC.md` §5.9): a format-2
+        // token names its context, a format-1 one (exported before the store had labels) is
+        // decided for the context its guard was exported for.
+        let labelled =
+            token.labels().is_some() || sh.labels_seen.load(std::sync::atomic::Ordering::Acquire);
+        let grant = if labelled {
             let labels =
                 crate::difc::StoreLabels::new(&sh.store).map_err(|e| wire::store_status(&e))?;
             sh.owner.check_labelled(
@@ -267,6 +269,11 @@ impl NodeRpc for Service {
                 .map_err(|e| proof_status(&e))?;
             let labels =
                 crate::difc::StoreLabels::new(&shared.store).map_err(|e| wire::store_status(&e))?;
+            if crate::difc::LabelSource::active(&labels) {
+                shared
+                    .labels_seen
+                    .store(true, std::sync::atomic::Ordering::Release);
+            }
             shared
                 .owner
                 .export_labelled(&cap, &keys, &labels, &ExportRequest { context, scope }, now)

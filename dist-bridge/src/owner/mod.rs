@@ -280,7 +280,7 @@ impl Owner {
     /// remote write shows the writer nothing, like a kernel copy). A read of an object with
     /// secrecy tags is answered only to a node trusted for every one of them in `policy`, a
     /// write into one with integrity tags likewise. A version-1 token (exported before the
-    /// store had labels) is refused for a labelled object.
+    /// store had labels) is decided for the context its guard was exported for.
     #[allow(clippy::too_many_arguments)]
     pub fn check_labelled(
         &self,
@@ -298,23 +298,31 @@ impl Owner {
         let object = labels
             .object_label(token.object())
             .map_err(|_| refused(FlowRefusal::Labels))?;
-        let Some(tl) = token.labels() else {
-            return if object.is_empty() {
-                Ok(grant)
-            } else {
-                Err(refused(FlowRefusal::Labels))
-            };
+        let context = match token.labels() {
+            Some(tl) if tl.label == object => tl.context,
+            Some(_) => return Err(refused(FlowRefusal::Labels)),
+            // A version-1 token, exported before the store had labels (its object is
+            // unlabelled, for ever): decided for the context its guard was exported for.
+            None => {
+                let ctx = self
+                    .read()?
+                    .table
+                    .lookup(token.guard())
+                    .ok()
+                    .and_then(|g| g.context);
+                match ctx {
+                    Some(c) if object.is_empty() => c,
+                    _ => return Err(refused(FlowRefusal::Labels)),
+                }
+            }
         };
-        if tl.label != object {
-            return Err(refused(FlowRefusal::Labels));
-        }
         let (principal, _) = labels
-            .principal(tl.context)
+            .principal(context)
             .map_err(|_| refused(FlowRefusal::Labels))?;
         let steady = PrincipalLabels::steady(principal);
         let mut own = SourceOwnership {
             source: labels,
-            ctx: tl.context,
+            ctx: context,
             now,
         };
         let tags = match op {
@@ -394,6 +402,7 @@ impl Owner {
             parent: None,
             source: Some(id),
             key: kuid,
+            context: Some(request.context),
         };
         let mut st = self.write().map_err(|_| ExportError::Unavailable)?;
         // `keys` may have been read before a revocation the node has seen since: decided
@@ -440,12 +449,14 @@ impl Owner {
         if st.table.derived_in_tree(token.guard().index, quota) >= quota {
             return Err(InvokeError::DeriveQuota { quota });
         }
+        let context = st.table.lookup(token.guard())?.context;
         let info = GuardInfo {
             object: token.object(),
             scope,
             parent: Some(token.guard().index),
             source: None,
             key: None,
+            context,
         };
         // A child guard carries its parent's labels: it is decided for the same context.
         self.create(&mut st, info, token.labels().copied())

@@ -254,6 +254,42 @@ fn an_untrusted_node_is_refused_a_secret_read() {
 }
 
 #[test]
+fn a_format_1_token_is_decided_for_its_guards_context() {
+    let w = world();
+    // Exported as before DIFC (format 1), with a derived guard.
+    let keys = StoreKeys::new(&w.store).unwrap();
+    let t = w
+        .owner
+        .export(
+            &w.notes_cap,
+            &keys,
+            &ExportRequest::new(w.reader, Rights::all(), ByteRange::WHOLE),
+            NOW,
+        )
+        .unwrap();
+    assert!(t.labels().is_none());
+    let child = w
+        .owner
+        .export_from(&t, t.scope().with_rights(Rights::DATA), NOW)
+        .unwrap();
+    let none = DifcPolicy::default();
+    assert!(w.invoke(&t, Op::Write, &none, None).is_ok());
+    assert!(w.invoke(&child, Op::Write, &none, None).is_ok());
+    // The context raises: both are refused the write at the next call.
+    w.own(OwnRights::PLUS);
+    labels::relabel(&w.store, w.reader, &secret(w.medical), NOW).unwrap();
+    for tok in [&t, &child] {
+        assert_eq!(
+            w.invoke(tok, Op::Write, &none, None).unwrap_err(),
+            InvokeError::Flow(FlowRefusal::Rule(FlowDenial::SecrecyWrite {
+                tag: w.medical
+            }))
+        );
+        assert!(w.invoke(tok, Op::Read, &none, None).is_ok());
+    }
+}
+
+#[test]
 fn a_store_without_labels_exports_version_1_tokens() {
     let f = fixture();
     let store = MemStore::new();
