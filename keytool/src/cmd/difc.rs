@@ -834,9 +834,15 @@ pub(crate) fn explain_flow(
                 FlowDenial::Switch { to, tag } => {
                     let _ = writeln!(
                         s,
-                        "  switching to {} would carry {} where it may not go",
+                        "  only context {} grants it, and switching there would shed secrecy tag {} (or gain it as integrity) without the ownership that needs",
                         n.short(to),
-                        n.short(tag)
+                        n.long(tag)
+                    );
+                    let _ = writeln!(
+                        s,
+                        "  to allow: give the thread's active context {t}− for secrecy, {t}+ for integrity (keytool tag delegate {t} --from OWNER --to CTX ...),\n            or enter {} through a code gate of a context owning it",
+                        n.short(to),
+                        t = n.arg(tag)
                     );
                 }
             }

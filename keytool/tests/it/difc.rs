@@ -450,3 +450,29 @@ fn an_unregistered_labelled_context_is_refused_until_registered() {
     let e = kt.fails(&["ctx", "register", "lab", "--as", "boss"], 2);
     assert!(e.contains("registered already"), "{e}");
 }
+
+#[test]
+fn a_switch_that_would_shed_secrecy_is_explained() {
+    let kt = world();
+    kt.ok(&["ctx", "new", "--name", "plain"]);
+    kt.ok(&["obj", "new", "--name", "ledger", "--kuid", "owner"]);
+    grant_rw(&kt, "plain", "ledger");
+    kt.ok(&["tag", "grant", "medical", "--to", "reader", "--rights", "+"]);
+    kt.ok(&["ctx", "relabel", "reader", "--secrecy", "medical"]);
+    let o = kt.run(&[
+        "check", "--ctx", "reader", "--ctx", "plain", "--target", "ledger", "--offset", "0x1000",
+        "--access", "write",
+    ]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(
+        out.contains("denied: write to 'ledger' under context 'plain'"),
+        "{out}"
+    );
+    assert!(
+        out.contains(
+            "only context 'plain' grants it, and switching there would carry secrecy tag 'medical'"
+        ),
+        "{out}"
+    );
+}
