@@ -471,7 +471,7 @@ fn a_switch_that_would_shed_secrecy_is_explained() {
     );
     assert!(
         out.contains(
-            "only context 'plain' grants it, and switching there would carry secrecy tag 'medical'"
+            "only context 'plain' grants it, and switching there would shed secrecy tag 'medical'"
         ),
         "{out}"
     );
