@@ -330,7 +330,15 @@ impl AccessSimulator {
             };
         };
         let thread = SecCtxMgr::new(active);
+        let mut skipped = Vec::new();
         for &c in inactive {
+            // §3.2 step 5: an inactive context is consulted only if its bytes (its data label)
+            // may flow to the active principal; otherwise whether it grants would tell the
+            // thread a bit written at a higher label.
+            if let Some(tag) = self.unreadable_context(active, c) {
+                skipped.push((c, tag));
+                continue;
+            }
             // A context listed twice, or more than a thread can hold, is simply not attached
             // again; the report still lists it.
             let _ = thread.attach(c);
@@ -361,7 +369,15 @@ impl AccessSimulator {
         let reports = contexts
             .iter()
             .enumerate()
-            .map(|(i, &c)| self.explain(c, i == 0, access))
+            .map(|(i, &c)| {
+                let mut r = self.explain(c, i == 0, access);
+                if let Some((_, tag)) = skipped.iter().find(|(s, _)| *s == c) {
+                    r.error = Some(format!(
+                        "not consulted: its bytes carry tag {tag}, which may not flow to the active context (docs/DIFC.md §3.2 step 5)"
+                    ));
+                }
+                r
+            })
             .collect();
         let flow = match decision {
             Decision::Map { .. } => Some(self.flow(active, thread.active_id(), access)),
@@ -379,6 +395,35 @@ impl AccessSimulator {
             contexts: reports,
             flow,
         }
+    }
+
+    /// The first tag of inactive context `c`'s data label that keeps its bytes from flowing to
+    /// `active`'s principal (`S_data ⊆ S_active ∧ I_active ⊆ I_data`), if any. An active context
+    /// whose label is unknown consults nothing labelled.
+    fn unreadable_context(&self, active: ObjID, c: ObjID) -> Option<ObjID> {
+        let host = self.engine.host();
+        let data = host.labels.data_label(c);
+        if data.is_empty() && host.labels.rows.is_empty() {
+            return None;
+        }
+        let principal = host
+            .contexts
+            .get(&active)
+            .and_then(|b| principal_of(&host.labels, active, b).ok())
+            .map(|p| p.label);
+        let Some(principal) = principal else {
+            return (!data.is_empty()).then(|| {
+                data.secrecy
+                    .as_slice()
+                    .first()
+                    .or(data.integrity.as_slice().first())
+                    .copied()
+                    .unwrap_or_default()
+            });
+        };
+        twizzler_capsec::readable(&principal.as_ref(), &data.as_ref())
+            .err()
+            .and_then(|d| d.tag())
     }
 
     /// The flow rule for context `ctx` and `access`, with the table's labels and `ctx`'s

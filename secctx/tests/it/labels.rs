@@ -341,3 +341,30 @@ fn a_switch_that_would_shed_secrecy_is_refused() {
         Some(FlowDenial::Switch { to: b, tag: t })
     );
 }
+
+#[test]
+fn an_inactive_context_whose_bytes_are_secret_is_not_consulted() {
+    let mut w = World::new(MemStore::new());
+    let t = w.tag();
+    let a = w.ctx();
+    // `b`'s own bytes are at {t}: a public thread may not learn whether it grants.
+    let b = w.id();
+    let obj = context::empty(b, None).unwrap();
+    labels::create_object(&w.store, &obj, Some(&secret(t)), None, NOW).unwrap();
+    let public = w.obj(None, None).unwrap();
+    w.grant_rw(b, public);
+    let s = AccessSimulator::load(&w.store, &[a, b], &[public], NOW)
+        .unwrap()
+        .check(
+            &[a, b],
+            SimAccess {
+                target: public,
+                offset: 0x1000,
+                kind: AccessKind::Read,
+            },
+        );
+    assert!(!s.granted(), "{s:?}");
+    assert_eq!(s.active_after, a);
+    let why = s.contexts[1].error.as_deref().unwrap();
+    assert!(why.contains("not consulted"), "{why}");
+}
