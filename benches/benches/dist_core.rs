@@ -7,7 +7,12 @@
 //! - `attenuate`: a holder narrows a token offline;
 //! - `revoke`: export and revoke a guard (the owner's side of a revocation round trip);
 //! - `broadcast_revoke/<N>`: the baseline's revocation in an N-node cluster, every message
-//!   delivered in-process (`BroadcastNode::revoke` and every peer's `handle`).
+//!   delivered in-process (`BroadcastNode::revoke` and every peer's `handle`);
+//! - `difc_check/{unlabelled,labelled}`: the owner's invocation check as the node runs it for
+//!   a version-1 token (`Owner::check`) and for a labelled version-2 one (`StoreLabels::new`
+//!   over a `DbStore` plus `Owner::check_labelled`: the label table, the context's principal
+//!   and the flow rule at every call, `docs/DIFC.md` §5.9), the same read of a public object
+//!   by an unlabelled context, alternated in one run.
 
 // A benchmark harness: a failed setup stops the run, and its shared fixtures are public
 // to its modules only.
@@ -111,5 +116,98 @@ fn bench_broadcast(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench_owner, bench_broadcast);
+fn bench_difc(c: &mut Criterion) {
+    use dist_bridge::difc::{DifcPolicy, StoreLabels};
+    use secctx::{DbStore, ObjMeta, Object, context, keypair, labels};
+    let dir = std::env::temp_dir().join(format!("dist-core-difc-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let store = DbStore::open(&dir).unwrap();
+    let mut rng = ChaCha20Rng::seed_from_u64(7);
+    let (ids, key) = keypair::create_keypair(
+        &store,
+        SigningScheme::Ed25519,
+        None,
+        keypair::KdfParams::DEFAULT,
+        &mut rng,
+    )
+    .unwrap();
+    let (object, tag, secret, ctx) = (
+        ObjID::new(0x1000),
+        ObjID::new(0x7a9),
+        ObjID::new(0x5ec),
+        ObjID::new(0x2000),
+    );
+    for (id, label) in [
+        (tag, None),
+        (object, None),
+        (
+            secret,
+            Some(twizzler_capsec::Label::from_tags(&[tag], &[]).unwrap()),
+        ),
+    ] {
+        let o = Object {
+            id,
+            meta: ObjMeta::signed_by(ids.verifying),
+            data: vec![0; 4096],
+        };
+        labels::create_object(&store, &o, label.as_ref(), None, NOW).unwrap();
+    }
+    context::create(&store, ctx, None).unwrap();
+    let cap = Cap::mint(CapGrant::new(object, ctx, Protections::READ), &key).unwrap();
+    let keys = dist_bridge::StoreKeys::new(&store).unwrap();
+    let owner = Owner::new(
+        ControllerId::new(1, 1),
+        NodeSecret::generate().unwrap(),
+        GuardTableConfig::default(),
+    )
+    .unwrap();
+    let request = ExportRequest::new(ctx, Rights::READ, ByteRange::WHOLE);
+    let plain = owner.export(&cap, &keys, &request, NOW).unwrap();
+    let labelled = owner
+        .export_labelled(
+            &cap,
+            &keys,
+            &StoreLabels::new(&store).unwrap(),
+            &request,
+            NOW,
+        )
+        .unwrap();
+    assert!(plain.labels().is_none() && labelled.labels().is_some());
+    let policy = DifcPolicy::default();
+    let mut g = c.benchmark_group("difc_check");
+    g.measurement_time(Duration::from_secs(3));
+    // Alternated: criterion runs one function's samples at a time, so each pair is measured
+    // back to back in the same load, and the ratio is what is reported.
+    for round in 0..2 {
+        g.bench_function(BenchmarkId::new("unlabelled", round), |b| {
+            b.iter(|| {
+                owner
+                    .check(black_box(&plain), Op::Read, 0, 64, NOW)
+                    .unwrap()
+            })
+        });
+        g.bench_function(BenchmarkId::new("labelled", round), |b| {
+            b.iter(|| {
+                let l = StoreLabels::new(&store).unwrap();
+                owner
+                    .check_labelled(
+                        black_box(&labelled),
+                        Op::Read,
+                        0,
+                        64,
+                        NOW,
+                        &l,
+                        &policy,
+                        None,
+                    )
+                    .unwrap()
+            })
+        });
+    }
+    g.finish();
+    drop(store);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+criterion_group!(benches, bench_owner, bench_broadcast, bench_difc);
 criterion_main!(benches);

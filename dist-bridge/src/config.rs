@@ -40,6 +40,11 @@
 //! max_derived = 64                       # guards derivable from one exported guard
 //! # max_version = 1000000                # omit for the full 64-bit version space
 //!
+//! [difc]                                 # information flow control (docs/DIFC.md §5.9)
+//! # tag id -> the nodes trusted to keep its data labelled; a tag not listed trusts no node,
+//! # so its secret data is read, and its high-integrity objects written, by no remote caller
+//! trusted_nodes = { "58b20638bfa5eb44bb0d8e2ed01289f9" = [2, 3] }
+//!
 //! [[peers]]                              # broadcast-baseline peers
 //! id = 2
 //! addr = "127.0.0.1:7402"
@@ -108,6 +113,15 @@ pub struct TlsSection {
     /// The revocation file: certificates whose handshakes and requests are refused.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub revoked: Option<PathBuf>,
+}
+
+/// The `[difc]` section: information flow control across nodes.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct DifcSection {
+    /// Tag id (hex) → the nodes trusted with its data.
+    #[serde(default)]
+    pub trusted_nodes: std::collections::BTreeMap<String, Vec<u64>>,
 }
 
 /// A `[[peers]]` entry (or a `--peer ID=ADDR` flag).
@@ -208,6 +222,9 @@ pub struct FileConfig {
     /// The guard table.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub guard_table: Option<TableSection>,
+    /// Information flow control across nodes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub difc: Option<DifcSection>,
     /// Broadcast-baseline peers.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub peers: Vec<PeerEntry>,
@@ -323,6 +340,7 @@ impl FileConfig {
             max_connection_idle_ms: over.max_connection_idle_ms.or(self.max_connection_idle_ms),
             log_format: over.log_format.or(self.log_format),
             guard_table: table,
+            difc: over.difc.or(self.difc),
             peers: if over.peers.is_empty() {
                 self.peers
             } else {
@@ -444,6 +462,21 @@ impl FileConfig {
         if let Some(ms) = self.max_connection_idle_ms {
             config.max_connection_idle = Duration::from_millis(ms);
         }
+        if let Some(d) = self.difc {
+            for (tag, nodes) in d.trusted_nodes {
+                let id = tag.parse::<twizzler_capsec::ObjID>().map_err(|e| {
+                    ConfigFileError(format!(
+                        "[difc] trusted_nodes: {tag:?} is not a tag id ({e})"
+                    ))
+                })?;
+                config
+                    .difc
+                    .trusted_nodes
+                    .entry(id)
+                    .or_default()
+                    .extend(nodes);
+            }
+        }
         config.peers = self
             .peers
             .into_iter()
@@ -523,6 +556,14 @@ impl FileConfig {
                 max_version: i64::try_from(g.max_version).ok().map(|_| g.max_version),
                 ranges: Some(g.ranges),
                 max_derived: Some(g.max_derived),
+            }),
+            difc: (!config.difc.trusted_nodes.is_empty()).then(|| DifcSection {
+                trusted_nodes: config
+                    .difc
+                    .trusted_nodes
+                    .iter()
+                    .map(|(t, n)| (t.to_string(), n.iter().copied().collect()))
+                    .collect(),
             }),
             peers: config
                 .peers

@@ -113,6 +113,7 @@ pub mod config;
 mod connector;
 pub mod controller;
 pub mod crypto;
+pub mod difc;
 pub mod export_proof;
 pub mod identity;
 pub mod keys;

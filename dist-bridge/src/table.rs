@@ -138,6 +138,10 @@ pub struct GuardInfo {
     /// The key object (`kuid`) whose key verified that capability, when the key source knew
     /// it (root guards only): revoking that key revokes the guard.
     pub key: Option<ObjID>,
+    /// The security context it was exported for (a derived guard: its root's), so that the
+    /// owner can decide the flow rule for it (`docs/DIFC.md` §5.9) whatever the token's
+    /// format.
+    pub context: Option<ObjID>,
 }
 
 /// One guard's version change in a range upgrade.
@@ -635,6 +639,7 @@ mod tests {
             parent,
             source: None,
             key: None,
+            context: None,
         }
     }
 

@@ -18,7 +18,28 @@
 //! | 78 + 26n | 32 | tag |
 //!
 //! Bytes 8..78 are the **body**, fixed by the owner when it issues the token; the caveats are
-//! appended by holders. The tag chains keyed BLAKE3 over both ([`crate::crypto`]): the owner
+//! appended by holders.
+//!
+//! # Format version 2: labels (`docs/DIFC.md` §5.9)
+//!
+//! Version 2 is version 1 with the body extended by what the owner's flow rule needs, in the
+//! same chained tag:
+//!
+//! | offset | size | field |
+//! |---|---|---|
+//! | 4 | 2 | format version (2) |
+//! | 8 | 70 | as version 1's body |
+//! | 78 | 16 | the exporting security context |
+//! | 94 | 8 | its principal-label generation at export |
+//! | 102 | 8 + 16·(s+i) | the object's label (`TLBL`, the shared codec) |
+//! | then | 26 × n | caveats |
+//! | then | 32 | tag |
+//!
+//! The owner issues version 2 when labels are in play (the object or the context is labelled)
+//! and version 1 otherwise, so a token without labels is byte for byte what it was; both are
+//! read. The labels are informative for holders: at every invocation the owner decides again
+//! with the context's *current* label and ownership. A holder cannot strip them: the tag
+//! covers the body's encoding, and a version-1 body has another one. The tag chains keyed BLAKE3 over both ([`crate::crypto`]): the owner
 //! checks it by recomputing the whole chain.
 //!
 //! Decoding is total (every byte string gives a token or a [`TokenDecodeError`], never a panic)
@@ -31,7 +52,7 @@
 use core::fmt;
 
 use twizzler_capsec::codec::{Reader, VecWriter, Writer};
-use twizzler_capsec::{DecodeError, Expiry, ObjID};
+use twizzler_capsec::{DecodeError, Expiry, Label, ObjID};
 
 use crate::controller::ControllerId;
 use crate::crypto::{self, KEY_LEN};
@@ -39,8 +60,12 @@ use crate::rights::{ByteRange, RangeError, Rights};
 
 /// Magic of an encoded token (`"DBGT"`).
 pub const TOKEN_MAGIC: [u8; 4] = *b"DBGT";
-/// Format version this build reads and writes.
+/// Format version of tokens without labels (read and written).
 pub const TOKEN_FORMAT: u16 = 1;
+/// Format version of tokens with labels (read and written; `docs/DIFC.md` §5.9).
+pub const TOKEN_FORMAT_LABELS: u16 = 2;
+/// Encoded size of a version-2 body's label part without the label's tags.
+pub const LABELS_FIXED_LEN: usize = 16 + 8 + twizzler_capsec::LABEL_HEADER_LEN;
 /// Most caveats a token can carry.
 pub const MAX_CAVEATS: usize = 8;
 /// Encoded size of a scope (base or caveat).
@@ -53,8 +78,10 @@ pub const BODY_LEN: usize = 8 + 8 + 4 + 8 + 16 + SCOPE_LEN;
 pub const TAG_LEN: usize = KEY_LEN;
 /// Size of a token without caveats.
 pub const MIN_TOKEN_LEN: usize = HEADER_LEN + BODY_LEN + TAG_LEN;
-/// Size of a token with [`MAX_CAVEATS`] caveats.
+/// Size of a version-1 token with [`MAX_CAVEATS`] caveats.
 pub const MAX_TOKEN_LEN: usize = MIN_TOKEN_LEN + MAX_CAVEATS * SCOPE_LEN;
+/// Size of the largest version-2 token (the largest label, [`MAX_CAVEATS`] caveats).
+pub const MAX_LABELLED_TOKEN_LEN: usize = MAX_TOKEN_LEN + 16 + 8 + twizzler_capsec::MAX_LABEL_LEN;
 
 /// A reference to one life of a guard-table entry: its index and version.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -237,6 +264,8 @@ pub enum TokenDecodeError {
         /// What is wrong.
         err: RangeError,
     },
+    /// A version-2 token whose label is not canonical `TLBL`.
+    BadLabel(DecodeError),
     /// A caveat that widens the scope before it (tokens only ever narrow).
     CaveatWidens {
         /// 1-based caveat index.
@@ -259,7 +288,7 @@ impl fmt::Display for TokenDecodeError {
             Self::BadMagic(m) => write!(f, "not a guarded token (magic {m:02x?})"),
             Self::UnsupportedFormat(v) => write!(
                 f,
-                "token format version {v} is not supported (this build reads {TOKEN_FORMAT})"
+                "token format version {v} is not supported (this build reads {TOKEN_FORMAT} and {TOKEN_FORMAT_LABELS})"
             ),
             Self::NonZeroReserved(b) => write!(f, "token reserved byte is {b:#x}, not 0"),
             Self::Framing(e) => write!(f, "token: {e}"),
@@ -273,6 +302,7 @@ impl fmt::Display for TokenDecodeError {
             Self::CaveatWidens { caveat, what } => {
                 write!(f, "token caveat {caveat} {what} of the scope before it")
             }
+            Self::BadLabel(e) => write!(f, "token label: {e}"),
         }
     }
 }
@@ -323,7 +353,21 @@ impl fmt::Display for AttenuateError {
 
 impl std::error::Error for AttenuateError {}
 
-/// What the owner fixes when it issues a token (bytes 8..78 of the encoding).
+/// The labels a version-2 token carries (`docs/DIFC.md` §5.9).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct TokenLabels {
+    /// The security context the token was exported for: the owner decides each invocation
+    /// under its current principal label and ownership.
+    pub context: ObjID,
+    /// The context's principal-label generation at export (the owner's label table bumps it
+    /// at every change).
+    pub generation: u64,
+    /// The object's label (fixed at the object's creation).
+    pub label: Label,
+}
+
+/// What the owner fixes when it issues a token (bytes 8..78 of the encoding, and with labels
+/// the version-2 part).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct TokenBody {
     /// The owner's controller.
@@ -334,9 +378,20 @@ pub struct TokenBody {
     pub object: ObjID,
     /// The guard's scope.
     pub scope: Scope,
+    /// The labels, for a version-2 token.
+    pub labels: Option<TokenLabels>,
 }
 
 impl TokenBody {
+    /// The format version this body is encoded in.
+    pub fn format(&self) -> u16 {
+        if self.labels.is_some() {
+            TOKEN_FORMAT_LABELS
+        } else {
+            TOKEN_FORMAT
+        }
+    }
+
     /// The encoding the root tag covers.
     pub(crate) fn encode(&self) -> Vec<u8> {
         let mut w = VecWriter::with_capacity(BODY_LEN);
@@ -350,9 +405,18 @@ impl TokenBody {
             .u64(self.guard.version)
             .u128(self.object.raw());
         self.scope.encode_into(w);
+        if let Some(l) = &self.labels {
+            w.u128(l.context.raw()).u64(l.generation);
+            w.bytes(&l.label.encode());
+        }
     }
 
-    fn decode_from(r: &mut Reader<'_>) -> Result<Self, TokenDecodeError> {
+    /// The encoded length of the body.
+    fn encoded_len(&self) -> usize {
+        BODY_LEN + self.labels.map_or(0, |l| 16 + 8 + l.label.encoded_len())
+    }
+
+    fn decode_from(r: &mut Reader<'_>, format: u16) -> Result<Self, TokenDecodeError> {
         let owner = ControllerId::decode_from(r)?;
         let guard = GuardRef {
             index: r.u32()?,
@@ -360,11 +424,27 @@ impl TokenBody {
         };
         let object = ObjID::new(r.u128()?);
         let scope = Scope::decode_from(r, Part::Body)?;
+        let labels = if format == TOKEN_FORMAT_LABELS {
+            let context = ObjID::new(r.u128()?);
+            let generation = r.u64()?;
+            let label = Label::decode_from(r).map_err(|e| match e {
+                DecodeError::Truncated { .. } => TokenDecodeError::from(e),
+                other => TokenDecodeError::BadLabel(other),
+            })?;
+            Some(TokenLabels {
+                context,
+                generation,
+                label,
+            })
+        } else {
+            None
+        };
         Ok(Self {
             owner,
             guard,
             object,
             scope,
+            labels,
         })
     }
 }
@@ -467,14 +547,19 @@ impl GuardedToken {
 
     /// The encoded length.
     pub fn encoded_len(&self) -> usize {
-        MIN_TOKEN_LEN + self.caveats.len() * SCOPE_LEN
+        HEADER_LEN + self.body.encoded_len() + self.caveats.len() * SCOPE_LEN + TAG_LEN
+    }
+
+    /// The labels a version-2 token carries.
+    pub fn labels(&self) -> Option<&TokenLabels> {
+        self.body.labels.as_ref()
     }
 
     /// The canonical encoding.
     pub fn encode(&self) -> Vec<u8> {
         let mut w = VecWriter::with_capacity(self.encoded_len());
         w.bytes(&TOKEN_MAGIC)
-            .u16(TOKEN_FORMAT)
+            .u16(self.body.format())
             .u8(u8::try_from(self.caveats.len()).unwrap_or(u8::MAX))
             .u8(0);
         self.body.encode_into(&mut w);
@@ -493,7 +578,7 @@ impl GuardedToken {
             return Err(TokenDecodeError::BadMagic(magic));
         }
         let format = r.u16()?;
-        if format != TOKEN_FORMAT {
+        if format != TOKEN_FORMAT && format != TOKEN_FORMAT_LABELS {
             return Err(TokenDecodeError::UnsupportedFormat(format));
         }
         let count = r.u8()?;
@@ -504,7 +589,37 @@ impl GuardedToken {
         if reserved != 0 {
             return Err(TokenDecodeError::NonZeroReserved(reserved));
         }
-        let expected = MIN_TOKEN_LEN + usize::from(count) * SCOPE_LEN;
+        let mut expected = MIN_TOKEN_LEN + usize::from(count) * SCOPE_LEN;
+        if format == TOKEN_FORMAT_LABELS {
+            // The label's length is in its own header: read the body first.
+            expected += LABELS_FIXED_LEN;
+            if bytes.len() < expected {
+                return Err(TokenDecodeError::Truncated {
+                    needed: expected,
+                    got: bytes.len(),
+                });
+            }
+        }
+        let body = if format == TOKEN_FORMAT_LABELS {
+            let body = TokenBody::decode_from(&mut r, format)?;
+            expected = HEADER_LEN + body.encoded_len() + usize::from(count) * SCOPE_LEN + TAG_LEN;
+            body
+        } else {
+            // Version 1: the length is known before the body is read.
+            if bytes.len() < expected {
+                return Err(TokenDecodeError::Truncated {
+                    needed: expected,
+                    got: bytes.len(),
+                });
+            }
+            if bytes.len() > expected {
+                return Err(TokenDecodeError::TrailingBytes {
+                    expected,
+                    got: bytes.len(),
+                });
+            }
+            TokenBody::decode_from(&mut r, format)?
+        };
         if bytes.len() < expected {
             return Err(TokenDecodeError::Truncated {
                 needed: expected,
@@ -517,7 +632,6 @@ impl GuardedToken {
                 got: bytes.len(),
             });
         }
-        let body = TokenBody::decode_from(&mut r)?;
         let mut caveats = Vec::with_capacity(usize::from(count));
         let mut last = body.scope;
         for n in 1..=count {
@@ -540,6 +654,7 @@ impl fmt::Debug for GuardedToken {
             .field("guard", &self.body.guard)
             .field("object", &self.body.object)
             .field("scope", &self.body.scope)
+            .field("labels", &self.body.labels)
             .field("caveats", &self.caveats)
             .finish_non_exhaustive()
     }

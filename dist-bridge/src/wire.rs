@@ -15,7 +15,7 @@
 //! |---|---|
 //! | `INVALID_ARGUMENT` | [`MalformedToken`](ErrorKind::MalformedToken), [`WrongOwner`](ErrorKind::WrongOwner), [`BadRequest`](ErrorKind::BadRequest), an export's already-passed [`Expired`](ErrorKind::Expired) |
 //! | `UNAUTHENTICATED` (the token or capability is not a genuine, current credential) | [`StaleController`](ErrorKind::StaleController), [`NoSuchGuard`](ErrorKind::NoSuchGuard), [`Revoked`](ErrorKind::Revoked), [`StaleGuard`](ErrorKind::StaleGuard), [`BadTag`](ErrorKind::BadTag), [`GuardMismatch`](ErrorKind::GuardMismatch), a token's [`Expired`](ErrorKind::Expired), [`CapInvalid`](ErrorKind::CapInvalid) |
-//! | `PERMISSION_DENIED` (genuine, but not for this) | [`RightsExceeded`](ErrorKind::RightsExceeded), [`OutOfRange`](ErrorKind::OutOfRange), [`Widens`](ErrorKind::Widens), [`WrongContext`](ErrorKind::WrongContext), [`CapRevoked`](ErrorKind::CapRevoked), [`KeyRevoked`](ErrorKind::KeyRevoked), [`BadProof`](ErrorKind::BadProof), [`NotAllowed`](ErrorKind::NotAllowed), [`Denied`](ErrorKind::Denied), [`BroadcastRevoked`](ErrorKind::BroadcastRevoked), [`UnknownPeer`](ErrorKind::UnknownPeer) |
+//! | `PERMISSION_DENIED` (genuine, but not for this) | [`RightsExceeded`](ErrorKind::RightsExceeded), [`OutOfRange`](ErrorKind::OutOfRange), [`Widens`](ErrorKind::Widens), [`WrongContext`](ErrorKind::WrongContext), [`CapRevoked`](ErrorKind::CapRevoked), [`KeyRevoked`](ErrorKind::KeyRevoked), [`BadProof`](ErrorKind::BadProof), [`NotAllowed`](ErrorKind::NotAllowed), [`Denied`](ErrorKind::Denied), [`BroadcastRevoked`](ErrorKind::BroadcastRevoked), [`UnknownPeer`](ErrorKind::UnknownPeer), [`Flow`](ErrorKind::Flow) |
 //! | `FAILED_PRECONDITION` | [`Upgraded`](ErrorKind::Upgraded) (renew first), [`NotRenewable`](ErrorKind::NotRenewable) |
 //! | `NOT_FOUND` | [`NoKey`](ErrorKind::NoKey) (no such object, no `kuid`, no key object), [`ObjectNotFound`](ErrorKind::ObjectNotFound) |
 //! | `RESOURCE_EXHAUSTED` | [`Busy`](ErrorKind::Busy), [`TableFull`](ErrorKind::TableFull), [`DeriveQuota`](ErrorKind::DeriveQuota), [`ObjectTooLarge`](ErrorKind::ObjectTooLarge) |
@@ -110,6 +110,8 @@ kinds! {
     OutOfRange = "out-of-range",
     /// A requested child scope widens the token's ([`InvokeError::Widens`]).
     Widens = "widens",
+    /// The information-flow rule refuses the export or invocation (`docs/DIFC.md` §5.9).
+    Flow = "flow",
     /// The guard table is full.
     TableFull = "table-full",
     /// The token's derivation tree is at its quota ([`InvokeError::DeriveQuota`]).
@@ -201,6 +203,7 @@ pub fn invoke_kind(e: &InvokeError) -> (Code, ErrorKind) {
         E::TableFull { .. } => (Code::ResourceExhausted, ErrorKind::TableFull),
         E::DeriveQuota { .. } => (Code::ResourceExhausted, ErrorKind::DeriveQuota),
         E::NotRenewable { .. } => (Code::FailedPrecondition, ErrorKind::NotRenewable),
+        E::Flow(_) => (Code::PermissionDenied, ErrorKind::Flow),
         E::Unavailable => (Code::Unavailable, ErrorKind::Unavailable),
     }
 }
@@ -227,6 +230,7 @@ pub fn export_kind(e: &ExportError) -> (Code, ErrorKind) {
         E::OutOfRange { .. } => (Code::PermissionDenied, ErrorKind::OutOfRange),
         E::Expired { .. } => (Code::InvalidArgument, ErrorKind::Expired),
         E::TableFull { .. } => (Code::ResourceExhausted, ErrorKind::TableFull),
+        E::Flow(_) => (Code::PermissionDenied, ErrorKind::Flow),
         E::Unavailable => (Code::Unavailable, ErrorKind::Unavailable),
     }
 }

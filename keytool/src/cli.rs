@@ -219,6 +219,72 @@ pub(crate) struct GrantArgs {
     pub unchecked: bool,
 }
 
+/// A label on the command line (`docs/DIFC.md` §1.2): tags by name or id.
+#[derive(Args, Debug, Clone, Default)]
+pub(crate) struct LabelArgs {
+    /// Secrecy tags, comma-separated (names or ids of tag objects: `keytool tag create`)
+    #[arg(long, value_name = "TAG,...", value_parser = parse::id_ref, value_delimiter = ',')]
+    pub secrecy: Vec<IdRef>,
+    /// Integrity tags, comma-separated
+    #[arg(long, value_name = "TAG,...", value_parser = parse::id_ref, value_delimiter = ',')]
+    pub integrity: Vec<IdRef>,
+}
+
+impl LabelArgs {
+    /// Whether any tag was given.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.secrecy.is_empty() && self.integrity.is_empty()
+    }
+}
+
+/// The rights of an ownership record: `+`, `-` or `+-`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct RightsArg(pub twizzler_capsec::OwnRights);
+
+/// Parses `+`, `-`, `+-` or `-+` (U+2212 `−` is accepted for `-`).
+pub(crate) fn own_rights(s: &str) -> Result<RightsArg, String> {
+    use twizzler_capsec::OwnRights;
+    let mut r = OwnRights::empty();
+    for c in s.trim().chars() {
+        let bit = match c {
+            '+' => OwnRights::PLUS,
+            '-' | '\u{2212}' => OwnRights::MINUS,
+            _ => return Err(format!("{s:?}: rights are +, - or +- (add, drop)")),
+        };
+        if r.contains(bit) {
+            return Err(format!("{s:?} names a right twice"));
+        }
+        r |= bit;
+    }
+    if r.is_empty() {
+        return Err("rights are empty: +, - or +-".into());
+    }
+    Ok(RightsArg(r))
+}
+
+const DIFC_HELP: &str = "\
+Information flow control (docs/DIFC.md). A tag is an object whose key signs its ownership
+records; a label is a set of secrecy tags and a set of integrity tags. Objects get a label at
+creation (fixed for life), contexts a principal label (registered at creation, changed only by
+`ctx relabel` with the context's own ownership). Reads need the object's secrecy within the
+context's and the context's integrity within the object's; writes need that and the reverse,
+except for the tags whose `-` (secrecy: declassify) or `+` (integrity: endorse) the writer owns.
+
+Walk-through (secret read, then public write; a declassifier):
+  keytool keygen --name owner --no-passphrase
+  keytool tag create medical --key owner
+  keytool ctx new --name reader
+  keytool obj new --name diagnoses --kuid owner --secrecy medical --as reader
+  keytool obj new --name notes-public --kuid owner --as reader
+  keytool tag grant medical --to reader --rights +
+  keytool ctx relabel reader --secrecy medical
+  keytool check --ctx reader --target notes-public --offset 0x1000 --access write   # denied: how to fix
+  keytool keygen --name owner-ctx --no-passphrase
+  keytool ctx new --name boss --kuid owner-ctx
+  keytool tag grant medical --to boss --rights +-
+  keytool tag delegate medical --from boss --to reader --rights -
+  keytool check --ctx reader --target notes-public --offset 0x1000 --access write   # granted: declassified";
+
 /// The commands.
 #[derive(Subcommand, Debug)]
 pub(crate) enum Cmd {
@@ -367,8 +433,13 @@ Runs the kernel's own decision (kernel-hooks) over the store: the first --ctx is
 active context, the others inactive ones it may switch to. Prints the decision and, per
 context, each record's verdict and the masks. Exit 0 if granted, 1 if denied, 2 on error.
 
-Example:
-  keytool check --ctx CTX --ctx CTX2 --target OBJ --offset 0x1000 --access read --at 1d")]
+When capabilities grant, the information flow rule decides too (`keytool tag --help`): a
+denial names the tag, says why in words, and gives the command that would fix it; a grant
+that relied on ownership says so (`granted rw-: declassified by medical− (record ...)`).
+
+Examples:
+  keytool check --ctx CTX --ctx CTX2 --target OBJ --offset 0x1000 --access read --at 1d
+  keytool check --ctx reader --target notes --offset 0x1000 --access write --json")]
     Check {
         /// A context of the thread (repeat; the first is active)
         #[arg(long = "ctx", value_name = "ID", value_parser = parse::id_ref, required = true)]
@@ -507,6 +578,14 @@ Examples:
     )]
     Store(StoreCmd),
 
+    /// Create tags and mint or delegate their ownership (information flow control)
+    #[command(subcommand, after_help = DIFC_HELP)]
+    Tag(TagCmd),
+
+    /// Show the label table's label of an object or context
+    #[command(subcommand, after_help = DIFC_HELP)]
+    Label(LabelCmd),
+
     /// Print a shell completion script (bash, zsh, fish, elvish or powershell)
     #[command(after_help = "\
 Needs no store. Load the script in the shell, or install it where the shell looks.
@@ -545,8 +624,11 @@ pub(crate) enum ObjCmd {
 --kuid names the verifying-key object that signs capabilities for it; --default gives rights
 every context has without a capability.
 
-Example:
-  keytool obj new --kuid VERIFYING --default r--")]
+Examples:
+  keytool obj new --kuid VERIFYING --default r--
+  keytool obj create --name diagnoses --kuid owner --secrecy medical --as reader
+  keytool obj new --name firmware --kuid owner --integrity vetted --as vetter   # needs vetted+")]
+    #[command(visible_alias = "create")]
     New {
         /// The object's id [default: random]
         #[arg(long, value_name = "ID", value_parser = parse::obj_id)]
@@ -563,6 +645,14 @@ Example:
         /// Accept a kuid that is not a verifying-key object in this store
         #[arg(long)]
         unchecked: bool,
+        /// The object's data label, fixed at creation [default: the --as context's label]
+        #[command(flatten)]
+        label: LabelArgs,
+        /// Create it as this context: the label is checked as a write by it (carrying a
+        /// secrecy tag the label lacks needs its -, an integrity tag it lacks needs its +)
+        /// [default: a creator with the empty label and no ownership]
+        #[arg(long = "as", value_name = "CTX", value_parser = parse::id_ref)]
+        as_ctx: Option<IdRef>,
     },
     /// Show an object (same as `keytool inspect ID`)
     #[command(after_help = "Example:\n  keytool obj show OBJ --json")]
@@ -580,8 +670,15 @@ pub(crate) enum CtxCmd {
     #[command(after_help = "\
 --kuid names the verifying key of the key pair this context signs delegations with.
 
-Example:
-  keytool ctx new --kuid CTX_VERIFYING")]
+--secrecy and --integrity write the proposed label into the context (format version 3) and
+register it at that label as the --as context would (docs/DIFC.md §1.4): every tag it carries
+that the registrar does not needs + owned by the registrar. Without them the context is
+registered at the empty label, and its bytes are format version 1 or 2 as before.
+
+Examples:
+  keytool ctx new --kuid CTX_VERIFYING
+  keytool ctx create --name labelled --secrecy medical --as boss      # boss owns medical+")]
+    #[command(visible_alias = "create")]
     New {
         /// The context's id [default: random]
         #[arg(long, value_name = "ID", value_parser = parse::obj_id)]
@@ -595,6 +692,52 @@ Example:
         /// Accept a kuid that is not a verifying-key object in this store
         #[arg(long)]
         unchecked: bool,
+        /// The context's initial principal label
+        #[command(flatten)]
+        label: LabelArgs,
+        /// Register it as this context [default: a registrar with the empty label and no
+        /// ownership]; the context object itself is created at the registrar's label
+        #[arg(long = "as", value_name = "CTX", value_parser = parse::id_ref)]
+        as_ctx: Option<IdRef>,
+    },
+    /// Register a context whose version-3 section proposes a label (as the kernel does at attach)
+    #[command(after_help = "\
+A context written elsewhere (not by `ctx new`) with a label section is unregistered: `check`
+refuses it (LabelUnknown), as the kernel would. Registration adopts the proposed label if the
+registrar could have reached it (docs/DIFC.md §1.4): every tag it adds relative to the
+registrar needs + owned by the registrar or by the context itself. Once registered, editing
+the section changes nothing.
+
+Example:
+  keytool ctx register lab --as boss")]
+    Register {
+        /// The context
+        #[arg(value_name = "CTX", value_parser = parse::id_ref)]
+        ctx: IdRef,
+        /// Register it as this context [default: a registrar with the empty label and no
+        /// ownership]
+        #[arg(long = "as", value_name = "CTX", value_parser = parse::id_ref)]
+        as_ctx: Option<IdRef>,
+    },
+    /// Change a context's principal label, with its own ownership (as sys_sctx_label)
+    #[command(after_help = "\
+The new label replaces the old: every tag added needs its + owned by the context, every tag
+dropped its -; the context's own bytes must still flow to it. Omitting --secrecy or
+--integrity sets that half empty.
+
+Examples:
+  keytool ctx relabel reader --secrecy medical          # raise: needs medical+
+  keytool ctx relabel reader                            # drop everything: needs medical-")]
+    Relabel {
+        /// The context
+        #[arg(value_name = "CTX", value_parser = parse::id_ref)]
+        ctx: IdRef,
+        /// The new label
+        #[command(flatten)]
+        label: LabelArgs,
+        /// Decide ownership as of TIME instead of now
+        #[arg(long, value_name = "TIME", value_parser = parse::instant)]
+        at: Option<u64>,
     },
     /// Add a capability or delegation file to a context (it must be for that context)
     #[command(after_help = "Example:\n  keytool ctx add CTX rw.cap")]
@@ -675,6 +818,127 @@ Example:
     },
 }
 
+/// `keytool tag ...`
+#[derive(Subcommand, Debug)]
+pub(crate) enum TagCmd {
+    /// Create a tag: an object under KEY, whose signing key mints the tag's ownership records
+    #[command(after_help = "\
+A tag is used for secrecy (the default) or for integrity (--integrity); keytool records the
+intended use and shows it, because one tag in both kinds of label makes ownership hard to
+reason about.
+
+Examples:
+  keytool tag create medical --key owner
+  keytool tag create vetted --key owner --integrity")]
+    Create {
+        /// The tag's name in the store
+        #[arg(value_name = "NAME", value_parser = parse::name)]
+        name: String,
+        /// The key pair that signs the tag's ownership records (its signing or verifying key)
+        #[arg(long, value_name = "KEY", value_parser = parse::id_ref)]
+        key: IdRef,
+        /// The tag is meant for integrity labels
+        #[arg(long)]
+        integrity: bool,
+        /// The tag's id [default: random]
+        #[arg(long, value_name = "ID", value_parser = parse::obj_id)]
+        id: Option<ObjID>,
+    },
+    /// Mint an ownership record (+: add or endorse, -: drop or declassify) into a context
+    #[command(after_help = "\
+Signed by the tag's signing key (found in the store, or --key). --public mints the record for
+every context (accessor ALL_CONTEXTS): anyone may copy it into their context; --to then names
+a context to add it to now, and --out writes it to a file. A public record cannot be
+delegated.
+
+Examples:
+  keytool tag grant medical --to reader --rights +
+  keytool tag grant medical --to boss --rights +- --expires 30d
+  keytool tag grant vetted --public --rights - --to reader --out vetted-drop.cap")]
+    Grant {
+        /// The tag
+        #[arg(value_name = "TAG", value_parser = parse::id_ref)]
+        tag: IdRef,
+        /// The context that receives the record
+        #[arg(long, value_name = "CTX", value_parser = parse::id_ref, required_unless_present = "public")]
+        to: Option<IdRef>,
+        /// The rights: + (add the tag, endorse), - (drop it, declassify) or +-
+        #[arg(long, value_name = "+|-|+-", value_parser = own_rights, allow_hyphen_values = true)]
+        rights: RightsArg,
+        /// When the record stops counting: TIME or `never`
+        #[arg(long, value_name = "TIME", value_parser = parse::expiry)]
+        expires: Option<Expiry>,
+        /// Mint for every context (accessor ALL_CONTEXTS)
+        #[arg(long)]
+        public: bool,
+        /// Also write the record to FILE
+        #[arg(long, value_name = "FILE")]
+        out: Option<PathBuf>,
+        /// Replace FILE if it exists
+        #[arg(long)]
+        force: bool,
+        /// The tag's signing key [default: the one in the store whose verifying key is the
+        /// tag's kuid]
+        #[arg(long, value_name = "KEY", value_parser = parse::id_ref)]
+        key: Option<IdRef>,
+        #[command(flatten)]
+        pass: PassArgs,
+    },
+    /// Delegate ownership a context holds to another context (same or fewer rights)
+    #[command(after_help = "\
+The --from context's record for the tag is the parent; the delegation is signed with the
+--from context's own key (the signing key of its kuid, found in the store, or --key), and
+added to --to. Rights and expiry only narrow. Revoke it with `keytool revoke --record`.
+
+Example:
+  keytool tag delegate medical --from boss --to reader --rights - --expires 7d")]
+    Delegate {
+        /// The tag
+        #[arg(value_name = "TAG", value_parser = parse::id_ref)]
+        tag: IdRef,
+        /// The context holding the ownership
+        #[arg(long, value_name = "CTX", value_parser = parse::id_ref)]
+        from: IdRef,
+        /// The context receiving it
+        #[arg(long, value_name = "CTX", value_parser = parse::id_ref)]
+        to: IdRef,
+        /// The rights delegated: +, - or +-
+        #[arg(long, value_name = "+|-|+-", value_parser = own_rights, allow_hyphen_values = true)]
+        rights: RightsArg,
+        /// When the delegation stops counting (no later than its parent)
+        #[arg(long, value_name = "TIME", value_parser = parse::expiry)]
+        expires: Option<Expiry>,
+        /// The --from context's signing key [default: the one of its kuid in the store]
+        #[arg(long, value_name = "KEY", value_parser = parse::id_ref)]
+        key: Option<IdRef>,
+        /// Also write the delegation to FILE
+        #[arg(long, value_name = "FILE")]
+        out: Option<PathBuf>,
+        /// Replace FILE if it exists
+        #[arg(long)]
+        force: bool,
+        #[command(flatten)]
+        pass: PassArgs,
+    },
+}
+
+/// `keytool label ...`
+#[derive(Subcommand, Debug)]
+pub(crate) enum LabelCmd {
+    /// The label table's label of an object, and for a context its principal label
+    #[command(after_help = "\
+For a context whose version-3 section proposes another label than its principal label, says
+\"section ignored since registration\": the table is the truth, as in the kernel.
+
+Example:
+  keytool label show reader --json")]
+    Show {
+        /// The object or context
+        #[arg(value_name = "ID", value_parser = parse::id_ref)]
+        id: IdRef,
+    },
+}
+
 /// `keytool store ...`
 #[derive(Subcommand, Debug)]
 pub(crate) enum StoreCmd {
@@ -729,6 +993,7 @@ impl Cmd {
             | Cmd::Delegate { .. }
             | Cmd::Obj(ObjCmd::Show { .. })
             | Cmd::Ctx(CtxCmd::Show { .. })
+            | Cmd::Label(LabelCmd::Show { .. })
             | Cmd::Revoke { list: true, .. }
             | Cmd::Store(StoreCmd::Info)
             | Cmd::ConvertUpstreamCap { add_to: None, .. } => StoreAccess::Read,
@@ -739,6 +1004,8 @@ impl Cmd {
             | Cmd::Import { .. }
             | Cmd::Revoke { list: false, .. }
             | Cmd::Obj(ObjCmd::New { .. })
+            | Cmd::Tag(_)
+            | Cmd::Ctx(CtxCmd::Relabel { .. } | CtxCmd::Register { .. })
             | Cmd::Ctx(
                 CtxCmd::New { .. }
                 | CtxCmd::Add { .. }

@@ -147,6 +147,12 @@ pub fn edit<S: ObjectStore>(
     Ok(generation)
 }
 
+/// Whether `cap` is a public ownership record: a `TAG` root whose accessor is
+/// [`twizzler_capsec::ALL_CONTEXTS`].
+pub fn is_public_ownership(cap: &Cap) -> bool {
+    cap.is_ownership() && cap.accessor() == twizzler_capsec::ALL_CONTEXTS
+}
+
 fn check_holder(id: ObjID, holder: ObjID) -> Result<(), ContextError> {
     if holder == id {
         Ok(())
@@ -194,7 +200,11 @@ fn check_holder(id: ObjID, holder: ObjID) -> Result<(), ContextError> {
 /// # }
 /// ```
 pub fn add_cap<S: ObjectStore>(store: &S, id: ObjID, cap: &Cap) -> Result<u64, ContextError> {
-    check_holder(id, cap.accessor())?;
+    // A public ownership record (accessor ALL_CONTEXTS, `docs/DIFC.md` §2.1) is for anyone
+    // to copy into their context.
+    if !is_public_ownership(cap) {
+        check_holder(id, cap.accessor())?;
+    }
     let item = cap.encode();
     if let Some(generation) = store.transact(|tx| {
         crate::context_append::append(tx, id, cap.target(), RecordKind::Cap, &item)

@@ -11,6 +11,8 @@
 //!   masks, flags, each one transaction that bumps the generation; [`context_append`] adds a
 //!   record in place (format version 2's overflow table), whatever the context's size;
 //! - [`revocations`]: the store's list of revoked keys and records;
+//! - [`labels`]: the label table (DIFC, `docs/DIFC.md` §7.1): object and principal labels,
+//!   written only by labelled creation, registration and relabelling, each one transaction;
 //! - [`sim`]: the [`AccessSimulator`], which runs `kernel_hooks`' decision over the store and
 //!   explains it.
 //!
@@ -38,6 +40,7 @@ pub mod context_append;
 pub mod db_store;
 pub mod dir_store;
 pub mod keypair;
+pub mod labels;
 pub mod mem_store;
 pub mod out_file;
 pub mod revocations;

@@ -5,16 +5,24 @@
 //! the same code the kernel runs on a page fault — and explains the outcome with
 //! `twizzler_capsec::evaluate_explained`: which records counted, which masks applied, why
 //! the rest did not count.
+//!
+//! DIFC (`docs/DIFC.md` §7.1): the store's label table ([`crate::labels`]) stands in for the
+//! kernel's. When capabilities grant, the simulator applies the flow rule
+//! (`twizzler_capsec::flow`) under the label of the context that decided, with that context's
+//! ownership records, and reports it in [`Simulation::flow`]: the labels compared, the denial if
+//! any, and every ownership record the decision used (a declassification or an endorsement).
 
 use std::collections::{BTreeSet, HashMap};
 
 use kernel_hooks::{CtxBytes, Decision, Engine, Fault, Host, ObjectInfo, SecCtxMgr, Unmap};
 use twizzler_capsec::{
-    Access, AccessKind, Authority, CtxFlags, KeyLookupError, Mask, ObjID, PermsInfo, Protections,
-    Record, RecordId, RecordKind, SecCtx, Verdict, VerifyingKey, evaluate_explained,
+    Access, AccessKind, Authority, CtxFlags, Expiry, FlowDenial, KeyLookupError, Label, Mask,
+    ObjID, Ownership, PermsInfo, PrincipalLabels, Protections, Record, RecordId, RecordKind, Right,
+    SecCtx, Verdict, VerifyingKey, check_switch, evaluate_explained, flow,
 };
 
 use crate::keypair::parse_verifying_key;
+use crate::labels::{LabelTable, principal_of};
 use crate::revocations::RevocationList;
 use crate::store::{ObjectStore, StoreError};
 
@@ -75,13 +83,59 @@ pub struct Simulation {
     pub active_after: ObjID,
     /// Every context of the thread, in the order tried.
     pub contexts: Vec<ContextReport>,
+    /// The flow rule's part, when capabilities granted (`None`: they refused, and the flow was
+    /// not evaluated, as in the kernel).
+    pub flow: Option<FlowReport>,
 }
 
 impl Simulation {
-    /// Whether the access is granted.
+    /// Whether the access is granted: by the capabilities and by the flow rule.
     pub fn granted(&self) -> bool {
         matches!(self.decision, Decision::Map { .. })
+            && self.flow.as_ref().is_none_or(|f| f.denial.is_none())
     }
+
+    /// The rights the mapping would carry: the capability decision's, narrowed by the flow
+    /// mask; `None` when refused.
+    pub fn prots(&self) -> Option<Protections> {
+        match self.decision {
+            Decision::Map { prots, .. } if self.granted() => Some(match &self.flow {
+                Some(f) => prots & f.mask,
+                None => prots,
+            }),
+            _ => None,
+        }
+    }
+}
+
+/// One ownership record a flow decision relied on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OwnershipUse {
+    /// The tag.
+    pub tag: ObjID,
+    /// The right used.
+    pub right: Right,
+    /// The record that counted.
+    pub record: RecordId,
+    /// When it stops counting.
+    pub expires: Expiry,
+}
+
+/// The flow rule's part of a simulated access.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FlowReport {
+    /// The context whose principal label decided (the active one, or the one switched to).
+    pub ctx: ObjID,
+    /// Its principal label (`None`: it proposes a label but is not registered).
+    pub principal: Option<Label>,
+    /// The object's data label.
+    pub object: Label,
+    /// The flow mask (`R|X` if readable, `W` if writable as far as resolved).
+    pub mask: Protections,
+    /// Why the access is refused by the rule, if it is.
+    pub denial: Option<FlowDenial>,
+    /// The ownership records the rule relied on.
+    pub used: Vec<OwnershipUse>,
 }
 
 /// The simulator's host: what was loaded from the store.
@@ -91,6 +145,8 @@ struct StoreHost {
     keys: HashMap<ObjID, VerifyingKey>,
     /// The store's revocation list: the engine's revocation sets.
     revoked: RevocationList,
+    /// The store's label table.
+    labels: LabelTable,
     now: u64,
 }
 
@@ -174,6 +230,7 @@ impl AccessSimulator {
             contexts: HashMap::new(),
             keys: HashMap::new(),
             revoked: RevocationList::default(),
+            labels: LabelTable::default(),
             now,
         };
         let mut warnings = Vec::new();
@@ -221,6 +278,7 @@ impl AccessSimulator {
         // The engine consults the store's revocation list itself (it is the host's set, of any
         // size), so its decisions and the explanations below agree on every revocation.
         host.revoked = RevocationList::load(store)?;
+        host.labels = LabelTable::load(store)?;
         let engine = Box::new(Engine::new(host));
         Ok(Self { engine, warnings })
     }
@@ -268,10 +326,19 @@ impl AccessSimulator {
                 ))),
                 active_after: ObjID::new(0),
                 contexts: Vec::new(),
+                flow: None,
             };
         };
         let thread = SecCtxMgr::new(active);
+        let mut skipped = Vec::new();
         for &c in inactive {
+            // §3.2 step 5: an inactive context is consulted only if its bytes (its data label)
+            // may flow to the active principal; otherwise whether it grants would tell the
+            // thread a bit written at a higher label.
+            if let Some(tag) = self.unreadable_context(active, c) {
+                skipped.push((c, tag));
+                continue;
+            }
             // A context listed twice, or more than a thread can hold, is simply not attached
             // again; the report still lists it.
             let _ = thread.attach(c);
@@ -302,13 +369,157 @@ impl AccessSimulator {
         let reports = contexts
             .iter()
             .enumerate()
-            .map(|(i, &c)| self.explain(c, i == 0, access))
+            .map(|(i, &c)| {
+                let mut r = self.explain(c, i == 0, access);
+                if let Some((_, tag)) = skipped.iter().find(|(s, _)| *s == c) {
+                    r.error = Some(format!(
+                        "not consulted: its bytes carry tag {tag}, which may not flow to the active context (docs/DIFC.md §3.2 step 5)"
+                    ));
+                }
+                r
+            })
             .collect();
+        let flow = match decision {
+            Decision::Map { .. } => Some(self.flow(active, thread.active_id(), access)),
+            Decision::Violation(_) => None,
+        };
+        // A switch the flow rule refuses does not happen.
+        let active_after = if flow.as_ref().is_some_and(|f| f.denial.is_some()) {
+            active
+        } else {
+            thread.active_id()
+        };
         Simulation {
             decision,
-            active_after: thread.active_id(),
+            active_after,
             contexts: reports,
+            flow,
         }
+    }
+
+    /// The first tag of inactive context `c`'s data label that keeps its bytes from flowing to
+    /// `active`'s principal (`S_data ⊆ S_active ∧ I_active ⊆ I_data`), if any. An active context
+    /// whose label is unknown consults nothing labelled.
+    fn unreadable_context(&self, active: ObjID, c: ObjID) -> Option<ObjID> {
+        let host = self.engine.host();
+        let data = host.labels.data_label(c);
+        if data.is_empty() && host.labels.rows.is_empty() {
+            return None;
+        }
+        let principal = host
+            .contexts
+            .get(&active)
+            .and_then(|b| principal_of(&host.labels, active, b).ok())
+            .map(|p| p.label);
+        let Some(principal) = principal else {
+            return (!data.is_empty()).then(|| {
+                data.secrecy
+                    .as_slice()
+                    .first()
+                    .or(data.integrity.as_slice().first())
+                    .copied()
+                    .unwrap_or_default()
+            });
+        };
+        twizzler_capsec::readable(&principal.as_ref(), &data.as_ref())
+            .err()
+            .and_then(|d| d.tag())
+    }
+
+    /// The flow rule for context `ctx` and `access`, with the table's labels and `ctx`'s
+    /// ownership (`docs/DIFC.md` §3.1); when the decision switched the thread from `from` to
+    /// `ctx`, the switch is a label change checked as §5.4 says (with `from`'s ownership, and
+    /// `ctx`'s too for an entry through a code gate, an exec).
+    fn flow(&self, from: ObjID, ctx_id: ObjID, access: SimAccess) -> FlowReport {
+        let host = self.engine.host();
+        let object = host.labels.data_label(access.target);
+        let mut report = FlowReport {
+            ctx: ctx_id,
+            principal: None,
+            object,
+            mask: Protections::empty(),
+            denial: Some(FlowDenial::LabelUnknown),
+            used: Vec::new(),
+        };
+        let Some(bytes) = host.contexts.get(&ctx_id) else {
+            return report;
+        };
+        let Ok(principal) = principal_of(&host.labels, ctx_id, bytes) else {
+            return report;
+        };
+        report.principal = Some(principal.label);
+        let Ok(ctx) = SecCtx::parse(bytes) else {
+            return report;
+        };
+        let auth = SimAuthority {
+            host,
+            revoked: &host.revoked,
+        };
+        let mut own = Recording {
+            ctx_id,
+            ctx: &ctx,
+            auth: &auth,
+            now: host.now,
+            used: Vec::new(),
+        };
+        let steady = PrincipalLabels::steady(principal.label);
+        let result = flow(
+            &steady.as_ref(),
+            &object.as_ref(),
+            access.kind == AccessKind::Write,
+            &mut own,
+        );
+        report.mask = result.mask;
+        report.denial = result.denial;
+        if report.denial.is_none() && from != ctx_id {
+            let switch = self.switch(from, ctx_id, &steady, access, &mut own);
+            if let Err(d) = switch {
+                report.mask = Protections::empty();
+                report.denial = Some(d);
+            }
+        }
+        report.used = own.used;
+        report
+    }
+
+    /// §5.4: whether the thread may move from `from` to `to` (at `to_labels`).
+    fn switch(
+        &self,
+        from: ObjID,
+        to: ObjID,
+        to_labels: &PrincipalLabels<Label>,
+        access: SimAccess,
+        own_to: &mut Recording<'_>,
+    ) -> Result<(), FlowDenial> {
+        let host = self.engine.host();
+        let bytes = host.contexts.get(&from).ok_or(FlowDenial::LabelUnknown)?;
+        let a = principal_of(&host.labels, from, bytes).map_err(|_| FlowDenial::LabelUnknown)?;
+        let ctx = SecCtx::parse(bytes).map_err(|_| FlowDenial::LabelUnknown)?;
+        let auth = SimAuthority {
+            host,
+            revoked: &host.revoked,
+        };
+        let mut own_a = Recording {
+            ctx_id: from,
+            ctx: &ctx,
+            auth: &auth,
+            now: host.now,
+            used: Vec::new(),
+        };
+        let a = PrincipalLabels::steady(a.label);
+        let r = if access.kind == AccessKind::Exec {
+            check_switch(to, &a.as_ref(), &to_labels.as_ref(), &mut own_a, own_to)
+        } else {
+            check_switch(
+                to,
+                &a.as_ref(),
+                &to_labels.as_ref(),
+                &mut own_a,
+                &mut twizzler_capsec::NoOwnership,
+            )
+        };
+        own_to.used.extend(own_a.used);
+        r
     }
 
     fn explain(&self, ctx_id: ObjID, active: bool, access: SimAccess) -> ContextReport {
@@ -373,6 +584,38 @@ impl AccessSimulator {
         report.perms = Some(perms);
         report.records = lines;
         report
+    }
+}
+
+/// A context's ownership, remembering which record answered each question that counted.
+struct Recording<'a> {
+    ctx_id: ObjID,
+    ctx: &'a SecCtx<'a>,
+    auth: &'a SimAuthority<'a>,
+    now: u64,
+    used: Vec<OwnershipUse>,
+}
+
+impl Ownership for Recording<'_> {
+    fn owns(&mut self, tag: ObjID, right: Right) -> Result<bool, Verdict> {
+        let by = twizzler_capsec::owns_explained(
+            self.ctx_id,
+            self.ctx,
+            tag,
+            right,
+            self.auth,
+            self.now,
+        )?;
+        let Some(by) = by else {
+            return Ok(false);
+        };
+        self.used.push(OwnershipUse {
+            tag,
+            right,
+            record: by.id,
+            expires: by.expires,
+        });
+        Ok(true)
     }
 }
 

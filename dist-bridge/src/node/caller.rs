@@ -72,6 +72,14 @@ impl Caller {
         *self.who() == Who::Known(PeerIdentity::Node(id))
     }
 
+    /// The node the caller's certificate names, if it names one.
+    pub(super) fn node_id(&self) -> Option<u64> {
+        match self.who() {
+            Who::Known(PeerIdentity::Node(id)) => Some(*id),
+            _ => None,
+        }
+    }
+
     /// Whether the caller is a node of the cluster.
     pub(super) fn is_any_node(&self) -> bool {
         matches!(self.who(), Who::Known(PeerIdentity::Node(_)))

@@ -52,6 +52,9 @@ pub struct NodeConfig {
     pub guard_table: GuardTableConfig,
     /// Broadcast-baseline peers (every other node of the cluster).
     pub peers: Vec<Peer>,
+    /// Information flow control across nodes: the nodes trusted with each tag
+    /// (`[difc] trusted_nodes`; default: none, `docs/DIFC.md` §5.9).
+    pub difc: crate::difc::DifcPolicy,
     /// How the node is reached: mutual TLS (its certificate must name this node), or
     /// plaintext for tests. `None` (the default of [`NodeConfig::new`]) is refused at start:
     /// the choice is explicit.
@@ -146,6 +149,7 @@ impl NodeConfig {
             version_file: version_file.into(),
             guard_table: GuardTableConfig::default(),
             peers: Vec::new(),
+            difc: crate::difc::DifcPolicy::default(),
             transport: None,
             handshake_timeout: Duration::from_secs(10),
             revoked_certs: None,

@@ -359,6 +359,8 @@ impl Node {
         let broadcast = BroadcastNode::new(config.node_id, peers.keys().copied());
 
         let reader = store.snapshot_reader(secctx::db_store::DEFAULT_MAX_AGE);
+        let labels_seen =
+            std::sync::atomic::AtomicBool::new(super::shared::store_has_labels(&store));
         let shared = Arc::new(Shared {
             owner,
             store,
@@ -377,6 +379,8 @@ impl Node {
             metrics,
             reader,
             max_io_bytes: config.max_io_bytes,
+            difc: config.difc.clone(),
+            labels_seen,
             max_object_bytes: config.max_object_bytes,
             cert_revocations: cert_revocations.clone(),
         });

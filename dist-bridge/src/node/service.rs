@@ -75,7 +75,12 @@ fn proof_from_pb(p: Option<pb::ExportProof>) -> Result<ExportProof, ProofError> 
 
 impl Service {
     /// An invocation of `op`, checked and done; the refusal in detail.
-    async fn invoke_op(&self, op: Op, r: pb::InvokeRequest) -> Result<Vec<u8>, Status> {
+    async fn invoke_op(
+        &self,
+        op: Op,
+        r: pb::InvokeRequest,
+        caller: &Caller,
+    ) -> Result<Vec<u8>, Status> {
         let sh = &self.shared;
         let data = r.data;
         match op {
@@ -101,10 +106,29 @@ impl Service {
         // done, even if this handler is cancelled: the guard moves into the blocking task.
         let token = decode_token(&r.token)?;
         let gate = sh.gates.of(token.object()).read_owned().await;
-        let grant = sh
-            .owner
-            .check(&token, op, r.offset, r.len, now_ns())
-            .map_err(|e| wire::invoke_status(&e))?;
+        // Once the store has labels, every invocation is decided again under the flow rule,
+        // with the context's current label and ownership (`docs/DIFC.md` §5.9): a format-2
+        // token names its context, a format-1 one (exported before the store had labels) is
+        // decided for the context its guard was exported for.
+        let labelled =
+            token.labels().is_some() || sh.labels_seen.load(std::sync::atomic::Ordering::Acquire);
+        let grant = if labelled {
+            let labels =
+                crate::difc::StoreLabels::new(&sh.store).map_err(|e| wire::store_status(&e))?;
+            sh.owner.check_labelled(
+                &token,
+                op,
+                r.offset,
+                r.len,
+                now_ns(),
+                &labels,
+                &sh.difc,
+                caller.node_id(),
+            )
+        } else {
+            sh.owner.check(&token, op, r.offset, r.len, now_ns())
+        }
+        .map_err(|e| wire::invoke_status(&e))?;
         // A small read is served here, on the async worker, from the store's kept read
         // snapshot (`SnapshotReader`: one header read while nothing was committed, a fresh
         // transaction after any commit, so the read sees every commit that completed before
@@ -243,9 +267,16 @@ impl NodeRpc for Service {
                 .proofs
                 .admit(&proof, Signer::of(&key), now)
                 .map_err(|e| proof_status(&e))?;
+            let labels =
+                crate::difc::StoreLabels::new(&shared.store).map_err(|e| wire::store_status(&e))?;
+            if crate::difc::LabelSource::active(&labels) {
+                shared
+                    .labels_seen
+                    .store(true, std::sync::atomic::Ordering::Release);
+            }
             shared
                 .owner
-                .export(&cap, &keys, &ExportRequest { context, scope }, now)
+                .export_labelled(&cap, &keys, &labels, &ExportRequest { context, scope }, now)
                 .map_err(|e| wire::export_status(&e))
         })
         .await
@@ -274,7 +305,7 @@ impl NodeRpc for Service {
                 return Err(self.refuse(&caller, "invoke", e));
             }
         };
-        let result = self.invoke_op(op, r).await;
+        let result = self.invoke_op(op, r, &caller).await;
         sh.metrics.invoked(op, result.is_ok(), started.elapsed());
         result
             .map(|data| Response::new(pb::InvokeReply { data }))

@@ -42,6 +42,12 @@ pub(super) struct Shared {
     /// (see [`SnapshotReader`]): no transaction, header lock or hand-off per read.
     pub(super) reader: SnapshotReader,
     pub(super) max_io_bytes: u64,
+    /// The nodes trusted with each tag.
+    pub(super) difc: crate::difc::DifcPolicy,
+    /// The store has had labels (it never loses them): from then on every invocation, of a
+    /// format-1 token too, is decided under the flow rule. Set at start, by an export that
+    /// reads the table, and by the maintenance pass (so within a tick of a label appearing).
+    pub(super) labels_seen: std::sync::atomic::AtomicBool,
     pub(super) max_object_bytes: u64,
     /// Revoked client certificates, if the node has a revocation file.
     pub(super) cert_revocations: Option<Arc<CertRevocations>>,
@@ -69,10 +75,25 @@ impl Shared {
         }
     }
 
+    /// Notes that the store has labels, if it has.
+    pub(super) fn note_labels(&self) {
+        use std::sync::atomic::Ordering;
+        if !self.labels_seen.load(Ordering::Acquire) && store_has_labels(&self.store) {
+            info!("the store has labels: every invocation is decided under the flow rule");
+            self.labels_seen.store(true, Ordering::Release);
+        }
+    }
+
     /// Applies the store's revocation list to the guard table (see `store_revocations`).
     pub(super) fn apply_store_revocations(&self) {
         store_revocations::apply(&self.owner, &self.store, &self.gates);
     }
+}
+
+/// Whether `store` holds a label table with any row (a failed read counts as yes: the flow
+/// rule is then applied, and refuses what it cannot establish).
+pub(super) fn store_has_labels(store: &DbStore) -> bool {
+    secctx::labels::LabelTable::load(store).map_or(true, |t| !t.rows.is_empty())
 }
 
 pub(super) async fn maintain(
@@ -96,6 +117,7 @@ pub(super) async fn maintain(
                 let s = shared.clone();
                 let _ = tokio::task::spawn_blocking(move || {
                     s.apply_store_revocations();
+                    s.note_labels();
                     if let Some(c) = &s.cert_revocations {
                         c.reload_if_changed();
                     }

@@ -104,6 +104,8 @@ pub enum InvokeError {
         /// The guard the token names.
         guard: GuardRef,
     },
+    /// The information-flow rule refuses it (`docs/DIFC.md` §5.9).
+    Flow(crate::difc::FlowRefusal),
     /// The owner's state is unusable (a thread panicked while changing it); restart the node.
     Unavailable,
 }
@@ -161,6 +163,7 @@ impl fmt::Display for InvokeError {
                 f,
                 "{guard} has no pending upgrade: nothing to renew (revoked, or renewed too late)"
             ),
+            Self::Flow(r) => r.fmt(f),
             Self::Unavailable => {
                 f.write_str("owner state is unavailable after an internal failure")
             }
@@ -233,6 +236,8 @@ pub enum ExportError {
         /// Its capacity.
         capacity: u32,
     },
+    /// The information-flow rule refuses it (`docs/DIFC.md` §5.9).
+    Flow(crate::difc::FlowRefusal),
     /// The owner's state is unusable; restart the node.
     Unavailable,
 }
@@ -265,6 +270,7 @@ impl fmt::Display for ExportError {
                     "cannot export: guard table is full ({capacity} live guards)"
                 )
             }
+            Self::Flow(r) => r.fmt(f),
             Self::Unavailable => {
                 f.write_str("cannot export: owner state is unavailable after an internal failure")
             }

@@ -43,12 +43,14 @@ use zeroize::Zeroizing;
 
 use crate::controller::ControllerId;
 use crate::crypto::{self, KEY_LEN, NodeSecret};
+use crate::difc::{DifcPolicy, FlowRefusal, LabelSource, SourceOwnership};
 use crate::keys::{KeyLookup, KeySourceError, KuidKey};
 use crate::rights::{ByteRange, Op, Rights};
 use crate::table::{
     ConfigError, GuardInfo, GuardTable, GuardTableConfig, InsertError, LookupError, TableStats,
 };
-use crate::token::{GuardRef, GuardedToken, Scope, TokenBody};
+use crate::token::{GuardRef, GuardedToken, Scope, TokenBody, TokenLabels};
+use twizzler_capsec::{FlowDenial, PrincipalLabels};
 
 mod errors;
 mod notice;
@@ -200,6 +202,164 @@ impl Owner {
         request: &ExportRequest,
         now: u64,
     ) -> Result<GuardedToken, ExportError> {
+        self.export_with(cap, keys, request, now, |scope| Ok((scope, None)))
+    }
+
+    /// [`Owner::export`] under the flow rule (`docs/DIFC.md` §5.9): once the capability
+    /// checks pass, the rule is evaluated for the exporting context with `labels`, and the
+    /// token keeps only the data rights it allows (`READ` if the object is readable at the
+    /// context's label, `WRITE` if the write clauses hold, with the context's ownership);
+    /// with none left the export is refused ([`ExportError::Flow`]). The token is format
+    /// version 2, carrying the object's label and the context's label generation. A source
+    /// with no labels at all ([`LabelSource::active`] false) exports as [`Owner::export`].
+    pub fn export_labelled(
+        &self,
+        cap: &Cap,
+        keys: &impl KeyLookup,
+        labels: &impl LabelSource,
+        request: &ExportRequest,
+        now: u64,
+    ) -> Result<GuardedToken, ExportError> {
+        if !labels.active() {
+            return self.export(cap, keys, request, now);
+        }
+        let context = request.context;
+        self.export_with(cap, keys, request, now, |scope| {
+            let refused = |r| ExportError::Flow(r);
+            let object = labels
+                .object_label(cap.target())
+                .map_err(|_| refused(FlowRefusal::Labels))?;
+            let (principal, generation) = labels
+                .principal(context)
+                .map_err(|_| refused(FlowRefusal::Labels))?;
+            let steady = PrincipalLabels::steady(principal);
+            let mut own = SourceOwnership {
+                source: labels,
+                ctx: context,
+                now,
+            };
+            let mut rights = scope.rights;
+            let mut first = None;
+            if rights.contains(Rights::READ) {
+                let r = twizzler_capsec::flow(&steady.as_ref(), &object.as_ref(), false, &mut own);
+                if !r.mask.contains(twizzler_capsec::Protections::READ) {
+                    rights.remove(Rights::READ);
+                    first = first.or(r.denial);
+                }
+            }
+            if rights.contains(Rights::WRITE)
+                && let Err(d) = twizzler_capsec::check_write_clauses(
+                    &steady.as_ref(),
+                    &object.as_ref(),
+                    &mut own,
+                )
+            {
+                rights.remove(Rights::WRITE);
+                first = first.or(Some(d));
+            }
+            if scope.rights.intersects(Rights::DATA) && !rights.intersects(Rights::DATA) {
+                return Err(refused(FlowRefusal::Rule(
+                    first.unwrap_or(FlowDenial::LabelUnknown),
+                )));
+            }
+            Ok((
+                scope.with_rights(rights),
+                Some(TokenLabels {
+                    context,
+                    generation,
+                    label: object,
+                }),
+            ))
+        })
+    }
+
+    /// [`Owner::check`] under the flow rule (`docs/DIFC.md` §5.9), for a caller whose
+    /// certificate names `caller_node` (`None`: no node). After the token's own checks, the
+    /// rule is decided again with the exporting context's *current* principal label and
+    /// ownership: a read needs the object readable at it, a write the two write clauses (a
+    /// remote write shows the writer nothing, like a kernel copy). A read of an object with
+    /// secrecy tags is answered only to a node trusted for every one of them in `policy`, a
+    /// write into one with integrity tags likewise. A version-1 token (exported before the
+    /// store had labels) is decided for the context its guard was exported for.
+    #[allow(clippy::too_many_arguments)]
+    pub fn check_labelled(
+        &self,
+        token: &GuardedToken,
+        op: Op,
+        offset: u64,
+        len: u64,
+        now: u64,
+        labels: &impl LabelSource,
+        policy: &DifcPolicy,
+        caller_node: Option<u64>,
+    ) -> Result<Grant, InvokeError> {
+        let grant = self.check(token, op, offset, len, now)?;
+        let refused = InvokeError::Flow;
+        let object = labels
+            .object_label(token.object())
+            .map_err(|_| refused(FlowRefusal::Labels))?;
+        let context = match token.labels() {
+            Some(tl) if tl.label == object => tl.context,
+            Some(_) => return Err(refused(FlowRefusal::Labels)),
+            // A version-1 token, exported before the store had labels (its object is
+            // unlabelled, for ever): decided for the context its guard was exported for.
+            None => {
+                let ctx = self
+                    .read()?
+                    .table
+                    .lookup(token.guard())
+                    .ok()
+                    .and_then(|g| g.context);
+                match ctx {
+                    Some(c) if object.is_empty() => c,
+                    _ => return Err(refused(FlowRefusal::Labels)),
+                }
+            }
+        };
+        let (principal, _) = labels
+            .principal(context)
+            .map_err(|_| refused(FlowRefusal::Labels))?;
+        let steady = PrincipalLabels::steady(principal);
+        let mut own = SourceOwnership {
+            source: labels,
+            ctx: context,
+            now,
+        };
+        let tags = match op {
+            Op::Read => {
+                let r = twizzler_capsec::flow(&steady.as_ref(), &object.as_ref(), false, &mut own);
+                if !r.mask.contains(twizzler_capsec::Protections::READ) {
+                    return Err(refused(FlowRefusal::Rule(
+                        r.denial.unwrap_or(FlowDenial::LabelUnknown),
+                    )));
+                }
+                object.secrecy.as_slice()
+            }
+            Op::Write => {
+                twizzler_capsec::check_write_clauses(&steady.as_ref(), &object.as_ref(), &mut own)
+                    .map_err(|d| refused(FlowRefusal::Rule(d)))?;
+                object.integrity.as_slice()
+            }
+        };
+        if let Some(tag) = policy.untrusted_tag(tags, caller_node) {
+            return Err(refused(FlowRefusal::UntrustedNode {
+                tag,
+                node: caller_node,
+            }));
+        }
+        Ok(grant)
+    }
+
+    /// The capability checks of an export, then `flow` (which may narrow the scope and give
+    /// the token's labels), then the guard.
+    fn export_with(
+        &self,
+        cap: &Cap,
+        keys: &impl KeyLookup,
+        request: &ExportRequest,
+        now: u64,
+        flow: impl FnOnce(Scope) -> Result<(Scope, Option<TokenLabels>), ExportError>,
+    ) -> Result<GuardedToken, ExportError> {
         let KuidKey { key, kuid } = keys
             .kuid_key_named(cap.target())
             .map_err(ExportError::Key)?;
@@ -235,12 +395,14 @@ impl Owner {
                 now,
             });
         }
+        let (scope, labels) = flow(scope.with_expiry(expires))?;
         let info = GuardInfo {
             object: cap.target(),
-            scope: scope.with_expiry(expires),
+            scope,
             parent: None,
             source: Some(id),
             key: kuid,
+            context: Some(request.context),
         };
         let mut st = self.write().map_err(|_| ExportError::Unavailable)?;
         // `keys` may have been read before a revocation the node has seen since: decided
@@ -255,7 +417,7 @@ impl Owner {
                 KeyLookupError::KeyRevoked(cap.target()),
             )));
         }
-        match self.create(&mut st, info) {
+        match self.create(&mut st, info, labels) {
             Ok(t) => Ok(t),
             Err(InvokeError::TableFull { capacity }) => Err(ExportError::TableFull { capacity }),
             Err(_) => Err(ExportError::Unavailable),
@@ -287,17 +449,25 @@ impl Owner {
         if st.table.derived_in_tree(token.guard().index, quota) >= quota {
             return Err(InvokeError::DeriveQuota { quota });
         }
+        let context = st.table.lookup(token.guard())?.context;
         let info = GuardInfo {
             object: token.object(),
             scope,
             parent: Some(token.guard().index),
             source: None,
             key: None,
+            context,
         };
-        self.create(&mut st, info)
+        // A child guard carries its parent's labels: it is decided for the same context.
+        self.create(&mut st, info, token.labels().copied())
     }
 
-    fn create(&self, st: &mut State, info: GuardInfo) -> Result<GuardedToken, InvokeError> {
+    fn create(
+        &self,
+        st: &mut State,
+        info: GuardInfo,
+        labels: Option<TokenLabels>,
+    ) -> Result<GuardedToken, InvokeError> {
         let guard = st.table.insert(info).map_err(|e| match e {
             InsertError::Full(f) => InvokeError::TableFull {
                 capacity: f.capacity,
@@ -313,6 +483,7 @@ impl Owner {
             guard,
             object: info.object,
             scope: info.scope,
+            labels,
         };
         let root = Self::root_tag(st, &body).ok_or(InvokeError::Unavailable)?;
         Ok(GuardedToken::issue(body, Vec::new(), root))

@@ -178,6 +178,93 @@ fn owner_and_token() -> &'static (Owner, GuardedToken) {
     })
 }
 
+/// The tag of the version-2 token's object label, and its context's label generation.
+const LABEL_TAG: ObjID = ObjID::new(0x7a67_0000_0000_0000_0000_0000_0000_0001);
+const LABEL_GENERATION: u64 = 5;
+
+/// Fixed labels: the object and the context both at secrecy {LABEL_TAG}, no ownership.
+struct FixedLabels;
+
+impl dist_bridge::difc::LabelSource for FixedLabels {
+    fn object_label(
+        &self,
+        _: ObjID,
+    ) -> Result<twizzler_capsec::Label, dist_bridge::difc::LabelSourceError> {
+        Ok(twizzler_capsec::Label::from_tags(&[LABEL_TAG], &[]).expect("label"))
+    }
+    fn principal(
+        &self,
+        _: ObjID,
+    ) -> Result<(twizzler_capsec::Label, u64), dist_bridge::difc::LabelSourceError> {
+        Ok((
+            twizzler_capsec::Label::from_tags(&[LABEL_TAG], &[]).expect("label"),
+            LABEL_GENERATION,
+        ))
+    }
+    fn owns(
+        &self,
+        _: ObjID,
+        _: ObjID,
+        _: twizzler_capsec::Right,
+        _: u64,
+    ) -> Result<bool, twizzler_capsec::Verdict> {
+        Ok(false)
+    }
+}
+
+/// The owner and the labelled (version 2) token it issued, with both caveats appended.
+fn owner_and_labelled_token() -> &'static (Owner, GuardedToken) {
+    static IT: OnceLock<(Owner, GuardedToken)> = OnceLock::new();
+    IT.get_or_init(|| {
+        let owner = Owner::new(
+            ControllerId::new(NODE, CONTROLLER_VERSION),
+            NodeSecret::from_bytes(SECRET),
+            GuardTableConfig::default(),
+        )
+        .expect("owner");
+        let key = SigningKey::from_raw(SigningScheme::Ed25519, &OBJECT_SEED).expect("key");
+        let keys = MapKeys([(OBJECT, key.verifying_key())].into());
+        let request = ExportRequest::new(CONTEXT, body_scope().rights, body_scope().range);
+        let token = owner
+            .export_labelled(&cap(), &keys, &FixedLabels, &request, NOW)
+            .expect("export")
+            .attenuate(caveat1())
+            .and_then(|t| t.attenuate(caveat2()))
+            .expect("attenuate");
+        (owner, token)
+    })
+}
+
+fn check_labelled_token(bytes: &[u8]) -> Result<(), String> {
+    let t = GuardedToken::decode(bytes).map_err(err)?;
+    let (owner, want) = owner_and_labelled_token();
+    same("guard", t.guard(), GUARD)?;
+    same("object", t.object(), OBJECT)?;
+    same("body scope", t.body().scope, body_scope())?;
+    same("caveats", t.caveats(), &[caveat1(), caveat2()][..])?;
+    let l = t.labels().ok_or("no labels")?;
+    same("context", l.context, CONTEXT)?;
+    same("generation", l.generation, LABEL_GENERATION)?;
+    same("secrecy", l.label.secrecy.as_slice(), &[LABEL_TAG][..])?;
+    same("integrity", l.label.integrity.as_slice(), &[][..])?;
+    same("tag", t.tag(), want.tag())?;
+    let mut policy = dist_bridge::difc::DifcPolicy::default();
+    policy.trusted_nodes.insert(LABEL_TAG, [2].into());
+    owner
+        .check_labelled(
+            &t,
+            Op::Read,
+            0x1800,
+            0x800,
+            NOW,
+            &FixedLabels,
+            &policy,
+            Some(2),
+        )
+        .map(|_| ())
+        .map_err(err)
+}
+
 fn upgrade_notice() -> UpgradeNotice {
     UpgradeNotice {
         owner: ControllerId::new(NODE, CONTROLLER_VERSION),
@@ -295,6 +382,13 @@ const TOKEN_V1: Fixture = Fixture {
     reencode: Some(|b| GuardedToken::decode(b).expect("decode").encode()),
 };
 
+const TOKEN_V2: Fixture = Fixture {
+    file: "token-v2.bin",
+    encode: || owner_and_labelled_token().1.encode(),
+    check: check_labelled_token,
+    reencode: Some(|b| GuardedToken::decode(b).expect("decode").encode()),
+};
+
 const VERSION_FILE_V1: Fixture = Fixture {
     file: "version-file-v1.bin",
     encode: || encode_version_file(NODE, CONTROLLER_VERSION).to_vec(),
@@ -364,8 +458,9 @@ const PROOF_SIGNATURE_V1: Fixture = Fixture {
     reencode: Some(|b| Signature::decode(b).expect("decode").encode().to_vec()),
 };
 
-const ALL: [&Fixture; 8] = [
+const ALL: [&Fixture; 9] = [
     &TOKEN_V1,
+    &TOKEN_V2,
     &VERSION_FILE_V1,
     &UPGRADE_NOTICE_V1,
     &CONTROLLER_ID_V1,
@@ -399,6 +494,11 @@ fn golden(f: &Fixture) {
 #[test]
 fn token_v1() {
     golden(&TOKEN_V1);
+}
+
+#[test]
+fn token_v2() {
+    golden(&TOKEN_V2);
 }
 
 #[test]

@@ -17,6 +17,7 @@ mod binary;
 mod bounds;
 mod broadcast;
 mod common;
+mod difc;
 mod export;
 mod export_proof;
 mod fixtures;

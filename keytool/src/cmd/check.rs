@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use twizzler_capsec::{AccessKind, ObjID, PAGE_SIZE, Protections};
 
 use crate::cli::AccessArg;
-use crate::cmd::warn;
+use crate::cmd::{difc, warn};
 use crate::env;
 use crate::error::{Result, Status};
 use crate::fail;
@@ -84,16 +84,25 @@ pub(crate) fn check(
         access_name(access),
         label(target)
     );
+    let flow = result
+        .flow
+        .as_ref()
+        .map(|f| difc::explain_flow(store, f, access_name(access), target, result.prots()));
+    let flow_denial = result.flow.as_ref().and_then(|f| f.denial);
     let decision_json = match &result.decision {
+        Decision::Map { .. } if flow_denial.is_some() => json!({
+            "granted": false,
+            "violation": "flow",
+            "reason": flow_denial.map(|d| d.to_string()),
+        }),
         Decision::Map {
-            prots,
             pages,
             switch_to,
             valid_until,
             ..
         } => json!({
             "granted": true,
-            "prots": prots.to_string(),
+            "prots": result.prots().unwrap_or_default().to_string(),
             "bytes": { "start": pages.start.saturating_mul(PAGE_SIZE), "end": pages.end.saturating_mul(PAGE_SIZE) },
             "switch_to": switch_to.map(id),
             "valid_until": expiry_json(*valid_until),
@@ -119,19 +128,28 @@ pub(crate) fn check(
             "decision": decision_json,
             "active_after": id(result.active_after),
             "contexts": contexts_json,
+            "flow": flow.as_ref().map(|(j, _)| j.clone()),
             "warnings": sim.warnings,
         }),
         || {
             let mut s = String::new();
             match &result.decision {
+                Decision::Map { .. } if flow_denial.is_some() => {
+                    if let Some((_, t)) = &flow {
+                        s.push_str(t);
+                    }
+                }
                 Decision::Map {
-                    prots,
                     pages,
                     switch_to,
                     valid_until,
                     ..
                 } => {
                     let _ = writeln!(s, "GRANTED {what}");
+                    let prots = result.prots().unwrap_or_default();
+                    if let Some((_, t)) = &flow {
+                        s.push_str(t);
+                    }
                     let _ = writeln!(
                         s,
                         "  maps {prots} on bytes {:#x}..{:#x}, valid until {}",

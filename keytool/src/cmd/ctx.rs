@@ -6,9 +6,9 @@ use std::path::Path;
 use secctx::context::{self, ContextError, Removal};
 use secctx::{DbStore, StoreError, keypair};
 use serde_json::json;
-use twizzler_capsec::{CtxFlags, ObjID, Protections, Record, RecordId};
+use twizzler_capsec::{CtxFlags, Label, ObjID, Protections, Record, RecordId};
 
-use crate::cmd::obj;
+use crate::cmd::{difc, obj};
 use crate::env;
 use crate::error::{Error, Result, Status};
 use crate::fail;
@@ -27,6 +27,7 @@ fn ctx_err(store: &DbStore, ctx: ObjID) -> impl Fn(ContextError) -> Error + '_ {
 }
 
 /// `keytool ctx new`.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn new(
     store: &DbStore,
     out: Out,
@@ -34,23 +35,34 @@ pub(crate) fn new(
     name: Option<&str>,
     kuid: Option<ObjID>,
     unchecked: bool,
+    label: &Label,
+    registrar: Option<ObjID>,
 ) -> Result<Status> {
     if let (Some(k), false) = (kuid, unchecked) {
         obj::check_kuid(store, k)?;
+    }
+    if let Some(r) = registrar {
+        check_exists(store, r)?;
     }
     let cid = match cid {
         Some(c) => c,
         None => keypair::random_id(&mut env::rng()?),
     };
-    obj::create_named(store, &context::empty(cid, kuid)?, name)?;
+    let obj = difc::context_object(cid, kuid, label)?;
+    let adopted = difc::create_context(store, &obj, name, registrar, label)?;
+    let names = difc::Names::load(store);
     out.emit(
-        json!({ "id": id(cid), "name": name, "kuid": kuid.map(id) }),
+        json!({ "id": id(cid), "name": name, "kuid": kuid.map(id), "label": difc::label_json(&adopted) }),
         || {
             let k = kuid.map_or("none (it cannot sign delegations)".to_string(), |k| {
                 k.to_string()
             });
             let n = name.map_or(String::new(), |n| format!("  {n}"));
-            format!("context {cid}{n}\n  kuid  {k}")
+            let mut t = format!("context {cid}{n}\n  kuid  {k}");
+            if !adopted.is_empty() {
+                t.push_str(&format!("\n  label {} (registered)", names.label(&adopted)));
+            }
+            t
         },
     );
     Ok(Status::Yes)
@@ -95,7 +107,8 @@ pub(crate) fn add_record(store: &DbStore, ctx: ObjID, record: &Record) -> Result
     let rid = record.id();
     let mut held = false;
     let generation = context::edit(store, ctx, |ed| {
-        if record.holder() != ctx {
+        let public = matches!(record, Record::Cap(c) if context::is_public_ownership(c));
+        if record.holder() != ctx && !public {
             return Err(ContextError::NotForThisContext {
                 id: ctx,
                 holder: record.holder(),

@@ -2,6 +2,7 @@
 
 pub(crate) mod check;
 pub(crate) mod ctx;
+pub(crate) mod difc;
 pub(crate) mod docs;
 pub(crate) mod keys;
 pub(crate) mod obj;
@@ -14,7 +15,7 @@ use std::path::{Path, PathBuf};
 
 use secctx::DbStore;
 
-use crate::cli::{Cmd, CtxCmd, ObjCmd, StoreAccess, StoreCmd};
+use crate::cli::{Cmd, CtxCmd, LabelCmd, ObjCmd, StoreAccess, StoreCmd, TagCmd};
 use crate::env;
 use crate::error::{Result, Status};
 use crate::output::Out;
@@ -118,15 +119,26 @@ fn with_store(s: &DbStore, out: Out, cmd: Cmd) -> Result<Status> {
             kuid,
             default,
             unchecked,
-        }) => obj::new(
-            s,
-            out,
-            id,
-            name.as_deref(),
-            r_kuid(&kuid)?,
-            default,
-            unchecked,
-        ),
+            label,
+            as_ctx,
+        }) => {
+            let l = if label.is_empty() {
+                None
+            } else {
+                Some(difc::resolve_label(s, &label)?)
+            };
+            obj::new(
+                s,
+                out,
+                id,
+                name.as_deref(),
+                r_kuid(&kuid)?,
+                default,
+                unchecked,
+                l.as_ref(),
+                r_opt(&as_ctx)?,
+            )
+        }
         Cmd::Obj(ObjCmd::Show { id }) => obj::show(s, out, r(&id)?),
         Cmd::Mint {
             key,
@@ -155,7 +167,22 @@ fn with_store(s: &DbStore, out: Out, cmd: Cmd) -> Result<Status> {
                 name,
                 kuid,
                 unchecked,
-            } => ctx::new(s, out, id, name.as_deref(), r_kuid(&kuid)?, unchecked),
+                label,
+                as_ctx,
+            } => ctx::new(
+                s,
+                out,
+                id,
+                name.as_deref(),
+                r_kuid(&kuid)?,
+                unchecked,
+                &difc::resolve_label(s, &label)?,
+                r_opt(&as_ctx)?,
+            ),
+            CtxCmd::Register { ctx, as_ctx } => difc::register(s, out, r(&ctx)?, r_opt(&as_ctx)?),
+            CtxCmd::Relabel { ctx, label, at } => {
+                difc::relabel(s, out, r(&ctx)?, &difc::resolve_label(s, &label)?, at)
+            }
             CtxCmd::Add { ctx, file } => ctx::add(s, out, r(&ctx)?, &file),
             CtxCmd::Rm {
                 ctx,
@@ -183,6 +210,59 @@ fn with_store(s: &DbStore, out: Out, cmd: Cmd) -> Result<Status> {
             let ctx = ctx.iter().map(r).collect::<Result<Vec<_>>>()?;
             check::check(s, out, &ctx, r(&target)?, offset, access, at)
         }
+        Cmd::Tag(TagCmd::Create {
+            name,
+            key,
+            integrity,
+            id,
+        }) => difc::tag_create(s, out, &name, env::resolve_kuid(s, &key)?, integrity, id),
+        Cmd::Tag(TagCmd::Grant {
+            tag,
+            to,
+            rights,
+            expires,
+            public,
+            out: file,
+            force,
+            key,
+            pass,
+        }) => difc::tag_grant(
+            s,
+            out,
+            r(&tag)?,
+            r_opt(&to)?,
+            rights,
+            expires,
+            public,
+            file.as_deref(),
+            force,
+            r_opt(&key)?,
+            &pass,
+        ),
+        Cmd::Tag(TagCmd::Delegate {
+            tag,
+            from,
+            to,
+            rights,
+            expires,
+            key,
+            out: file,
+            force,
+            pass,
+        }) => difc::tag_delegate(
+            s,
+            out,
+            r(&tag)?,
+            r(&from)?,
+            r(&to)?,
+            rights,
+            expires,
+            r_opt(&key)?,
+            file.as_deref(),
+            force,
+            &pass,
+        ),
+        Cmd::Label(LabelCmd::Show { id }) => difc::show(s, out, r(&id)?),
         Cmd::Revoke { key, record, list } => revoke::revoke(s, out, r_opt(&key)?, record, list),
         Cmd::Store(StoreCmd::Info) => store::info(s, out),
         Cmd::Completions { .. } | Cmd::Man { .. } | Cmd::Store(StoreCmd::Migrate { .. }) => {

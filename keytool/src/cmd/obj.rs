@@ -6,7 +6,9 @@ use secctx::keypair;
 use secctx::revocations::{REVOCATIONS_ID, RevocationList};
 use secctx::{DbStore, ObjMeta, Object, ObjectStore, StoreError};
 use serde_json::{Value, json};
-use twizzler_capsec::{ObjID, Protections, SecCtx};
+use twizzler_capsec::{Label, ObjID, Protections, SecCtx};
+
+use crate::cmd::difc;
 
 use crate::env;
 use crate::error::{Result, Status};
@@ -36,6 +38,7 @@ pub(crate) fn check_kuid(store: &DbStore, kuid: ObjID) -> Result<()> {
 }
 
 /// `keytool obj new`.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn new(
     store: &DbStore,
     out: Out,
@@ -44,15 +47,20 @@ pub(crate) fn new(
     kuid: Option<ObjID>,
     default: Protections,
     unchecked: bool,
+    label: Option<&Label>,
+    creator: Option<ObjID>,
 ) -> Result<Status> {
     if let (Some(k), false) = (kuid, unchecked) {
         check_kuid(store, k)?;
+    }
+    if let Some(c) = creator {
+        crate::cmd::ctx::check_exists(store, c)?;
     }
     let oid = match oid {
         Some(o) => o,
         None => keypair::random_id(&mut env::rng()?),
     };
-    create_named(
+    let label = difc::create_labelled(
         store,
         &Object {
             id: oid,
@@ -64,13 +72,20 @@ pub(crate) fn new(
             data: Vec::new(),
         },
         name,
+        label,
+        creator,
     )?;
+    let names = difc::Names::load(store);
     out.emit(
-        json!({ "id": id(oid), "name": name, "kuid": kuid.map(id), "default_prots": default.to_string() }),
+        json!({ "id": id(oid), "name": name, "kuid": kuid.map(id), "default_prots": default.to_string(), "label": difc::label_json(&label) }),
         || {
             let k = kuid.map_or("none".to_string(), |k| k.to_string());
             let n = name.map_or(String::new(), |n| format!("  {n}"));
-            format!("object {oid}{n}\n  kuid           {k}\n  default prots  {default}")
+            let mut t = format!("object {oid}{n}\n  kuid           {k}\n  default prots  {default}");
+            if !label.is_empty() {
+                t.push_str(&format!("\n  label          {}", names.label(&label)));
+            }
+            t
         },
     );
     Ok(Status::Yes)
@@ -160,6 +175,23 @@ pub(crate) fn describe(obj: &Object) -> Result<(Value, String)> {
         let list = RevocationList::decode(&obj.data).map_err(StoreError::from)?;
         let (kj, tl) = revocation_lines(&list);
         ("revocation_list", kj, tl)
+    } else if obj.id == secctx::labels::LABELS_ID {
+        let table = secctx::labels::LabelTable::decode(&obj.data).map_err(StoreError::from)?;
+        (
+            "label_table",
+            json!({ "rows": table.rows.len() }),
+            format!(
+                "  rows           {} (keytool label show ID shows one)\n",
+                table.rows.len()
+            ),
+        )
+    } else if let Some(integrity) = difc::tag_use(obj) {
+        let u = if integrity { "integrity" } else { "secrecy" };
+        (
+            "tag",
+            json!({ "use": u }),
+            format!("  use            {u} labels\n"),
+        )
     } else {
         ("object", json!({}), String::new())
     };

@@ -15,10 +15,14 @@ fn kind_of(id: twizzler_capsec::ObjID, head: &[u8]) -> &'static str {
     if id == REVOCATIONS_ID {
         return "revocation_list";
     }
+    if id == secctx::labels::LABELS_ID {
+        return "label_table";
+    }
     match head.get(..4) {
         Some(b"TZSK") => "signing_key",
         Some(b"TZVK") => "verifying_key",
         Some(b"TSCX") => "context",
+        Some(b"TZTG") => "tag",
         _ => "object",
     }
 }
@@ -31,9 +35,11 @@ pub(crate) fn info(store: &DbStore, out: Out) -> Result<Status> {
         "verifying_key",
         "context",
         "revocation_list",
+        "label_table",
+        "tag",
         "object",
     ];
-    let mut counts = [0u64; 5];
+    let mut counts = [0u64; 7];
     for id in store.list()? {
         let head = store.read_at(id, 0, 4)?;
         let k = kind_of(id, &head);

@@ -17,6 +17,7 @@
 
 mod capability;
 mod ctx;
+mod difc;
 mod docs;
 mod errors;
 mod names;

@@ -15,9 +15,9 @@ const ANY: char = '…';
 
 /// One command of the walk-through and what the README says it does.
 #[derive(Debug)]
-struct Step {
+pub(crate) struct Step {
     /// The command line, without the `$ ` and without the `# exit N` comment.
-    line: String,
+    pub(crate) line: String,
     /// Its exit status (`# exit N`; 0 when not given).
     exit: i32,
     /// The lines it prints, in order (others may come between them); `…` is any text.
@@ -26,9 +26,15 @@ struct Step {
 
 /// The walk-through's steps: the first fenced block after [`MARKER`] in `readme`.
 fn steps(readme: &str) -> Vec<Step> {
+    steps_after(readme, MARKER)
+}
+
+/// The steps of the first fenced block after `marker` in `readme` (the README has more than
+/// one walk-through, each under its own marker).
+pub(crate) fn steps_after(readme: &str, marker: &str) -> Vec<Step> {
     let after = readme
-        .split_once(MARKER)
-        .unwrap_or_else(|| panic!("README.md has no {MARKER} marker"))
+        .split_once(marker)
+        .unwrap_or_else(|| panic!("README.md has no {marker} marker"))
         .1;
     let mut lines = after.lines().skip_while(|l| l.trim().is_empty());
     let fence = lines.next().unwrap_or_default();
@@ -130,7 +136,12 @@ fn the_readme_walkthrough_runs_as_written() {
     };
     assert!(shows("GRANTED ", 0), "no granted check shown: {steps:?}");
     assert!(shows("DENIED ", 1), "no denied check shown: {steps:?}");
+    run_steps(&steps);
+}
 
+/// Runs `steps` as written (in a temporary directory, `keytool` on the `PATH` being the binary
+/// under test) and checks each one's exit status and the lines it shows.
+pub(crate) fn run_steps(steps: &[Step]) {
     let dir = tempfile::tempdir().expect("temporary directory");
     let bin = dir.path().join("bin");
     std::fs::create_dir(&bin).expect("create bin/");
@@ -148,7 +159,7 @@ fn the_readme_walkthrough_runs_as_written() {
     }
 
     let mut env: Vec<(String, String)> = Vec::new();
-    for step in &steps {
+    for step in steps {
         let line = &step.line;
         let program = line.split_whitespace().next().unwrap_or_default();
         if program == "export" {

@@ -18,6 +18,7 @@ mod db_store;
 mod db_store_processes;
 mod dir_store;
 mod fixtures;
+mod labels;
 mod names;
 mod userspace;
 

@@ -1,0 +1,356 @@
+//! Information flow control across nodes (`docs/DIFC.md` §5.9): the owner applies the local
+//! rule, with its store's labels, at export and at every invocation, and releases secret data
+//! only to nodes trusted with its tags.
+
+use crate::common::*;
+use dist_bridge::difc::{DifcPolicy, FlowRefusal, StoreLabels};
+use dist_bridge::*;
+use secctx::keypair::{self, KdfParams};
+use secctx::labels;
+use secctx::revocations::RevocationList;
+use secctx::{AccessSimulator, MemStore, ObjMeta, Object, SimAccess, context};
+use twizzler_capsec::{
+    AccessKind, Cap, CapGrant, Del, DelGrant, FlowDenial, Label, ObjID, OwnRights, OwnershipGrant,
+    Protections, SigningKey, SigningScheme,
+};
+
+/// A store with a secrecy tag `medical`, a `{medical}` object `diagnoses`, a public object
+/// `notes`, and a context `reader` (unlabelled) holding rw capabilities for both.
+struct World {
+    store: MemStore,
+    key: SigningKey,
+    medical: ObjID,
+    diagnoses: ObjID,
+    notes: ObjID,
+    reader: ObjID,
+    diagnoses_cap: Cap,
+    notes_cap: Cap,
+    owner: Owner,
+}
+
+fn world() -> World {
+    let store = MemStore::new();
+    let mut rng = rng(24);
+    let (ids, key) = keypair::create_keypair(
+        &store,
+        SigningScheme::Ed25519,
+        None,
+        KdfParams::DEFAULT,
+        &mut rng,
+    )
+    .unwrap();
+    let mut new_obj = |label: Option<&Label>| {
+        let id = keypair::random_id(&mut rng);
+        let obj = Object {
+            id,
+            meta: ObjMeta::signed_by(ids.verifying),
+            data: vec![5; 4096],
+        };
+        labels::create_object(&store, &obj, label, None, NOW).unwrap();
+        id
+    };
+    let medical = new_obj(None);
+    let diagnoses = new_obj(Some(&secret(medical)));
+    let notes = new_obj(None);
+    let reader = ObjID::new(0x7ead);
+    context::create(&store, reader, None).unwrap();
+    let rw = Protections::READ | Protections::WRITE;
+    let diagnoses_cap = Cap::mint(CapGrant::new(diagnoses, reader, rw), &key).unwrap();
+    let notes_cap = Cap::mint(CapGrant::new(notes, reader, rw), &key).unwrap();
+    context::add_cap(&store, reader, &diagnoses_cap).unwrap();
+    context::add_cap(&store, reader, &notes_cap).unwrap();
+    World {
+        store,
+        key,
+        medical,
+        diagnoses,
+        notes,
+        reader,
+        diagnoses_cap,
+        notes_cap,
+        owner: owner(ControllerId::new(NODE, 1), GuardTableConfig::default()),
+    }
+}
+
+fn secret(t: ObjID) -> Label {
+    Label::from_tags(&[t], &[]).unwrap()
+}
+
+impl World {
+    fn export(&self, cap: &Cap, rights: Rights) -> Result<GuardedToken, ExportError> {
+        let keys = StoreKeys::new(&self.store).unwrap();
+        let labels = StoreLabels::new(&self.store).unwrap();
+        self.owner.export_labelled(
+            cap,
+            &keys,
+            &labels,
+            &ExportRequest::new(self.reader, rights, ByteRange::WHOLE),
+            NOW,
+        )
+    }
+
+    fn invoke(
+        &self,
+        t: &GuardedToken,
+        op: Op,
+        policy: &DifcPolicy,
+        node: Option<u64>,
+    ) -> Result<Grant, InvokeError> {
+        let labels = StoreLabels::new(&self.store).unwrap();
+        self.owner
+            .check_labelled(t, op, 0x100, 16, NOW, &labels, policy, node)
+    }
+
+    /// What the local rule (the simulator over the same store) decides.
+    fn local(&self, obj: ObjID, kind: AccessKind) -> bool {
+        let sim = AccessSimulator::load(&self.store, &[self.reader], &[obj], NOW).unwrap();
+        sim.check(
+            &[self.reader],
+            SimAccess {
+                target: obj,
+                offset: 0x1000,
+                kind,
+            },
+        )
+        .granted()
+    }
+
+    fn own(&self, rights: OwnRights) -> Cap {
+        let c = Cap::mint_ownership(
+            OwnershipGrant::new(self.medical, self.reader, rights),
+            &self.key,
+        )
+        .unwrap();
+        context::add_cap(&self.store, self.reader, &c).unwrap();
+        c
+    }
+}
+
+fn trusting(tag: ObjID, node: u64) -> DifcPolicy {
+    let mut p = DifcPolicy::default();
+    p.trusted_nodes.insert(tag, [node].into());
+    p
+}
+
+#[test]
+fn a_remote_read_is_refused_where_the_local_rule_refuses() {
+    let w = world();
+    // The public reader may not read the secret: locally, and remotely.
+    assert!(!w.local(w.diagnoses, AccessKind::Read));
+    let err = w.export(&w.diagnoses_cap, Rights::READ).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            ExportError::Flow(FlowRefusal::Rule(FlowDenial::SecrecyRead { tag })) if tag == w.medical
+        ),
+        "{err:?}"
+    );
+    // The refusal is the one fixed `denied` for anyone but an operator.
+    let public = wire::public_view(&wire::export_status(&err));
+    assert_eq!(wire::kind_of(&public), Some(ErrorKind::Denied));
+
+    // Raised to {medical}: it reads locally and remotely (from a trusted node) ...
+    w.own(OwnRights::PLUS);
+    labels::relabel(&w.store, w.reader, &secret(w.medical), NOW).unwrap();
+    assert!(w.local(w.diagnoses, AccessKind::Read));
+    let t = w.export(&w.diagnoses_cap, Rights::READ).unwrap();
+    let l = t.labels().expect("a labelled token");
+    assert_eq!((l.context, l.generation), (w.reader, 1));
+    assert_eq!(l.label, secret(w.medical));
+    assert!(
+        w.invoke(&t, Op::Read, &trusting(w.medical, 2), Some(2))
+            .is_ok()
+    );
+
+    // ... but may not write the public object: the export keeps only READ.
+    assert!(!w.local(w.notes, AccessKind::Write));
+    let t = w.export(&w.notes_cap, Rights::DATA).unwrap();
+    assert_eq!(t.scope().rights, Rights::READ);
+    assert!(matches!(
+        w.invoke(&t, Op::Write, &DifcPolicy::default(), Some(2)),
+        Err(InvokeError::RightsExceeded { .. })
+    ));
+}
+
+#[test]
+fn a_label_raised_after_export_stops_remote_use_at_the_next_call() {
+    let w = world();
+    let t = w.export(&w.notes_cap, Rights::DATA).unwrap();
+    assert_eq!(t.scope().rights, Rights::DATA);
+    let none = DifcPolicy::default();
+    assert!(w.invoke(&t, Op::Write, &none, None).is_ok());
+
+    w.own(OwnRights::PLUS);
+    labels::relabel(&w.store, w.reader, &secret(w.medical), NOW).unwrap();
+    assert_eq!(
+        w.invoke(&t, Op::Write, &none, None).unwrap_err(),
+        InvokeError::Flow(FlowRefusal::Rule(FlowDenial::SecrecyWrite {
+            tag: w.medical
+        }))
+    );
+    // Reads of the public object stay allowed: its data may flow to {medical}.
+    assert!(w.invoke(&t, Op::Read, &none, None).is_ok());
+
+    // A declassifier's medical− (delegated from an owner context) lets it write again ...
+    let mut rng = rng(5);
+    let (boss_ids, boss_key) = keypair::create_keypair(
+        &w.store,
+        SigningScheme::Ed25519,
+        None,
+        KdfParams::DEFAULT,
+        &mut rng,
+    )
+    .unwrap();
+    let boss = ObjID::new(0xb055);
+    context::create(&w.store, boss, Some(boss_ids.verifying)).unwrap();
+    let root = Cap::mint_ownership(
+        OwnershipGrant::new(w.medical, boss, OwnRights::PLUS | OwnRights::MINUS),
+        &w.key,
+    )
+    .unwrap();
+    context::add_cap(&w.store, boss, &root).unwrap();
+    let del = Del::from_cap(
+        &root,
+        DelGrant::new(w.reader, Protections::WRITE),
+        &boss_key,
+    )
+    .unwrap();
+    context::add_del(&w.store, w.reader, &del).unwrap();
+    assert!(w.invoke(&t, Op::Write, &none, None).is_ok());
+    // ... until the record is revoked: the next call is refused, with no broadcast.
+    RevocationList::add(&w.store, |l| l.records.insert(del.id())).unwrap();
+    assert!(matches!(
+        w.invoke(&t, Op::Write, &none, None),
+        Err(InvokeError::Flow(FlowRefusal::Rule(
+            FlowDenial::Ownership { .. }
+        )))
+    ));
+}
+
+#[test]
+fn an_untrusted_node_is_refused_a_secret_read() {
+    let w = world();
+    w.own(OwnRights::PLUS);
+    labels::relabel(&w.store, w.reader, &secret(w.medical), NOW).unwrap();
+    let t = w.export(&w.diagnoses_cap, Rights::READ).unwrap();
+    // Default: no node is trusted with any tag.
+    let err = w
+        .invoke(&t, Op::Read, &DifcPolicy::default(), Some(2))
+        .unwrap_err();
+    assert_eq!(
+        err,
+        InvokeError::Flow(FlowRefusal::UntrustedNode {
+            tag: w.medical,
+            node: Some(2)
+        })
+    );
+    let public = wire::public_view(&wire::invoke_status(&err));
+    assert_eq!(wire::kind_of(&public), Some(ErrorKind::Denied));
+    // Trusted: node 2 only; not node 3, and not a caller that is no node.
+    let policy = trusting(w.medical, 2);
+    assert!(w.invoke(&t, Op::Read, &policy, Some(2)).is_ok());
+    assert!(w.invoke(&t, Op::Read, &policy, Some(3)).is_err());
+    assert!(w.invoke(&t, Op::Read, &policy, None).is_err());
+}
+
+#[test]
+fn a_format_1_token_is_decided_for_its_guards_context() {
+    let w = world();
+    // Exported as before DIFC (format 1), with a derived guard.
+    let keys = StoreKeys::new(&w.store).unwrap();
+    let t = w
+        .owner
+        .export(
+            &w.notes_cap,
+            &keys,
+            &ExportRequest::new(w.reader, Rights::all(), ByteRange::WHOLE),
+            NOW,
+        )
+        .unwrap();
+    assert!(t.labels().is_none());
+    let child = w
+        .owner
+        .export_from(&t, t.scope().with_rights(Rights::DATA), NOW)
+        .unwrap();
+    let none = DifcPolicy::default();
+    assert!(w.invoke(&t, Op::Write, &none, None).is_ok());
+    assert!(w.invoke(&child, Op::Write, &none, None).is_ok());
+    // The context raises: both are refused the write at the next call.
+    w.own(OwnRights::PLUS);
+    labels::relabel(&w.store, w.reader, &secret(w.medical), NOW).unwrap();
+    for tok in [&t, &child] {
+        assert_eq!(
+            w.invoke(tok, Op::Write, &none, None).unwrap_err(),
+            InvokeError::Flow(FlowRefusal::Rule(FlowDenial::SecrecyWrite {
+                tag: w.medical
+            }))
+        );
+        assert!(w.invoke(tok, Op::Read, &none, None).is_ok());
+    }
+}
+
+#[test]
+fn a_store_without_labels_exports_version_1_tokens() {
+    let f = fixture();
+    let store = MemStore::new();
+    let labels = StoreLabels::new(&store).unwrap();
+    let t = f
+        .owner
+        .export_labelled(
+            &f.cap,
+            &f.keys,
+            &labels,
+            &ExportRequest::new(f.ctx, Rights::READ, ByteRange::WHOLE),
+            NOW,
+        )
+        .unwrap();
+    assert!(t.labels().is_none());
+    assert_eq!(t.encode()[4..6], [1, 0]);
+}
+
+mod decoding {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// A labelled token with one caveat, as bytes.
+    fn labelled_bytes() -> Vec<u8> {
+        let w = world();
+        w.own(OwnRights::PLUS);
+        labels::relabel(&w.store, w.reader, &secret(w.medical), NOW).unwrap();
+        let t = w.export(&w.diagnoses_cap, Rights::READ).unwrap();
+        t.with_range(ByteRange::new(0, 4096).unwrap())
+            .unwrap()
+            .encode()
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        /// Decoding a version-2 token is total and canonical under bit flips and truncation.
+        #[test]
+        fn bit_flips_and_cuts_never_panic(pos in 0usize..200, bit in 0u8..8, cut in 0usize..200) {
+            let good = labelled_bytes();
+            let mut b = good.clone();
+            if let Some(x) = b.get_mut(pos) {
+                *x ^= 1 << bit;
+            }
+            if let Ok(t) = GuardedToken::decode(&b) {
+                prop_assert_eq!(t.encode(), b.clone());
+            }
+            let c = &good[..cut.min(good.len())];
+            if let Ok(t) = GuardedToken::decode(c) {
+                prop_assert_eq!(t.encode(), c.to_vec());
+            }
+        }
+
+        /// Arbitrary bytes after a version-2 header never panic the decoder.
+        #[test]
+        fn arbitrary_bodies_never_panic(tail in proptest::collection::vec(any::<u8>(), 0..400)) {
+            let mut b = b"DBGT\x02\x00\x00\x00".to_vec();
+            b.extend_from_slice(&tail);
+            if let Ok(t) = GuardedToken::decode(&b) {
+                prop_assert_eq!(t.encode(), b);
+            }
+        }
+    }
+}

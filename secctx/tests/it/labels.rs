@@ -1,0 +1,370 @@
+//! The label table (DIFC, `docs/DIFC.md` §7.1): creation, registration and relabelling
+//! checked as the kernel checks them, one transaction each, and the simulator's flow rule.
+
+use rand_chacha::ChaCha20Rng;
+use rand_core::SeedableRng;
+use secctx::labels::{self, DifcError, LABELS_ID, LabelTable};
+use secctx::revocations::RevocationList;
+use secctx::{
+    AccessSimulator, DbStore, MemStore, ObjMeta, Object, ObjectStore, SimAccess, context, keypair,
+};
+use twizzler_capsec::{
+    AccessKind, Cap, CapGrant, Del, DelGrant, FlowDenial, Label, LabelError, ObjID, OwnRights,
+    OwnershipGrant, Protections, Right, SecCtxEditor, SigningKey, SigningScheme,
+};
+
+const NOW: u64 = 1_000;
+
+struct World<S> {
+    store: S,
+    rng: ChaCha20Rng,
+    /// The owner of every object and tag.
+    key: SigningKey,
+    kuid: ObjID,
+}
+
+impl<S: ObjectStore> World<S> {
+    fn new(store: S) -> Self {
+        let mut rng = ChaCha20Rng::seed_from_u64(24);
+        let (ids, key) = keypair::create_keypair(
+            &store,
+            SigningScheme::Ed25519,
+            None,
+            keypair::KdfParams::DEFAULT,
+            &mut rng,
+        )
+        .unwrap();
+        Self {
+            store,
+            rng,
+            key,
+            kuid: ids.verifying,
+        }
+    }
+
+    fn id(&mut self) -> ObjID {
+        keypair::random_id(&mut self.rng)
+    }
+
+    fn obj(&mut self, label: Option<&Label>, creator: Option<ObjID>) -> Result<ObjID, DifcError> {
+        let id = self.id();
+        let obj = Object {
+            id,
+            meta: ObjMeta::signed_by(self.kuid),
+            data: vec![1; 64],
+        };
+        labels::create_object(&self.store, &obj, label, creator, NOW).map(|_| id)
+    }
+
+    fn ctx(&mut self) -> ObjID {
+        let id = self.id();
+        context::create(&self.store, id, None).unwrap();
+        id
+    }
+
+    fn grant_rw(&mut self, ctx: ObjID, obj: ObjID) {
+        let cap = Cap::mint(
+            CapGrant::new(obj, ctx, Protections::READ | Protections::WRITE),
+            &self.key,
+        )
+        .unwrap();
+        context::add_cap(&self.store, ctx, &cap).unwrap();
+    }
+
+    fn own(&mut self, ctx: ObjID, tag: ObjID, rights: OwnRights) -> Cap {
+        let cap = Cap::mint_ownership(OwnershipGrant::new(tag, ctx, rights), &self.key).unwrap();
+        context::add_cap(&self.store, ctx, &cap).unwrap();
+        cap
+    }
+
+    fn tag(&mut self) -> ObjID {
+        self.obj(None, None).unwrap()
+    }
+
+    fn decide(&self, ctx: ObjID, obj: ObjID, kind: AccessKind) -> secctx::Simulation {
+        let sim = AccessSimulator::load(&self.store, &[ctx], &[obj], NOW).unwrap();
+        sim.check(
+            &[ctx],
+            SimAccess {
+                target: obj,
+                offset: 0x1000,
+                kind,
+            },
+        )
+    }
+}
+
+fn secret(t: ObjID) -> Label {
+    Label::from_tags(&[t], &[]).unwrap()
+}
+
+fn vetted(e: ObjID) -> Label {
+    Label::from_tags(&[], &[e]).unwrap()
+}
+
+fn run_scenario<S: ObjectStore>(store: S) {
+    let mut w = World::new(store);
+    let medical = w.tag();
+    // A public context may create a {medical} object (a write down needs nothing) ...
+    let reader = w.ctx();
+    let diagnoses = w.obj(Some(&secret(medical)), Some(reader)).unwrap();
+    let public = w.obj(None, Some(reader)).unwrap();
+    assert_eq!(
+        LabelTable::load(&w.store).unwrap().data_label(diagnoses),
+        secret(medical)
+    );
+    w.grant_rw(reader, diagnoses);
+    w.grant_rw(reader, public);
+
+    // ... but not read it, and the rule says which tag.
+    let s = w.decide(reader, diagnoses, AccessKind::Read);
+    assert!(!s.granted());
+    assert_eq!(
+        s.flow.unwrap().denial,
+        Some(FlowDenial::SecrecyRead { tag: medical })
+    );
+
+    // Raising needs medical+: refused, and nothing written.
+    let before = w.store.get(LABELS_ID).unwrap();
+    let err = labels::relabel(&w.store, reader, &secret(medical), NOW).unwrap_err();
+    assert!(matches!(
+        err,
+        DifcError::Label {
+            error: LabelError::NotOwned {
+                right: Right::Plus,
+                ..
+            },
+            ..
+        }
+    ));
+    assert_eq!(w.store.get(LABELS_ID).unwrap(), before);
+
+    // With medical+ the context is told to raise first (MustRaise), then raises.
+    w.own(reader, medical, OwnRights::PLUS);
+    let s = w.decide(reader, diagnoses, AccessKind::Read);
+    assert_eq!(
+        s.flow.unwrap().denial,
+        Some(FlowDenial::MustRaise { tag: medical })
+    );
+    assert_eq!(
+        labels::relabel(&w.store, reader, &secret(medical), NOW).unwrap(),
+        1
+    );
+    assert!(w.decide(reader, diagnoses, AccessKind::Read).granted());
+
+    // Secret read, then public write: refused.
+    let s = w.decide(reader, public, AccessKind::Write);
+    assert!(!s.granted());
+    assert_eq!(
+        s.flow.unwrap().denial,
+        Some(FlowDenial::SecrecyWrite { tag: medical })
+    );
+
+    // A declassifier (medical− by delegation from an owner context) may write it.
+    let owner = w.ctx();
+    let (ok_ids, owner_key) = keypair::create_keypair(
+        &w.store,
+        SigningScheme::Ed25519,
+        None,
+        keypair::KdfParams::DEFAULT,
+        &mut w.rng,
+    )
+    .unwrap();
+    // The owner context signs delegations with its own key.
+    let owner = {
+        let _ = owner;
+        let id = w.id();
+        context::create(&w.store, id, Some(ok_ids.verifying)).unwrap();
+        id
+    };
+    let root = w.own(owner, medical, OwnRights::PLUS | OwnRights::MINUS);
+    let del = Del::from_cap(&root, DelGrant::new(reader, Protections::WRITE), &owner_key).unwrap();
+    context::add_del(&w.store, reader, &del).unwrap();
+    let s = w.decide(reader, public, AccessKind::Write);
+    assert!(s.granted(), "{s:?}");
+    let used = &s.flow.as_ref().unwrap().used;
+    assert_eq!(used.len(), 1);
+    assert_eq!(used[0].right, Right::Minus);
+    assert_eq!(used[0].record, del.id());
+
+    // Revoking the declassifier's medical− stops it.
+    RevocationList::add(&w.store, |l| l.records.insert(del.id())).unwrap();
+    let s = w.decide(reader, public, AccessKind::Write);
+    assert!(!s.granted());
+    assert!(matches!(
+        s.flow.unwrap().denial,
+        Some(FlowDenial::Ownership { tag, .. }) if tag == medical
+    ));
+}
+
+#[test]
+fn scenario_in_the_database_store() {
+    let dir = tempfile::tempdir().unwrap();
+    run_scenario(DbStore::open(dir.path()).unwrap());
+}
+
+#[test]
+fn scenario_in_memory() {
+    run_scenario(MemStore::new());
+}
+
+#[test]
+fn integrity_creation_needs_plus_and_writes_nothing_when_refused() {
+    let mut w = World::new(MemStore::new());
+    let vet = w.tag();
+    let c = w.ctx();
+    let id = w.id();
+    let obj = Object {
+        id,
+        meta: ObjMeta::signed_by(w.kuid),
+        data: vec![],
+    };
+    let err = labels::create_object(&w.store, &obj, Some(&vetted(vet)), Some(c), NOW).unwrap_err();
+    assert!(matches!(
+        err,
+        DifcError::Create { denial: FlowDenial::IntegrityWrite { tag }, .. } if tag == vet
+    ));
+    assert!(w.store.get(id).is_err(), "the object must not exist");
+    // Without a creator: the empty label and no ownership, refused alike.
+    assert!(labels::create_object(&w.store, &obj, Some(&vetted(vet)), None, NOW).is_err());
+    w.own(c, vet, OwnRights::PLUS);
+    labels::create_object(&w.store, &obj, Some(&vetted(vet)), Some(c), NOW).unwrap();
+    assert_eq!(
+        LabelTable::load(&w.store).unwrap().data_label(id),
+        vetted(vet)
+    );
+
+    // A write to it by a context at I = ∅ that does not own vet+ is IntegrityWrite.
+    let other = w.ctx();
+    w.grant_rw(other, id);
+    let s = w.decide(other, id, AccessKind::Write);
+    assert_eq!(
+        s.flow.unwrap().denial,
+        Some(FlowDenial::IntegrityWrite { tag: vet })
+    );
+}
+
+#[test]
+fn registration_adopts_the_section_only_with_ownership() {
+    let mut w = World::new(MemStore::new());
+    let t = w.tag();
+    let id = w.id();
+    let mut ed = SecCtxEditor::new();
+    ed.set_initial_label(secret(t));
+    w.store
+        .create(&Object {
+            id,
+            meta: ObjMeta::plain(),
+            data: ed.encode().unwrap(),
+        })
+        .unwrap();
+    // Unregistered: the simulator refuses it (LabelUnknown), never decides it as unlabelled.
+    let o = w.obj(None, None).unwrap();
+    w.grant_rw(id, o);
+    let s = w.decide(id, o, AccessKind::Read);
+    assert_eq!(s.flow.unwrap().denial, Some(FlowDenial::LabelUnknown));
+    // Creating as an unregistered labelled context is refused.
+    assert!(matches!(
+        w.obj(None, Some(id)),
+        Err(DifcError::Unregistered(_))
+    ));
+    // A registrar without t+ may not register it.
+    let r = w.ctx();
+    assert!(matches!(
+        labels::register(&w.store, id, Some(r), NOW),
+        Err(DifcError::Label {
+            error: LabelError::NotOwned { .. },
+            ..
+        })
+    ));
+    w.own(r, t, OwnRights::PLUS);
+    assert_eq!(
+        labels::register(&w.store, id, Some(r), NOW).unwrap(),
+        secret(t)
+    );
+    assert!(matches!(
+        labels::register(&w.store, id, Some(r), NOW),
+        Err(DifcError::AlreadyRegistered(_))
+    ));
+    // At {t} it may read a public object.
+    assert!(w.decide(id, o, AccessKind::Read).granted());
+}
+
+#[test]
+fn a_damaged_table_is_a_typed_error() {
+    let mut w = World::new(MemStore::new());
+    let t = w.tag();
+    w.obj(Some(&secret(t)), None).unwrap();
+    w.store
+        .update(LABELS_ID, |o| {
+            o.data.push(0);
+            Ok::<(), secctx::StoreError>(())
+        })
+        .unwrap();
+    assert!(matches!(
+        LabelTable::load(&w.store),
+        Err(secctx::StoreError::Corrupt { id, .. }) if id == LABELS_ID
+    ));
+}
+
+#[test]
+fn a_switch_that_would_shed_secrecy_is_refused() {
+    let mut w = World::new(MemStore::new());
+    let t = w.tag();
+    let a = w.ctx();
+    let b = w.ctx();
+    let public = w.obj(None, None).unwrap();
+    // Only the inactive context `b` may write `public`.
+    w.grant_rw(b, public);
+    w.own(a, t, OwnRights::PLUS);
+    let sim = |w: &World<MemStore>| {
+        AccessSimulator::load(&w.store, &[a, b], &[public], NOW)
+            .unwrap()
+            .check(
+                &[a, b],
+                SimAccess {
+                    target: public,
+                    offset: 0x1000,
+                    kind: AccessKind::Write,
+                },
+            )
+    };
+    let s = sim(&w);
+    assert!(s.granted(), "an unlabelled switch is today's: {s:?}");
+    assert_eq!(s.active_after, b);
+    labels::relabel(&w.store, a, &secret(t), NOW).unwrap();
+    let s = sim(&w);
+    assert!(!s.granted());
+    assert_eq!(s.active_after, a, "a refused switch does not happen");
+    assert_eq!(
+        s.flow.unwrap().denial,
+        Some(FlowDenial::Switch { to: b, tag: t })
+    );
+}
+
+#[test]
+fn an_inactive_context_whose_bytes_are_secret_is_not_consulted() {
+    let mut w = World::new(MemStore::new());
+    let t = w.tag();
+    let a = w.ctx();
+    // `b`'s own bytes are at {t}: a public thread may not learn whether it grants.
+    let b = w.id();
+    let obj = context::empty(b, None).unwrap();
+    labels::create_object(&w.store, &obj, Some(&secret(t)), None, NOW).unwrap();
+    let public = w.obj(None, None).unwrap();
+    w.grant_rw(b, public);
+    let s = AccessSimulator::load(&w.store, &[a, b], &[public], NOW)
+        .unwrap()
+        .check(
+            &[a, b],
+            SimAccess {
+                target: public,
+                offset: 0x1000,
+                kind: AccessKind::Read,
+            },
+        );
+    assert!(!s.granted(), "{s:?}");
+    assert_eq!(s.active_after, a);
+    let why = s.contexts[1].error.as_deref().unwrap();
+    assert!(why.contains("not consulted"), "{why}");
+}
