@@ -41,6 +41,7 @@ fn real_info(parent: Option<u8>) -> GuardInfo {
         parent: parent.map(u32::from),
         source: None,
         key: None,
+        context: None,
     }
 }
 
