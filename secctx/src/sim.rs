@@ -126,6 +126,8 @@ pub struct OwnershipUse {
 pub struct FlowReport {
     /// The context whose principal label decided (the active one, or the one switched to).
     pub ctx: ObjID,
+    /// The thread's active context (differs from `ctx` when the decision switched the thread).
+    pub from: ObjID,
     /// Its principal label (`None`: it proposes a label but is not registered).
     pub principal: Option<Label>,
     /// The object's data label.
@@ -435,6 +437,7 @@ impl AccessSimulator {
         let object = host.labels.data_label(access.target);
         let mut report = FlowReport {
             ctx: ctx_id,
+            from,
             principal: None,
             object,
             mask: Protections::empty(),

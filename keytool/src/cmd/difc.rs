@@ -702,7 +702,13 @@ pub(crate) fn explain_flow(
             }
         }
         Some(d) => {
-            let _ = writeln!(s, "denied: {access} {to_verb} {o} under context {c}");
+            // A refused switch happens in the thread's active context, not the one it would
+            // have switched to.
+            let under = match d {
+                FlowDenial::Switch { .. } => n.short(f.from),
+                _ => c.clone(),
+            };
+            let _ = writeln!(s, "denied: {access} {to_verb} {o} under context {under}");
             match *d {
                 FlowDenial::SecrecyWrite { tag } => {
                     let _ = writeln!(

@@ -466,7 +466,7 @@ fn a_switch_that_would_shed_secrecy_is_explained() {
     let out = String::from_utf8_lossy(&o.stdout);
     assert_eq!(o.status.code(), Some(1), "{out}");
     assert!(
-        out.contains("denied: write to 'ledger' under context 'plain'"),
+        out.contains("denied: write to 'ledger' under context 'reader'"),
         "{out}"
     );
     assert!(
