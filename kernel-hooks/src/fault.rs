@@ -272,6 +272,9 @@ impl fmt::Display for DenyCause {
                 }
                 Verdict::NoUsefulRights => f.write_str("record grants none of the needed rights"),
                 Verdict::Invalid(e) => write!(f, "record does not verify: {e}"),
+                Verdict::Ownership => {
+                    f.write_str("record is a tag-ownership record, never a data grant")
+                }
             },
         }
     }

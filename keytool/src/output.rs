@@ -271,6 +271,7 @@ pub(crate) fn verdict_text(v: &Verdict, needed: Protections, prots: Option<Prote
             format!("needs {needed}, provided {useful}")
         }
         Verdict::Invalid(e) => format!("invalid: {e}"),
+        Verdict::Ownership => "is a tag-ownership record, never a data grant".into(),
     }
 }
 
@@ -286,6 +287,7 @@ pub(crate) fn verdict_name(v: &Verdict) -> &'static str {
         Verdict::NotAnEntry => "not_an_entry",
         Verdict::NoUsefulRights => "no_useful_rights",
         Verdict::Invalid(_) => "invalid",
+        Verdict::Ownership => "ownership",
     }
 }
 

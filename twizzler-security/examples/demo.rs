@@ -511,6 +511,7 @@ fn explain(report: &RecordReport<'_>, access: &Access) -> String {
         Verdict::NotAnEntry => format!("{:#x} is not an entry point of gate {gate}", access.offset),
         Verdict::NoUsefulRights => "grants nothing this access can use".to_owned(),
         Verdict::Invalid(e) => format!("rejected: {e}"),
+        Verdict::Ownership => "is a tag-ownership record, never a data grant".to_owned(),
     };
     format!("{what}: {why}")
 }

@@ -1,20 +1,25 @@
-//! Signed capabilities.
+//! Signed capabilities, and ownership records (capabilities with the `TAG` flag).
 //!
 //! Layout (version 1, little-endian, [`CAP_LEN`] bytes):
 //!
-//! | offset | size | field |
-//! |---|---|---|
-//! | 0 | 4 | magic `TCAP` |
-//! | 4 | 2 | version (1) |
-//! | 6 | 2 | flags: hash algorithm (bit 0 BLAKE3, bit 1 SHA-256; exactly one) |
-//! | 8 | 16 | target object |
-//! | 24 | 16 | accessor: the security context the capability is for |
-//! | 40 | 2 | protections |
-//! | 42 | 24 | gate: offset, length, align |
-//! | 66 | 8 | expires: ns since the Unix epoch, 0 = never |
-//! | 74 | 130 | signature: scheme, length, 128 bytes zero-padded |
+//! | offset | size | field | meaning with `TAG` (ownership, `docs/DIFC.md` §2.1) |
+//! |---|---|---|---|
+//! | 0 | 4 | magic `TCAP` | |
+//! | 4 | 2 | version (1) | |
+//! | 6 | 2 | flags: hash algorithm (bit 0 BLAKE3, bit 1 SHA-256; exactly one); bit 2 `TAG`; other bits zero | |
+//! | 8 | 16 | target object | the tag (the tag object's id) |
+//! | 24 | 16 | accessor: the security context the capability is for | the owning context, or [`ALL_CONTEXTS`] (a public right) |
+//! | 40 | 2 | protections | bit 0 `PLUS`, bit 1 `MINUS`; nothing else |
+//! | 42 | 24 | gate: offset, length, align | must be [`Gate::WHOLE`] |
+//! | 66 | 8 | expires: ns since the Unix epoch, 0 = never | |
+//! | 74 | 130 | signature: scheme, length, 128 bytes zero-padded | by the tag object's key |
 //!
-//! The signature covers `hash(CAP_DOMAIN || bytes[0..74])`, signed by the target object's key.
+//! The signature covers `hash(CAP_DOMAIN || bytes[0..74])` (`hash(TAG_DOMAIN || bytes[0..74])`
+//! with `TAG`), signed by the target object's key. The distinct domain means an ownership
+//! signature never verifies as a data capability's, nor the reverse. Decoding refuses `TAG` with
+//! rights other than `PLUS|MINUS` or a gate other than the whole object
+//! ([`DecodeError::BadOwnership`]), and [`ALL_CONTEXTS`] as the accessor of a data capability
+//! ([`DecodeError::ReservedAccessor`]).
 
 use crate::codec::{Reader, Writer};
 use crate::error::{DecodeError, SignError, VerifyError};
@@ -22,6 +27,7 @@ use crate::gate::{GATE_LEN, Gate};
 use crate::hash::{DIGEST_LEN, HashAlg, RecordId};
 use crate::ids::{ObjID, Protections};
 use crate::keys::{SIG_ENCODED_LEN, Signature, SigningKey, VerifyingKey};
+use crate::label::ALL_CONTEXTS;
 use crate::time::Expiry;
 
 /// Magic number of an encoded capability (`"TCAP"`).
@@ -34,6 +40,84 @@ pub const CAP_BODY_LEN: usize = 4 + 2 + 2 + 16 + 16 + 2 + GATE_LEN + 8;
 pub const CAP_LEN: usize = CAP_BODY_LEN + SIG_ENCODED_LEN;
 /// Domain tag of capability signatures; differs from every other record kind's.
 pub const CAP_DOMAIN: &[u8] = b"twizzler-security/capability/v1\0";
+/// Domain tag of ownership-record signatures (capabilities with [`FLAG_TAG`]).
+pub const TAG_DOMAIN: &[u8] = b"twizzler-security/tag-ownership/v1\0";
+/// Capability flag bit 2: the record is an ownership record of a tag, not a data grant.
+pub const FLAG_TAG: u16 = 1 << 2;
+
+bitflags::bitflags! {
+    /// The rights of an ownership record, stored in its protections field.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+    #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+    pub struct OwnRights: u16 {
+        /// `T+`: add the tag, or endorse.
+        const PLUS = 1;
+        /// `T−`: drop the tag, or declassify.
+        const MINUS = 2;
+    }
+}
+
+impl OwnRights {
+    /// The set holding one right.
+    pub const fn of(right: crate::flow::Right) -> Self {
+        Self::from_bits_retain(right.bits())
+    }
+
+    /// Whether the set holds `right`.
+    pub const fn has(self, right: crate::flow::Right) -> bool {
+        self.bits() & right.bits() != 0
+    }
+
+    /// The rights read from a record's protections field.
+    pub const fn from_prots(p: Protections) -> Self {
+        Self::from_bits_truncate(p.bits())
+    }
+
+    /// The protections field that stores these rights.
+    pub const fn as_prots(self) -> Protections {
+        Protections::from_bits_truncate(self.bits())
+    }
+}
+
+/// What an ownership record grants, before it is signed by the tag object's key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct OwnershipGrant {
+    /// The tag (the tag object's id).
+    pub tag: ObjID,
+    /// The owning context, or [`ALL_CONTEXTS`] for a public right.
+    pub holder: ObjID,
+    /// The rights.
+    pub rights: OwnRights,
+    /// When the record stops counting.
+    pub expires: Expiry,
+    /// The hash that forms the signed message.
+    pub hash: HashAlg,
+}
+
+impl OwnershipGrant {
+    /// `rights` of `tag` for `holder`, never expiring, hashed with BLAKE3.
+    pub fn new(tag: ObjID, holder: ObjID, rights: OwnRights) -> Self {
+        Self {
+            tag,
+            holder,
+            rights,
+            expires: Expiry::NEVER,
+            hash: HashAlg::Blake3,
+        }
+    }
+
+    fn as_cap_grant(&self) -> CapGrant {
+        CapGrant {
+            target: self.tag,
+            accessor: self.holder,
+            prots: self.rights.as_prots(),
+            gate: Gate::WHOLE,
+            expires: self.expires,
+            hash: self.hash,
+        }
+    }
+}
 
 /// What a capability grants, before it is signed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -67,12 +151,13 @@ impl CapGrant {
         }
     }
 
-    fn encode_body(&self) -> [u8; CAP_BODY_LEN] {
+    fn encode_body(&self, tag: bool) -> [u8; CAP_BODY_LEN] {
         let mut out = [0u8; CAP_BODY_LEN];
         let mut w = Writer::new(&mut out);
+        let flags = self.hash.flags() | if tag { FLAG_TAG } else { 0 };
         w.u32(CAP_MAGIC)
             .u16(CAP_VERSION)
-            .u16(self.hash.flags())
+            .u16(flags)
             .u128(self.target.raw())
             .u128(self.accessor.raw())
             .u16(self.prots.bits());
@@ -84,7 +169,12 @@ impl CapGrant {
 
     /// The message the target's key signs: `hash(CAP_DOMAIN || body)`.
     pub fn signed_message(&self) -> [u8; DIGEST_LEN] {
-        self.hash.digest(&[CAP_DOMAIN, &self.encode_body()])
+        self.signed_message_as(false)
+    }
+
+    fn signed_message_as(&self, tag: bool) -> [u8; DIGEST_LEN] {
+        let domain = if tag { TAG_DOMAIN } else { CAP_DOMAIN };
+        self.hash.digest(&[domain, &self.encode_body(tag)])
     }
 }
 
@@ -95,6 +185,8 @@ impl CapGrant {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Cap {
     grant: CapGrant,
+    /// The `TAG` flag: an ownership record.
+    tag: bool,
     sig: Signature,
 }
 
@@ -124,13 +216,71 @@ impl Cap {
     /// ```
     pub fn mint(grant: CapGrant, target_key: &SigningKey) -> Result<Self, SignError> {
         let sig = target_key.sign(&grant.signed_message())?;
-        Ok(Self { grant, sig })
+        Ok(Self {
+            grant,
+            tag: false,
+            sig,
+        })
+    }
+
+    /// Signs an ownership record (`TAG` flag) with the tag object's signing key.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use twizzler_capsec::{Cap, ObjID, OwnRights, OwnershipGrant, Right, SigningKey, SigningScheme};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let tag_key = SigningKey::from_entropy(SigningScheme::Ed25519, &[3; 32])?;
+    /// let (tag, declassifier) = (ObjID::new(0x7a9), ObjID::new(0x2000));
+    /// let rec = Cap::mint_ownership(
+    ///     OwnershipGrant::new(tag, declassifier, OwnRights::MINUS),
+    ///     &tag_key,
+    /// )?;
+    /// assert_eq!(rec.ownership_rights(), Some(OwnRights::MINUS));
+    /// assert!(rec.ownership_rights().is_some_and(|r| !r.has(Right::Plus)));
+    /// rec.verify(&tag_key.verifying_key(), 0)?;
+    /// assert_eq!(Cap::decode(&rec.encode())?, rec);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn mint_ownership(grant: OwnershipGrant, tag_key: &SigningKey) -> Result<Self, SignError> {
+        let grant = grant.as_cap_grant();
+        let sig = tag_key.sign(&grant.signed_message_as(true))?;
+        Ok(Self {
+            grant,
+            tag: true,
+            sig,
+        })
     }
 
     /// Assembles a capability from a grant and a signature without checking the signature
     /// (for tools and tests that build records by hand; [`Cap::verify`] still decides).
     pub fn from_parts(grant: CapGrant, sig: Signature) -> Self {
-        Self { grant, sig }
+        Self {
+            grant,
+            tag: false,
+            sig,
+        }
+    }
+
+    /// Assembles an ownership record from a grant and a signature without checking the
+    /// signature (for tools and tests).
+    pub fn ownership_from_parts(grant: OwnershipGrant, sig: Signature) -> Self {
+        Self {
+            grant: grant.as_cap_grant(),
+            tag: true,
+            sig,
+        }
+    }
+
+    /// Whether this is an ownership record (`TAG` flag): it never grants data rights.
+    pub fn is_ownership(&self) -> bool {
+        self.tag
+    }
+
+    /// The rights of an ownership record, or `None` for a data capability.
+    pub fn ownership_rights(&self) -> Option<OwnRights> {
+        self.tag.then(|| OwnRights::from_prots(self.grant.prots))
     }
 
     /// What the capability grants.
@@ -173,9 +323,9 @@ impl Cap {
         &self.sig
     }
 
-    /// The message the signature covers.
+    /// The message the signature covers (in the ownership domain for a `TAG` record).
     pub fn signed_message(&self) -> [u8; DIGEST_LEN] {
-        self.grant.signed_message()
+        self.grant.signed_message_as(self.tag)
     }
 
     /// Checks expiry at `now` (ns since the epoch) and the signature under `target_key`.
@@ -235,7 +385,7 @@ impl Cap {
     }
 
     pub(crate) fn encode_into(&self, w: &mut Writer<'_>) {
-        w.bytes(&self.grant.encode_body());
+        w.bytes(&self.grant.encode_body(self.tag));
         self.sig.encode_into(w);
     }
 
@@ -249,13 +399,27 @@ impl Cap {
     pub(crate) fn decode_from(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
         r.magic(CAP_MAGIC)?;
         r.version(CAP_VERSION)?;
-        let hash = HashAlg::from_flags(r.u16()?)?;
+        let flags = r.u16()?;
+        let tag = flags & FLAG_TAG != 0;
+        let hash = HashAlg::from_flags(flags & !FLAG_TAG).map_err(|e| match e {
+            DecodeError::BadFlags(_) => DecodeError::BadFlags(flags),
+            other => other,
+        })?;
         let target = ObjID::new(r.u128()?);
         let accessor = ObjID::new(r.u128()?);
         let raw_prots = r.u16()?;
+        if tag && raw_prots & !OwnRights::all().bits() != 0 {
+            return Err(DecodeError::BadOwnership("protections"));
+        }
         let prots =
             Protections::from_raw(raw_prots).ok_or(DecodeError::UnknownProtections(raw_prots))?;
         let gate = Gate::decode_from(r)?;
+        if tag && gate != Gate::WHOLE {
+            return Err(DecodeError::BadOwnership("gate"));
+        }
+        if !tag && accessor == ALL_CONTEXTS {
+            return Err(DecodeError::ReservedAccessor);
+        }
         let expires = Expiry::from_raw(r.u64()?);
         let sig = Signature::decode_from(r)?;
         Ok(Self {
@@ -267,6 +431,7 @@ impl Cap {
                 expires,
                 hash,
             },
+            tag,
             sig,
         })
     }

@@ -16,6 +16,11 @@
 //! `i`'s signature covers `hash(DEL_DOMAIN || link_i body || root bytes || links 1..i bytes)`, so
 //! it binds the whole chain above it, signed by the key of the provider context (its `kuid`).
 //!
+//! A delegation whose root is an ownership record (`TAG`, see `cap.rs`) delegates ownership:
+//! its links must keep the whole gate and grant only `PLUS`/`MINUS` bits
+//! ([`DecodeError::BadOwnership`] otherwise). No link may name [`ALL_CONTEXTS`] as receiver
+//! ([`DecodeError::ReservedAccessor`]).
+//!
 //! The delegation of depth `d` is the link `d` with, as its parent, the delegation of depth
 //! `d - 1` (or the root capability when `d = 1`); [`Del::prefix_ids`] gives the ids of all of
 //! them, so revoking any ancestor revokes every delegation derived from it.
@@ -27,6 +32,7 @@ use crate::gate::{GATE_LEN, Gate};
 use crate::hash::{DIGEST_LEN, HashAlg, RecordId};
 use crate::ids::{ObjID, Protections};
 use crate::keys::{SIG_ENCODED_LEN, Signature, SigningKey};
+use crate::label::ALL_CONTEXTS;
 use crate::time::Expiry;
 
 /// The deepest chain accepted: at most this many links after the root capability.
@@ -123,6 +129,9 @@ impl Link {
     fn decode_from(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
         let hash = HashAlg::from_flags(r.u16()?)?;
         let receiver = ObjID::new(r.u128()?);
+        if receiver == ALL_CONTEXTS {
+            return Err(DecodeError::ReservedAccessor);
+        }
         let provider = ObjID::new(r.u128()?);
         let raw_prots = r.u16()?;
         let prots =
@@ -480,9 +489,11 @@ impl Del {
         }
         let root = Cap::decode_from(&mut r)?;
         let first = Link::decode_from(&mut r)?;
+        check_ownership_link(&root, &first.grant)?;
         let mut rest = heapless::Vec::new();
         for _ in 1..depth {
             let link = Link::decode_from(&mut r)?;
+            check_ownership_link(&root, &link.grant)?;
             // Cannot fail: depth <= MAX_CHAIN_DEPTH was checked above.
             rest.push(link)
                 .map_err(|_| DecodeError::ChainDepth(depth))?;
@@ -490,6 +501,20 @@ impl Del {
         r.finish()?;
         Ok(Self { root, first, rest })
     }
+}
+
+/// Under an ownership root, a link keeps the whole gate and grants only `PLUS|MINUS`.
+fn check_ownership_link(root: &Cap, grant: &DelGrant) -> Result<(), DecodeError> {
+    if !root.is_ownership() {
+        return Ok(());
+    }
+    if grant.prots.bits() & !crate::cap::OwnRights::all().bits() != 0 {
+        return Err(DecodeError::BadOwnership("protections"));
+    }
+    if grant.gate != Gate::WHOLE {
+        return Err(DecodeError::BadOwnership("gate"));
+    }
+    Ok(())
 }
 
 fn encode_header(depth: usize) -> [u8; DEL_HEADER_LEN] {
@@ -525,6 +550,12 @@ fn sign_link<'a>(
     grant: DelGrant,
     provider_key: &SigningKey,
 ) -> Result<Link, DelegateError> {
+    if grant.receiver == ALL_CONTEXTS || parent.holder == ALL_CONTEXTS {
+        return Err(DelegateError::Reserved);
+    }
+    if check_ownership_link(root, &grant).is_err() {
+        return Err(DelegateError::BadOwnership);
+    }
     if let Some(a) = parent.amplified_by(&grant) {
         return Err(DelegateError::Amplifies(a));
     }

@@ -67,6 +67,22 @@ pub enum DecodeError {
     ChainDepth(u16),
     /// A context entry whose kind is neither capability nor delegation.
     UnknownRecordKind(u32),
+    /// A label half with more than [`crate::MAX_LABEL_TAGS`] tags (the count found).
+    TooManyTags(usize),
+    /// Label tags that are not strictly ascending: tag `index` of its half is not greater
+    /// than the one before it (unsorted or repeated).
+    TagsNotAscending {
+        /// 0-based index of the offending tag within its half.
+        index: usize,
+    },
+    /// [`crate::ALL_CONTEXTS`] used as a label tag.
+    ReservedTag,
+    /// [`crate::ALL_CONTEXTS`] where only an ownership root capability may name it: as the
+    /// accessor of a data capability, or as a delegation's receiver.
+    ReservedAccessor,
+    /// A capability with the `TAG` flag whose fields an ownership record cannot have (the
+    /// field named): protections outside `PLUS|MINUS`, or a gate other than the whole object.
+    BadOwnership(&'static str),
 }
 
 impl fmt::Display for DecodeError {
@@ -113,6 +129,22 @@ impl fmt::Display for DecodeError {
                 crate::del::MAX_CHAIN_DEPTH
             ),
             Self::UnknownRecordKind(k) => write!(f, "unknown record kind {k}"),
+            Self::TooManyTags(n) => write!(
+                f,
+                "a label half has {n} tags (at most {} allowed)",
+                crate::label::MAX_LABEL_TAGS
+            ),
+            Self::TagsNotAscending { index } => write!(
+                f,
+                "label tag {index} is not greater than the one before it (tags must be sorted and distinct)"
+            ),
+            Self::ReservedTag => f.write_str("ALL_CONTEXTS (u128::MAX) cannot be a label tag"),
+            Self::ReservedAccessor => f.write_str(
+                "ALL_CONTEXTS (u128::MAX) is a holder only in an ownership root capability",
+            ),
+            Self::BadOwnership(what) => {
+                write!(f, "an ownership (TAG) capability cannot have this {what}")
+            }
         }
     }
 }
@@ -276,6 +308,12 @@ pub enum DelegateError {
     TooDeep,
     /// The signer failed (see [`SignError`]).
     Sign,
+    /// The receiver is [`crate::ALL_CONTEXTS`], or the parent is a public ownership root
+    /// (held by [`crate::ALL_CONTEXTS`], whose key no context has).
+    Reserved,
+    /// A link of an ownership chain with a gate other than the whole object, or rights outside
+    /// `PLUS|MINUS`.
+    BadOwnership,
 }
 
 impl fmt::Display for DelegateError {
@@ -288,6 +326,12 @@ impl fmt::Display for DelegateError {
                 crate::del::MAX_CHAIN_DEPTH
             ),
             Self::Sign => f.write_str("signing failed"),
+            Self::Reserved => f.write_str(
+                "ALL_CONTEXTS cannot receive a delegation, and a public ownership root cannot be delegated",
+            ),
+            Self::BadOwnership => f.write_str(
+                "an ownership delegation keeps the whole gate and grants only PLUS and MINUS",
+            ),
         }
     }
 }

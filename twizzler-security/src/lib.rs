@@ -14,7 +14,11 @@
 //! - [`Gate`]s with checked arithmetic, and [`Expiry`];
 //! - the on-object security-context format: a zero-copy validating reader ([`SecCtx`]) and,
 //!   with `alloc`, an editor ([`SecCtxEditor`]);
-//! - the permission rule as a pure function ([`evaluate`]) returning [`PermsInfo`].
+//! - the permission rule as a pure function ([`evaluate`]) returning [`PermsInfo`];
+//! - information flow control (`docs/DIFC.md`): labels ([`Label`], their `TLBL` encoding),
+//!   ownership records (capabilities with the `TAG` flag, [`Cap::mint_ownership`], looked up
+//!   by [`owns`]), and the flow rule as pure functions ([`flow`], [`check_relabel`],
+//!   [`check_switch`], …), joined to the permission rule by [`evaluate_labelled`].
 //!
 //! Features: `alloc` (the context editor), `std` (PEM import and export, implies `alloc`;
 //! default), `serde`.
@@ -81,10 +85,12 @@ pub mod codec;
 pub mod ctx;
 mod del;
 mod error;
+mod flow;
 mod gate;
 mod hash;
 mod ids;
 mod keys;
+mod label;
 #[cfg(feature = "std")]
 mod pem;
 mod perms;
@@ -93,7 +99,10 @@ mod record;
 mod serde_impls;
 mod time;
 
-pub use cap::{CAP_BODY_LEN, CAP_DOMAIN, CAP_LEN, CAP_MAGIC, CAP_VERSION, Cap, CapGrant};
+pub use cap::{
+    CAP_BODY_LEN, CAP_DOMAIN, CAP_LEN, CAP_MAGIC, CAP_VERSION, Cap, CapGrant, FLAG_TAG, OwnRights,
+    OwnershipGrant, TAG_DOMAIN,
+};
 #[cfg(feature = "alloc")]
 pub use ctx::{BuildError, SecCtxEditor};
 pub use ctx::{
@@ -106,6 +115,11 @@ pub use del::{
 pub use error::{
     Amplification, DecodeError, DelegateError, GateError, KeyLookupError, SignError, VerifyError,
 };
+pub use flow::{
+    FlowDenial, FlowResult, LabelError, NoOwnership, Ownership, PrincipalLabels, RelabelClass,
+    Right, check_registration, check_relabel, check_switch, check_write_clauses, classify, flow,
+    readable, transitional,
+};
 pub use gate::Gate;
 pub use hash::{DIGEST_LEN, HashAlg, MessageHasher, RecordId};
 pub use ids::{
@@ -115,11 +129,15 @@ pub use keys::{
     KEY_ENCODED_LEN, KeyBytes, MAX_KEY_LEN, MAX_SIG_LEN, SIG_ENCODED_LEN, SecretBytes, Signature,
     SigningKey, SigningScheme, VerifyingKey,
 };
+pub use label::{
+    ALL_CONTEXTS, LABEL_HEADER_LEN, LABEL_MAGIC, LABEL_VERSION, Label, LabelBytes, LabelId,
+    LabelRef, MAX_LABEL_LEN, MAX_LABEL_TAGS, Tags, label_len, tags_difference, tags_subset,
+};
 #[cfg(feature = "std")]
 pub use pem::PemError;
 pub use perms::{
-    Access, AccessKind, Grant, PermsInfo, RecordReport, Verdict, allowed_by_masks, evaluate,
-    evaluate_explained,
+    Access, AccessKind, CtxOwnership, Grant, LabelledPerms, PermsInfo, RecordReport, Verdict,
+    allowed_by_masks, evaluate, evaluate_explained, evaluate_labelled, owns,
 };
 pub use record::{Authority, Record, RecordKind, signature_check_id};
 pub use time::Expiry;

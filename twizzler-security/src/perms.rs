@@ -162,6 +162,9 @@ pub enum Verdict {
     NoUsefulRights,
     /// It is expired, revoked, or a signature or the chain does not verify.
     Invalid(VerifyError),
+    /// It is an ownership record (`TAG` flag): never a data grant, skipped before any
+    /// signature work.
+    Ownership,
 }
 
 /// One record's verdict, passed to the observer of [`evaluate_explained`].
@@ -187,10 +190,14 @@ pub struct Grant {
 }
 
 impl Grant {
-    /// The grant of `record`.
+    /// The data grant of `record` (no rights for an ownership record).
     pub fn of(record: &Record) -> Self {
         Self {
-            prots: record.prots(),
+            prots: if record.is_ownership() {
+                Protections::empty()
+            } else {
+                record.prots()
+            },
             gate: record.gate(),
         }
     }
@@ -339,6 +346,9 @@ fn judge(
     auth: &impl Authority,
     now: u64,
 ) -> Verdict {
+    if record.is_ownership() {
+        return Verdict::Ownership;
+    }
     if record.target() != target {
         return Verdict::WrongTarget(record.target());
     }
@@ -355,5 +365,156 @@ fn judge(
     match record.verify(auth, now) {
         Ok(()) => Verdict::Counted(c),
         Err(e) => Verdict::Invalid(e),
+    }
+}
+
+/// Whether context `ctx` (object id `ctx_id`) holds `right` of `tag` at `now`: the ownership
+/// lookup of `docs/DIFC.md` §2.3.
+///
+/// Only ownership records (`TAG` flag) filed under `tag` count, and only if the record decodes,
+/// its target is `tag`, its holder is `ctx_id` (or [`crate::ALL_CONTEXTS`] for a root
+/// capability), its rights contain `right`; then, cheapest first, as [`Record::verify`] does for
+/// data: not expired, not revoked (its id and every prefix's), the chain continuous and
+/// attenuating, every signature valid (the root under the tag's key, links under the
+/// providers'). A mask row for `tag` removes rights through its `permmask` read as
+/// `PLUS`/`MINUS` bits (its `ovrmask` is ignored); the global mask does not apply.
+///
+/// Returns `Ok(Some(expiry))` for the first record that counts (the decision that used it is
+/// valid until `expiry`), `Ok(None)` when no record could count, `Err(verdict)` when a record
+/// that matched failed verification (the first such). What was consulted (record ids and
+/// prefixes, keys) reaches `auth` through [`Authority::is_revoked`] and
+/// [`Authority::with_key`], exactly as on the data path; each verification counts against
+/// [`Authority::may_verify`].
+pub fn owns<M: ?Sized + CtxMem>(
+    ctx_id: ObjID,
+    ctx: &SecCtx<'_, M>,
+    tag: ObjID,
+    right: crate::flow::Right,
+    auth: &impl Authority,
+    now: u64,
+) -> Result<Option<Expiry>, Verdict> {
+    if let Some(m) = ctx.mask(tag)
+        && !m.permmask.contains(right.as_prots())
+    {
+        return Ok(None);
+    }
+    let mut failed = None;
+    for entry in ctx.entries_for(tag) {
+        let Ok(record) = entry.record() else {
+            continue;
+        };
+        if !record.is_ownership() || record.target() != tag {
+            continue;
+        }
+        let holder = record.holder();
+        let public = matches!(record, Record::Cap(_)) && holder == crate::label::ALL_CONTEXTS;
+        if holder != ctx_id && !public {
+            continue;
+        }
+        if !record.prots().contains(right.as_prots()) {
+            continue;
+        }
+        match record.verify(auth, now) {
+            Ok(()) => return Ok(Some(record.expires())),
+            Err(e) => {
+                failed.get_or_insert(Verdict::Invalid(e));
+            }
+        }
+    }
+    match failed {
+        Some(v) => Err(v),
+        None => Ok(None),
+    }
+}
+
+/// A context's ownership as an [`crate::Ownership`] for [`crate::flow`]: each question is
+/// answered by [`owns`], and the earliest expiry of the records that counted is kept in
+/// `valid_until`.
+pub struct CtxOwnership<'c, 'm, M: ?Sized + CtxMem, A: Authority> {
+    /// The context's object id.
+    pub ctx_id: ObjID,
+    /// The context.
+    pub ctx: &'c SecCtx<'m, M>,
+    /// Keys, revocations, memory of checks.
+    pub auth: &'c A,
+    /// The time of the decision.
+    pub now: u64,
+    /// The earliest expiry among the records that counted so far.
+    pub valid_until: Expiry,
+}
+
+impl<'c, 'm, M: ?Sized + CtxMem, A: Authority> CtxOwnership<'c, 'm, M, A> {
+    /// The ownership of context `ctx_id` at `now`.
+    pub fn new(ctx_id: ObjID, ctx: &'c SecCtx<'m, M>, auth: &'c A, now: u64) -> Self {
+        Self {
+            ctx_id,
+            ctx,
+            auth,
+            now,
+            valid_until: Expiry::NEVER,
+        }
+    }
+}
+
+impl<M: ?Sized + CtxMem, A: Authority> crate::flow::Ownership for CtxOwnership<'_, '_, M, A> {
+    fn owns(&mut self, tag: ObjID, right: crate::flow::Right) -> Result<bool, Verdict> {
+        let r = owns(self.ctx_id, self.ctx, tag, right, self.auth, self.now)?;
+        if let Some(e) = r {
+            self.valid_until = self.valid_until.min(e);
+        }
+        Ok(r.is_some())
+    }
+}
+
+/// What [`evaluate_labelled`] decides: the capability rule and the flow rule together.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LabelledPerms {
+    /// [`evaluate`]'s result with `provide` narrowed by the flow mask and `valid_until` by the
+    /// ownership records used.
+    pub perms: PermsInfo,
+    /// The flow rule's result; `None` when capabilities alone refuse the access (the flow is
+    /// then not evaluated, and no ownership verified: §3.2 step 3b).
+    pub flow: Option<crate::flow::FlowResult>,
+}
+
+impl LabelledPerms {
+    /// Whether `access` is granted: by the capabilities and the flow rule.
+    pub fn grants(&self, access: Protections) -> bool {
+        self.perms.grants(access)
+    }
+}
+
+/// [`evaluate`] followed by the flow rule (`docs/DIFC.md` §3.2 step 3): when the capability
+/// grant after masks covers the access, `provide &= flow(principal, object)`, with ownership
+/// asked of `ctx` (lazily: the write clauses only for a write). With every label empty the
+/// result is [`evaluate`]'s, bit for bit.
+#[allow(clippy::too_many_arguments)]
+pub fn evaluate_labelled<M: ?Sized + CtxMem>(
+    ctx_id: ObjID,
+    ctx: &SecCtx<'_, M>,
+    target: ObjID,
+    default_prots: Protections,
+    auth: &impl Authority,
+    access: Access,
+    now: u64,
+    principal: &crate::flow::PrincipalLabels<crate::label::LabelRef<'_>>,
+    object: &crate::label::LabelRef<'_>,
+) -> LabelledPerms {
+    let mut perms = evaluate(ctx_id, ctx, target, default_prots, auth, access, now);
+    if !perms.grants(access.kind.required()) {
+        return LabelledPerms { perms, flow: None };
+    }
+    let mut owner = CtxOwnership::new(ctx_id, ctx, auth, now);
+    let flow = crate::flow::flow(
+        principal,
+        object,
+        access.kind == AccessKind::Write,
+        &mut owner,
+    );
+    perms.provide &= flow.mask;
+    perms.valid_until = perms.valid_until.min(owner.valid_until);
+    LabelledPerms {
+        perms,
+        flow: Some(flow),
     }
 }

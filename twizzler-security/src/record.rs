@@ -195,7 +195,17 @@ impl Record {
         }
     }
 
-    /// The rights it grants.
+    /// Whether it is an ownership record (its root capability has the `TAG` flag): it then
+    /// never grants data rights, and its protections field holds `PLUS`/`MINUS`.
+    pub fn is_ownership(&self) -> bool {
+        match self {
+            Self::Cap(c) => c.is_ownership(),
+            Self::Del(d) => d.root().is_ownership(),
+        }
+    }
+
+    /// The rights it grants (for an ownership record, its `PLUS`/`MINUS` bits in the
+    /// protections field; see [`Record::is_ownership`]).
     pub fn prots(&self) -> Protections {
         match self {
             Self::Cap(c) => c.prots(),

@@ -173,7 +173,7 @@ fn rank(v: &Verdict) -> u8 {
         Verdict::WrongHolder(_) => 3,
         Verdict::WrongTarget(_) => 2,
         Verdict::Malformed(_) => 1,
-        Verdict::Counted(_) | Verdict::Redundant => 0,
+        Verdict::Counted(_) | Verdict::Redundant | Verdict::Ownership => 0,
     }
 }
 

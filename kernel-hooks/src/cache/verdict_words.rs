@@ -25,6 +25,7 @@ const OUTSIDE_GATE: u64 = 5;
 const NOT_AN_ENTRY: u64 = 6;
 const NO_USEFUL_RIGHTS: u64 = 7;
 const INVALID: u64 = 8;
+const OWNERSHIP: u64 = 9;
 /// A verdict the words do not carry.
 pub(super) const UNCODABLE: u64 = 0xff;
 
@@ -74,6 +75,7 @@ pub(super) fn encode(v: Option<Verdict>) -> [u64; VERDICT_WORDS] {
         Verdict::OutsideGate => [OUTSIDE_GATE, 0, 0],
         Verdict::NotAnEntry => [NOT_AN_ENTRY, 0, 0],
         Verdict::NoUsefulRights => [NO_USEFUL_RIGHTS, 0, 0],
+        Verdict::Ownership => [OWNERSHIP, 0, 0],
         Verdict::Invalid(e) => match e {
             VerifyError::Expired { expires, now } => invalid(EXPIRED, 0, expires, now),
             VerifyError::SchemeMismatch => invalid(SCHEME_MISMATCH, 0, 0, 0),
@@ -122,6 +124,7 @@ pub(super) fn decode(w: [u64; VERDICT_WORDS]) -> Option<Option<Verdict>> {
         OUTSIDE_GATE => Verdict::OutsideGate,
         NOT_AN_ENTRY => Verdict::NotAnEntry,
         NO_USEFUL_RIGHTS => Verdict::NoUsefulRights,
+        OWNERSHIP => Verdict::Ownership,
         INVALID => Verdict::Invalid(match (head >> 8) & 0xff {
             EXPIRED => VerifyError::Expired {
                 expires: p0,

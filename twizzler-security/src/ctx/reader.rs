@@ -11,7 +11,7 @@ use super::{
     CTX_MAGIC, CTX_VERSION, CTX_VERSION_OVERFLOW, CtxFlags, ENTRY_LEN, HEADER_LEN, HeaderFields,
     MASK_LEN, WRITING,
 };
-use crate::cap::{CAP_BODY_LEN, CAP_LEN, CAP_MAGIC};
+use crate::cap::{CAP_BODY_LEN, CAP_LEN, CAP_MAGIC, FLAG_TAG};
 use crate::del::MAX_DEL_LEN;
 use crate::error::DecodeError;
 use crate::gate::Gate;
@@ -184,7 +184,8 @@ impl<M: ?Sized + CtxMem> Entry<'_, M> {
     /// not decoded): its target, its holder (the accessor) and its [`Grant`]. `None` for a
     /// delegation, or bytes that do not read as a capability's body: [`Entry::record`] then
     /// says why. For a scan that decides whether a record is worth decoding and verifying;
-    /// what it returns is unverified.
+    /// what it returns is unverified. An ownership record (`TAG` flag) grants no data rights:
+    /// its grant's protections are empty.
     pub fn peek_cap(&self) -> Option<(ObjID, ObjID, Grant)> {
         if self.kind != RecordKind::Cap || self.len != CAP_LEN {
             return None;
@@ -200,12 +201,12 @@ impl<M: ?Sized + CtxMem> Entry<'_, M> {
                 &copy
             }
         };
-        // The body's fixed offsets (the layout table in `cap.rs`): magic 0, target 8,
+        // The body's fixed offsets (the layout table in `cap.rs`): magic 0, flags 6, target 8,
         // accessor 24, protections 40, gate 42 (offset, length, align).
         if le_u32(body, 0) != CAP_MAGIC {
             return None;
         }
-        let prots = Protections::from_raw(le_u16(body, 40))?;
+        let prots = data_prots(le_u16(body, 6), le_u16(body, 40))?;
         let gate = Gate::new(le_u64(body, 42), le_u64(body, 50), le_u64(body, 58)).ok()?;
         Some((
             ObjID::new(le_u128(body, 8)),
@@ -228,6 +229,17 @@ impl<M: ?Sized + CtxMem> Entry<'_, M> {
         }
         Record::decode(self.kind, dst)
     }
+}
+
+/// The data rights a capability body's flags and protections fields grant: none for an
+/// ownership record (its protections field holds `PLUS`/`MINUS`), `None` for unknown bits.
+fn data_prots(flags: u16, raw: u16) -> Option<Protections> {
+    let prots = Protections::from_raw(raw)?;
+    Some(if flags & FLAG_TAG != 0 {
+        Protections::empty()
+    } else {
+        prots
+    })
 }
 
 impl PartialEq for Entry<'_, [u8]> {
@@ -937,7 +949,7 @@ impl<M: ?Sized + CtxMem> EntryIter<'_, M> {
                 if le_u32(body, 0) != CAP_MAGIC {
                     return None;
                 }
-                let prots = Protections::from_raw(le_u16(body, 40))?;
+                let prots = data_prots(le_u16(body, 6), le_u16(body, 40))?;
                 let gate = Gate::new(le_u64(body, 42), le_u64(body, 50), le_u64(body, 58)).ok()?;
                 let grant = Grant { prots, gate };
                 let (target, holder) =

@@ -92,8 +92,18 @@ fn obj_id() -> impl Strategy<Value = ObjID> {
     ]
 }
 
+/// A holder a data capability or a delegation may name: any id but `ALL_CONTEXTS`
+/// (`u128::MAX`), which only an ownership root may hold (a decode error elsewhere).
+fn holder_id() -> impl Strategy<Value = ObjID> {
+    prop_oneof![
+        Just(ObjID::new(0)),
+        Just(ObjID::new(u128::MAX - 1)),
+        (0..u128::MAX).prop_map(ObjID::new),
+    ]
+}
+
 fn cap_grant() -> impl Strategy<Value = CapGrant> {
-    (obj_id(), obj_id(), prots(), gate(), expiry(), hash()).prop_map(
+    (obj_id(), holder_id(), prots(), gate(), expiry(), hash()).prop_map(
         |(target, accessor, prots, gate, expires, hash)| CapGrant {
             target,
             accessor,
@@ -118,7 +128,7 @@ struct LinkSeed {
 
 fn link_seed() -> impl Strategy<Value = LinkSeed> {
     (
-        any::<u128>(),
+        0..u128::MAX,
         any::<u16>(),
         (any::<u64>(), any::<u64>(), any::<u64>()),
         any::<u64>(),
