@@ -44,10 +44,7 @@ pub mod host {
     pub const NOW: u64 = 1_700_000_000_000_000_000;
 
     /// The metadata of every benchmark object, as the fault carries it.
-    pub const INFO: ObjectInfo = ObjectInfo {
-        kuid: Some(KUID),
-        default_prots: Protections::empty(),
-    };
+    pub const INFO: ObjectInfo = ObjectInfo::new(Some(KUID), Protections::empty());
 
     /// Benchmark object `i`.
     pub fn obj(i: u128) -> ObjID {

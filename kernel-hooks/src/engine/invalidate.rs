@@ -97,7 +97,7 @@ impl<H: Host> Engine<H> {
     /// let key = SigningKey::from_entropy(SigningScheme::Ed25519, &[9; 32])?;
     /// let mut editor = SecCtxEditor::new();
     /// editor.add_cap(&Cap::mint(CapGrant::new(file, ctx, Protections::READ), &key)?);
-    /// let info = ObjectInfo { kuid: Some(key_obj), default_prots: Protections::empty() };
+    /// let info = ObjectInfo::new(Some(key_obj), Protections::empty());
     /// let engine = Engine::new(Kernel {
     ///     objects: [(file, info)].into(),
     ///     contexts: [(ctx, editor.encode()?)].into(),

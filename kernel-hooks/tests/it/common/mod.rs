@@ -69,13 +69,10 @@ impl Default for TestHost {
 
 impl TestHost {
     pub fn set_object(&self, id: ObjID, kuid: Option<ObjID>, default_prots: Protections) {
-        self.objects.lock().unwrap().insert(
-            id,
-            ObjectInfo {
-                kuid,
-                default_prots,
-            },
-        );
+        self.objects
+            .lock()
+            .unwrap()
+            .insert(id, ObjectInfo::new(kuid, default_prots));
     }
 
     /// The object's metadata as a fault handler would find it (an unknown object has none).
@@ -85,10 +82,7 @@ impl TestHost {
             .unwrap()
             .get(&id)
             .copied()
-            .unwrap_or(ObjectInfo {
-                kuid: None,
-                default_prots: NONE,
-            })
+            .unwrap_or(ObjectInfo::new(None, NONE))
     }
 
     pub fn set_key(&self, kuid: ObjID, key: &SigningKey) {
