@@ -18,6 +18,7 @@ mod common;
 mod concurrency;
 mod conformance;
 mod contract;
+mod difc;
 mod invalidation;
 mod properties;
 mod rules;
