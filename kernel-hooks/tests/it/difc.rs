@@ -22,12 +22,17 @@ const K_U: ObjID = ObjID::new(0x9501);
 /// Gives world `w` tag objects `T` and `U` (with keys); returns their signing keys. (The
 /// world is not returned with them: an engine is large, and a debug build copies it.)
 pub fn tag_keys(w: &World) -> SigningKey2 {
+    add_tags(w.host())
+}
+
+/// Gives `host` tag objects `T` and `U` (with keys); returns their signing keys.
+pub fn add_tags(host: &TestHost) -> SigningKey2 {
     let kt = key(twizzler_capsec::SigningScheme::Ed25519, 50);
     let ku = key(twizzler_capsec::SigningScheme::Ed25519, 51);
-    w.host().set_object(T, Some(K_T), NONE);
-    w.host().set_object(U, Some(K_U), NONE);
-    w.host().set_key(K_T, &kt);
-    w.host().set_key(K_U, &ku);
+    host.set_object(T, Some(K_T), NONE);
+    host.set_object(U, Some(K_U), NONE);
+    host.set_key(K_T, &kt);
+    host.set_key(K_U, &ku);
     SigningKey2 { t: kt, u: ku }
 }
 

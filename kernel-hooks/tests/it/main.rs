@@ -19,6 +19,7 @@ mod concurrency;
 mod conformance;
 mod contract;
 mod difc;
+mod difc_window;
 mod invalidation;
 mod properties;
 mod rules;
