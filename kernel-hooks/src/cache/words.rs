@@ -564,7 +564,7 @@ mod tests {
             } else if !s.flow_is_all() {
                 (s.flow_state == crate::cache::FlowState::Resolved
                     && s.evaluate_caps(&a).perms.grants(needed))
-                    .then(|| (Served::FlowDeny { provided: eval.perms.provide, flags: s.flags }, None))
+                    .then_some((Served::FlowDeny { provided: eval.perms.provide, flags: s.flags }, None))
             } else if s.complete {
                 let explained = s.summary().is_some()
                     && !a.entering
