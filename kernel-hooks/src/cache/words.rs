@@ -58,52 +58,59 @@ const EXPLAINED: u64 = 1 << 33;
 const FLOW_EXPLAINED: u64 = 1 << 34;
 
 /// The words of a flow denial, in the denial words' place (`W_DENY`: [`FLOW_EXPLAINED`] and
-/// the kind; then the tag, two words; then, for an ownership denial, its verdict's words).
-/// `None` for one they do not carry (a switch, never an entry's; a verdict the verdict words
-/// do not carry).
-fn flow_words(d: &FlowDenial) -> Option<[u64; 3 + VERDICT_WORDS]> {
-    let (kind, tag, why) = match *d {
-        FlowDenial::SecrecyRead { tag } => (1, tag, None),
-        FlowDenial::MustRaise { tag } => (2, tag, None),
-        FlowDenial::IntegrityRead { tag } => (3, tag, None),
-        FlowDenial::MustLower { tag } => (4, tag, None),
-        FlowDenial::SecrecyWrite { tag } => (5, tag, None),
-        FlowDenial::IntegrityWrite { tag } => (6, tag, None),
-        FlowDenial::Ownership { tag, why } => (7, tag, Some(why)),
-        FlowDenial::LabelUnknown => (8, ObjID::new(0), None),
-        FlowDenial::Switch { .. } => return None,
+/// the kind; then the tag, two words). `None` for one they do not carry: a switch (never an
+/// entry's) and an ownership denial (its verdict is read from the entry under the set's lock).
+fn flow_words(d: &FlowDenial) -> Option<[u64; 3]> {
+    let (kind, tag) = match *d {
+        FlowDenial::SecrecyRead { tag } => (1, tag),
+        FlowDenial::MustRaise { tag } => (2, tag),
+        FlowDenial::IntegrityRead { tag } => (3, tag),
+        FlowDenial::MustLower { tag } => (4, tag),
+        FlowDenial::SecrecyWrite { tag } => (5, tag),
+        FlowDenial::IntegrityWrite { tag } => (6, tag),
+        FlowDenial::LabelUnknown => (8, ObjID::new(0)),
+        FlowDenial::Ownership { .. } | FlowDenial::Switch { .. } => return None,
     };
-    let v = verdict_words::encode(why);
-    if why.is_some() && verdict_words::decode(v).flatten().is_none() {
-        return None;
-    }
     let [t0, t1] = id_words(tag);
-    Some([FLOW_EXPLAINED | kind, t0, t1, v[0], v[1], v[2]])
+    Some([FLOW_EXPLAINED | kind, t0, t1])
 }
 
-/// The flow denial [`flow_words`] wrote into a way, if it did.
-#[inline]
-fn flow_explained(w: &Way<'_, HOT_WORDS>) -> Option<FlowDenial> {
-    let head = w.word(W_DENY);
-    if head & FLOW_EXPLAINED == 0 {
-        return None;
-    }
-    let tag = id_of(w.word(W_DENY_DATA), w.word(W_DENY_DATA + 1));
-    Some(match head & 0xff {
-        1 => FlowDenial::SecrecyRead { tag },
-        2 => FlowDenial::MustRaise { tag },
-        3 => FlowDenial::IntegrityRead { tag },
-        4 => FlowDenial::MustLower { tag },
-        5 => FlowDenial::SecrecyWrite { tag },
-        6 => FlowDenial::IntegrityWrite { tag },
-        7 => {
-            let at = W_DENY_DATA + 2;
-            let why = verdict_words::decode([w.word(at), w.word(at + 1), w.word(at + 2)])??;
-            FlowDenial::Ownership { tag, why }
+/// The mirror's words that explain a flow denial, copied out of a lock-free lookup as they
+/// are (three words, as [`Explained`]); [`FlowExplained::denial`] decodes them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FlowExplained([u64; 3]);
+
+impl FlowExplained {
+    /// Nothing explained: the entry explains it under its set's lock.
+    pub const NONE: FlowExplained = FlowExplained([0; 3]);
+
+    #[inline]
+    fn of(w: &Way<'_, HOT_WORDS>) -> Self {
+        let head = w.word(W_DENY);
+        if head & FLOW_EXPLAINED == 0 {
+            return Self::NONE;
         }
-        8 => FlowDenial::LabelUnknown,
-        _ => return None,
-    })
+        Self([head, w.word(W_DENY_DATA), w.word(W_DENY_DATA + 1)])
+    }
+
+    /// The denial, if the words carry one.
+    pub fn denial(&self) -> Option<FlowDenial> {
+        let [head, t0, t1] = self.0;
+        if head & FLOW_EXPLAINED == 0 {
+            return None;
+        }
+        let tag = id_of(t0, t1);
+        Some(match head & 0xff {
+            1 => FlowDenial::SecrecyRead { tag },
+            2 => FlowDenial::MustRaise { tag },
+            3 => FlowDenial::IntegrityRead { tag },
+            4 => FlowDenial::MustLower { tag },
+            5 => FlowDenial::SecrecyWrite { tag },
+            6 => FlowDenial::IntegrityWrite { tag },
+            8 => FlowDenial::LabelUnknown,
+            _ => return None,
+        })
+    }
 }
 
 fn id_words(id: ObjID) -> [u64; 2] {
@@ -324,7 +331,7 @@ impl Snapshot {
             Some(Served::FlowDeny {
                 provided: eval.perms.provide,
                 flags: snap.flags,
-                denial: flow_explained(w),
+                explained: FlowExplained::of(w),
             })
         } else {
             None
@@ -366,8 +373,9 @@ pub enum Served {
         provided: Protections,
         /// The context's flags (whether the thread may look further).
         flags: CtxFlags,
-        /// Why, when the mirror carries it; else the entry says under its set's lock.
-        denial: Option<FlowDenial>,
+        /// Why, when the mirror carries it ([`FlowExplained::NONE`] otherwise: the entry
+        /// says under its set's lock).
+        explained: FlowExplained,
     },
     /// Not granted, by an entry that holds every record that counted.
     Deny {
@@ -594,7 +602,8 @@ mod tests {
             if let Some(f) = super::flow_words(&d) {
                 words[super::W_DENY..super::W_DENY + f.len()].copy_from_slice(&f);
                 let atomics = words.map(AtomicU64::new);
-                prop_assert_eq!(super::flow_explained(&Way::<HOT_WORDS>::new(&atomics)), Some(d));
+                let e = super::FlowExplained::of(&Way::<HOT_WORDS>::new(&atomics));
+                prop_assert_eq!(e.denial(), Some(d));
             } else {
                 let uncarried = matches!(d, D::Switch { .. } | D::Ownership { .. });
                 prop_assert!(uncarried, "{:?} not carried", d);
@@ -662,7 +671,7 @@ mod tests {
             } else if !s.flow_is_all() {
                 (s.flow_state == crate::cache::FlowState::Resolved
                     && s.evaluate_caps(&a).perms.grants(needed))
-                    .then_some((Served::FlowDeny { provided: eval.perms.provide, flags: s.flags, denial: e.flow_why.get() }, None))
+                    .then_some((Served::FlowDeny { provided: eval.perms.provide, flags: s.flags, explained: super::FlowExplained::NONE }, None))
             } else if s.complete {
                 let explained = s.summary().is_some()
                     && !a.entering

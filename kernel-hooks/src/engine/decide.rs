@@ -121,9 +121,9 @@ impl<H: Host> Engine<H> {
                 Served::FlowDeny {
                     provided,
                     flags,
-                    denial,
+                    explained,
                 } => {
-                    let why = (provided, flags, denial);
+                    let why = (provided, flags, explained.denial());
                     match self.flow_deny_hit(active, inactive, fault, &stamp, now, why) {
                         Some(v) => {
                             self.cache.count_hit(&ticket);
