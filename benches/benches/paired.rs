@@ -26,6 +26,9 @@ use std::time::{Duration, Instant};
 #[path = "support/old_reader.rs"]
 mod old_reader;
 
+#[path = "support/difc.rs"]
+mod difc;
+
 use benches::OneKey;
 use benches::host::{CTX, fault_engine, obj};
 use rand_chacha::ChaCha20Rng;
@@ -507,6 +510,8 @@ fn main() {
             benches::upstream::SecCtxMgr::with_cached(CTX, 2),
         )
     });
+    // DIFC (issue 24): built only when asked for (or when nothing is filtered).
+    let difc_fx = wanted("difc/").then(|| difc::fixtures(&ed_sk, wanted));
     let mut pairs: Vec<Pair<'_>> = vec![
         Pair {
             name: "issue20/decide_miss/plain/1000 vs raw_verify/ed25519_verify_strict/32B",
@@ -725,62 +730,63 @@ fn main() {
         });
     }
     // Information flow (issue 24): the labelled rule beside today's, on the same context.
-    let difc = &difc_fixture;
+    let dfx = &difc_fixture;
     pairs.push(Pair {
         name: "difc/evaluate_labelled/empty vs evaluate (memo)",
         a_name: "evaluate_labelled, empty labels, read",
         b_name: "evaluate, read",
-        a: Box::new(move || difc.labelled(&difc.empty, &difc.empty_obj, Access::read(0x1000))),
-        b: Box::new(move || difc.plain(Access::read(0x1000))),
+        a: Box::new(move || dfx.labelled(&dfx.empty, &dfx.empty_obj, Access::read(0x1000))),
+        b: Box::new(move || dfx.plain(Access::read(0x1000))),
     });
     pairs.push(Pair {
         name: "difc/evaluate_labelled/4+4 vs evaluate (memo)",
         a_name: "evaluate_labelled, S and I of 4 tags, write",
         b_name: "evaluate, write",
-        a: Box::new(move || difc.labelled(&difc.four, &difc.four, Access::write(0x1000))),
-        b: Box::new(move || difc.plain(Access::write(0x1000))),
+        a: Box::new(move || dfx.labelled(&dfx.four, &dfx.four, Access::write(0x1000))),
+        b: Box::new(move || dfx.plain(Access::write(0x1000))),
     });
     pairs.push(Pair {
         name: "difc/evaluate_labelled/4+4 declassifying vs evaluate (memo)",
         a_name: "evaluate_labelled, write needing one MINUS (memoised)",
         b_name: "evaluate, write",
-        a: Box::new(move || difc.labelled(&difc.four, &difc.three, Access::write(0x1000))),
-        b: Box::new(move || difc.plain(Access::write(0x1000))),
+        a: Box::new(move || dfx.labelled(&dfx.four, &dfx.three, Access::write(0x1000))),
+        b: Box::new(move || dfx.plain(Access::write(0x1000))),
     });
     pairs.push(Pair {
         name: "difc/evaluate_labelled/4+4 vs evaluate (verifying)",
         a_name: "evaluate_labelled, S and I of 4 tags, write, signature checked",
         b_name: "evaluate, write, signature checked",
         a: Box::new(move || {
-            difc.fresh(|auth| {
-                difc.labelled_with(auth, &difc.four, &difc.four, Access::write(0x1000))
-            })
+            dfx.fresh(|auth| dfx.labelled_with(auth, &dfx.four, &dfx.four, Access::write(0x1000)))
         }),
-        b: Box::new(move || difc.fresh(|auth| difc.plain_with(auth, Access::write(0x1000)))),
+        b: Box::new(move || dfx.fresh(|auth| dfx.plain_with(auth, Access::write(0x1000)))),
     });
     pairs.push(Pair {
         name: "difc/flow/4+4 vs flow/empty",
         a_name: "flow, S and I of 4 tags, write",
         b_name: "flow, empty labels, write",
         a: Box::new(move || {
-            let p = twizzler_capsec::PrincipalLabels::steady(difc.four.as_ref());
+            let p = twizzler_capsec::PrincipalLabels::steady(dfx.four.as_ref());
             black_box(twizzler_capsec::flow(
                 black_box(&p),
-                black_box(&difc.four.as_ref()),
+                black_box(&dfx.four.as_ref()),
                 true,
                 &mut twizzler_capsec::NoOwnership,
             ));
         }),
         b: Box::new(move || {
-            let p = twizzler_capsec::PrincipalLabels::steady(difc.empty.as_ref());
+            let p = twizzler_capsec::PrincipalLabels::steady(dfx.empty.as_ref());
             black_box(twizzler_capsec::flow(
                 black_box(&p),
-                black_box(&difc.empty_obj.as_ref()),
+                black_box(&dfx.empty_obj.as_ref()),
                 true,
                 &mut twizzler_capsec::NoOwnership,
             ));
         }),
     });
+    if let Some(fx) = &difc_fx {
+        pairs.extend(difc::pairs(fx, &thread));
+    }
     pairs.retain(|p| filters.is_empty() || filters.iter().any(|f| p.name.contains(f.as_str())));
 
     if list {

@@ -201,10 +201,7 @@ impl FuzzHost {
         ] {
             objects.insert(
                 obj,
-                ObjectInfo {
-                    kuid,
-                    default_prots: Protections::empty(),
-                },
+                ObjectInfo::new(kuid, Protections::empty()),
             );
         }
         Self {
@@ -224,10 +221,7 @@ impl FuzzHost {
             .borrow()
             .get(&id)
             .copied()
-            .unwrap_or(ObjectInfo {
-                kuid: None,
-                default_prots: Protections::empty(),
-            })
+            .unwrap_or(ObjectInfo::new(None, Protections::empty()))
     }
 
     /// A copy of context `ctx`'s bytes.

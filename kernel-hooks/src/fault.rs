@@ -4,7 +4,8 @@ use core::fmt;
 use core::ops::Range;
 
 use twizzler_capsec::{
-    AccessKind, CtxError, Expiry, MAX_OBJECT_SIZE, ObjID, PAGE_SIZE, Protections, Verdict,
+    AccessKind, CtxError, Expiry, FlowDenial, LabelId, MAX_OBJECT_SIZE, ObjID, PAGE_SIZE,
+    Protections, Verdict,
 };
 
 use crate::host::ObjectInfo;
@@ -82,14 +83,21 @@ impl Fault {
     ) -> Self {
         Self {
             target,
-            object: ObjectInfo {
-                kuid: None,
-                default_prots,
-            },
+            object: ObjectInfo::new(None, default_prots),
             offset,
             kind,
             kuid_at: KuidAt::Miss,
         }
+    }
+
+    /// The same fault on an object whose data label is `label` (`docs/DIFC.md` §1.3): the
+    /// fault handler passes the object's interned label with the fault as it passes its
+    /// default protections, so a hit asks the host for nothing new. [`Fault::new`] takes it
+    /// from its [`ObjectInfo`]; [`Fault::lazy`] starts unlabelled.
+    #[must_use]
+    pub const fn labelled(mut self, label: LabelId) -> Self {
+        self.object.label = label;
+        self
     }
 
     /// A fault at byte `mapping_offset` of a mapping of the object, which starts at object
@@ -189,6 +197,21 @@ pub enum Violation {
         /// The rights the active context provides.
         provided: Protections,
     },
+    /// The capabilities grant the access, but the information-flow rule does not
+    /// (`docs/DIFC.md` §3.3): the labels of the context and of the object forbid it.
+    Flow {
+        /// The context the decision was made under (the active one, unless an inactive one's
+        /// switch was refused: then still the active one, with [`FlowDenial::Switch`]).
+        ctx: ObjID,
+        /// The object.
+        target: ObjID,
+        /// The rights the access needs.
+        needed: Protections,
+        /// The rights the context provides after the flow mask.
+        provided: Protections,
+        /// Why the flow is refused.
+        denial: FlowDenial,
+    },
     /// No attached context grants the access.
     Denied {
         /// The active context, whose evaluation is explained.
@@ -240,6 +263,16 @@ impl fmt::Display for Violation {
             } => write!(
                 f,
                 "needs {needed}, context {ctx} provides {provided} and is undetachable"
+            ),
+            Self::Flow {
+                ctx,
+                target,
+                needed,
+                provided,
+                denial,
+            } => write!(
+                f,
+                "needs {needed} of {target}, context {ctx} provides {provided} after labels: {denial}"
             ),
             Self::Denied {
                 ctx,

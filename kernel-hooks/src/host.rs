@@ -19,7 +19,9 @@
 //!   [`crate::Engine::next_deadline_in`]) is on [`Host::monotonic_ns`]'s clock; the host's
 //!   expiry timer counts that clock.
 
-use twizzler_capsec::{ObjID, Protections, RecordId, VerifyingKey};
+use twizzler_capsec::{
+    LabelId, LabelRef, ObjID, PrincipalLabels, Protections, RecordId, VerifyingKey,
+};
 
 use crate::ctx_bytes::CtxBytes;
 
@@ -36,6 +38,30 @@ pub struct ObjectInfo {
     pub kuid: Option<ObjID>,
     /// Rights every context has on the object, before masks.
     pub default_prots: Protections,
+    /// The object's data label, interned by the host (`docs/DIFC.md` §1.3): the row of the
+    /// kernel's label table for the object, fixed at creation. [`LabelId::EMPTY`] (no row)
+    /// is the empty label: public and low-integrity, today's rule. It travels with the fault
+    /// like the default protections, so a cached decision asks the host for nothing new.
+    pub label: LabelId,
+}
+
+impl ObjectInfo {
+    /// An unlabelled object (`label` = [`LabelId::EMPTY`]) with this `kuid` and these default
+    /// protections: what every object is on a host without labels.
+    pub const fn new(kuid: Option<ObjID>, default_prots: Protections) -> Self {
+        Self {
+            kuid,
+            default_prots,
+            label: LabelId::EMPTY,
+        }
+    }
+
+    /// The same object with data label `label`.
+    #[must_use]
+    pub const fn with_label(mut self, label: LabelId) -> Self {
+        self.label = label;
+        self
+    }
 }
 
 /// Mappings that a revocation, an invalidation, an expiry or a cache eviction took the grant
@@ -57,6 +83,42 @@ pub enum Unmap {
     /// Every page of the object, under every context (sent to hosts with
     /// [`UnmapGranularity::PerObject`] in place of the two above).
     ObjectEverywhere(ObjID),
+    /// Take the write permission away from every page mapped under context `ctx`, leaving
+    /// reads and fetches mapped (sent to hosts with [`UnmapGranularity::PerContext`] when a
+    /// principal-label change makes writes, and only writes, unsafe: `docs/DIFC.md` §4.2).
+    ///
+    /// A host may treat it as [`Unmap::Context`] (remove the pages altogether): that takes
+    /// away more than needed, the next read faults and is decided again, never less. Either
+    /// way the TLBs are shot down before [`Host::unmap`] returns.
+    WriteProtectContext(ObjID),
+    /// Take the write permission away from every page of the object, under every context
+    /// (sent to hosts with [`UnmapGranularity::PerObject`] in place of
+    /// [`Unmap::WriteProtectContext`], once per object the context had mapped). A host may
+    /// treat it as [`Unmap::ObjectEverywhere`].
+    WriteProtectObjectEverywhere(ObjID),
+}
+
+impl Unmap {
+    /// Whether this only write-protects ([`Unmap::WriteProtectContext`],
+    /// [`Unmap::WriteProtectObjectEverywhere`]): pages stay mapped for reads and fetches.
+    pub const fn is_write_protect(&self) -> bool {
+        matches!(
+            self,
+            Self::WriteProtectContext(_) | Self::WriteProtectObjectEverywhere(_)
+        )
+    }
+
+    /// The full unmap a host without write protection may perform instead: the same
+    /// pages, removed ([`Unmap::WriteProtectContext`] → [`Unmap::Context`],
+    /// [`Unmap::WriteProtectObjectEverywhere`] → [`Unmap::ObjectEverywhere`]; the others are
+    /// themselves).
+    pub const fn as_full_unmap(self) -> Self {
+        match self {
+            Self::WriteProtectContext(ctx) => Self::Context(ctx),
+            Self::WriteProtectObjectEverywhere(target) => Self::ObjectEverywhere(target),
+            other => other,
+        }
+    }
 }
 
 /// How precisely a host can unmap.
@@ -121,6 +183,39 @@ pub trait Host {
     /// must count it too.
     fn monotonic_ns(&self) -> u64;
 
+    /// The principal labels of security context `ctx` (`docs/DIFC.md` §1.4): the kernel's
+    /// row for the context, set at registration and changed only by `sys_sctx_label` (never
+    /// read from the context's bytes). `read` decides what may flow into the context's
+    /// threads, `write` what may flow out of them; outside a label change they are equal.
+    ///
+    /// `None` for a context the kernel has not registered: the fault is refused with
+    /// [`twizzler_capsec::FlowDenial::LabelUnknown`], never decided as unlabelled.
+    ///
+    /// Called on a miss only, after the engine read its epoch, outside [`Host::with_ctx`],
+    /// with no engine lock held. The default gives every context the empty labels: a host
+    /// without DIFC implements nothing and gets today's rule.
+    fn ctx_label(&self, ctx: ObjID) -> Option<PrincipalLabels<LabelId>> {
+        let _ = ctx;
+        Some(PrincipalLabels::steady(LabelId::EMPTY))
+    }
+
+    /// Runs `f` over the decoded tags of interned label `id`, or returns `None` if the host
+    /// knows no such label (the fault is then refused with
+    /// [`twizzler_capsec::FlowDenial::LabelUnknown`]).
+    ///
+    /// [`LabelId::EMPTY`] is always the empty label. Called on a miss only, possibly inside
+    /// [`Host::with_ctx`]'s closure (like [`Host::with_key`]): the host must not hold across
+    /// that closure a lock `with_label` needs. The label must not change while `f` runs
+    /// (interned labels are append-only while referenced). The default knows only the
+    /// empty label.
+    fn with_label<R>(&self, id: LabelId, f: impl FnOnce(LabelRef<'_>) -> R) -> Option<R> {
+        id.is_empty().then(|| f(LabelRef::EMPTY))
+    }
+
     /// Removes the mappings `what` describes, on every CPU, before returning.
+    ///
+    /// For [`Unmap::WriteProtectContext`] and [`Unmap::WriteProtectObjectEverywhere`] the
+    /// mappings lose only their write permission; a host may remove them altogether instead
+    /// ([`Unmap::as_full_unmap`]).
     fn unmap(&self, what: Unmap);
 }

@@ -85,7 +85,7 @@
 //! let mut editor = SecCtxEditor::new();
 //! editor.add_cap(&cap);
 //!
-//! let info = ObjectInfo { kuid: Some(key_obj), default_prots: Protections::empty() };
+//! let info = ObjectInfo::new(Some(key_obj), Protections::empty());
 //! let engine = Engine::new(Kernel {
 //!     objects: [(file, info)].into(),
 //!     contexts: [(ctx, editor.encode()?)].into(),

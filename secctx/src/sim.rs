@@ -257,13 +257,8 @@ impl AccessSimulator {
             let Some(obj) = get_lenient(store, id, &mut warnings)? else {
                 continue;
             };
-            host.objects.insert(
-                id,
-                ObjectInfo {
-                    kuid: obj.meta.kuid,
-                    default_prots: obj.meta.default_prots,
-                },
-            );
+            host.objects
+                .insert(id, ObjectInfo::new(obj.meta.kuid, obj.meta.default_prots));
             let Some(kuid) = obj.meta.kuid else { continue };
             if host.keys.contains_key(&kuid) {
                 continue;
@@ -351,10 +346,7 @@ impl AccessSimulator {
             .engine
             .host()
             .object(access.target)
-            .unwrap_or(ObjectInfo {
-                kuid: None,
-                default_prots: Protections::empty(),
-            });
+            .unwrap_or(ObjectInfo::new(None, Protections::empty()));
         let decision = self.engine.decide(
             &thread,
             &Fault::new(access.target, object, access.offset, access.kind),

@@ -54,10 +54,9 @@ impl FileKernel {
 
 impl Host for FileKernel {
     fn object(&self, id: ObjID) -> Option<ObjectInfo> {
-        self.objects.get(&id).map(|o| ObjectInfo {
-            kuid: o.meta.kuid,
-            default_prots: o.meta.default_prots,
-        })
+        self.objects
+            .get(&id)
+            .map(|o| ObjectInfo::new(o.meta.kuid, o.meta.default_prots))
     }
     fn with_ctx<R>(&self, ctx: ObjID, f: impl FnOnce(CtxBytes<'_>) -> R) -> Option<R> {
         self.objects

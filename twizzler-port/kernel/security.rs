@@ -99,10 +99,7 @@ fn object_info(obj: &ObjectRef) -> ObjectInfo {
     } else {
         None
     };
-    ObjectInfo {
-        kuid,
-        default_prots: to_hooks_prots(default_prot),
-    }
+    ObjectInfo::new(kuid, to_hooks_prots(default_prot))
 }
 
 /// The revocation sets the engine consults on a miss. The revocation entry points record
@@ -225,7 +222,9 @@ impl Host for TwzHost {
     fn unmap(&self, what: Unmap) {
         count(HostCall::Other);
         let whole = PageNumber::from(0usize)..PageNumber::meta_page().next();
-        match what {
+        // Write protection is served as the full unmap the contract allows (a later read
+        // faults and is decided again).
+        match what.as_full_unmap() {
             Unmap::Object { ctx, target } => {
                 if let LookupResult::Found(obj) =
                     lookup_object(to_abi_id(target), LookupFlags::empty())
@@ -247,6 +246,8 @@ impl Host for TwzHost {
                     obj.invalidate(whole, InvalidateMode::Full);
                 }
             }
+            // `as_full_unmap` never returns these.
+            Unmap::WriteProtectContext(_) | Unmap::WriteProtectObjectEverywhere(_) => {}
         }
     }
 }

@@ -240,10 +240,7 @@ impl Object {
     /// What the engine needs to know about it. (This kernel makes every id itself, so every
     /// `kuid` is trusted; Twizzler's kernel passes it only if the id verifies.)
     pub fn info(&self) -> ObjectInfo {
-        ObjectInfo {
-            kuid: self.kuid,
-            default_prots: self.default_prots,
-        }
+        ObjectInfo::new(self.kuid, self.default_prots)
     }
 
     /// The context, if this is a context object.
@@ -613,12 +610,15 @@ pub fn unmap_pages(what: Unmap) -> usize {
     let slot_of = |target: ObjID| t.get(target).and_then(|o| o.slot);
     let mut paging = PAGING.lock();
     let Some(pt) = paging.as_mut() else { return 0 };
-    let cleared = match what {
+    // Write protection is served as the full unmap the contract allows, for now.
+    let cleared = match what.as_full_unmap() {
         Unmap::Object { ctx, target } => {
             slot_of(target).map_or(0, |slot| pt.unmap_slot_under(slot, t.tag_of(ctx)))
         }
         Unmap::Context(ctx) => pt.unmap_all_under(t.tag_of(ctx)),
         Unmap::ObjectEverywhere(target) => slot_of(target).map_or(0, |s| pt.unmap_slot(s)),
+        // `as_full_unmap` never returns these.
+        Unmap::WriteProtectContext(_) | Unmap::WriteProtectObjectEverywhere(_) => 0,
     };
     if cleared > 0 {
         crate::smp::shootdown();

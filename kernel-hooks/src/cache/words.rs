@@ -1,9 +1,11 @@
 //! The words of a [`Snapshot`] in a set's mirror, and the hit served straight from them.
 
-use twizzler_capsec::{AccessKind, CtxFlags, Expiry, Gate, Grant, ObjID, Protections};
+use twizzler_capsec::{
+    AccessKind, CtxFlags, Expiry, FlowDenial, Gate, Grant, LabelId, ObjID, Protections,
+};
 
 use super::MAX_GRANTS;
-use super::entry::{CachedPerms, Explanation, Stamp};
+use super::entry::{CachedPerms, Explanation, FlowState, Stamp};
 use super::snapshot::{Evaluated, OBJECT_PAGES, Snapshot};
 use super::verdict_words::{self, VERDICT_WORDS};
 use crate::fault::DenyCause;
@@ -24,12 +26,16 @@ const W_KUID: usize = W_EPOCH + 1;
 const W_SMALL: usize = W_KUID + 2;
 const W_VALID_UNTIL: usize = W_SMALL + 1;
 /// The summary a hit is served from (see [`Snapshot::summary`]): the rights a data access
-/// gets (bits 0-15), those a code access gets (16-31), and [`UNIFORM`].
+/// gets (bits 0-7), what the capabilities alone give it (8-15, [`Snapshot::summary_caps`]),
+/// the same two for a code access (16-23, 24-30), [`UNIFORM`], and the object's label
+/// (bits 32-63: part of the stamp, compared on every hit with a word the hit loads anyway).
 const W_SUMMARY: usize = W_VALID_UNTIL + 1;
 /// Each grant's rights, 16 bits each.
 const W_PROTS: usize = W_SUMMARY + 1;
+/// The flow mask (bits 0-15) and the flow's state (16-17, [`FlowState`]).
+const W_FLOW: usize = W_PROTS + 1;
 /// Each grant's gate: offset, length, align.
-const W_GATES: usize = W_PROTS + 1;
+const W_GATES: usize = W_FLOW + 1;
 /// What explains a denial, when the summary holds ([`Explanation`], for a data access and
 /// for a code access by a thread in the context): the rights contributed before masks, data
 /// (bits 0-15) and code (16-31), whether the context files a record for the object
@@ -44,10 +50,71 @@ const KUID_SOME: u32 = 48;
 const COMPLETE: u32 = 49;
 const GRANT_PRESENT: u32 = 56;
 /// Bit of the summary word: the summary holds (every data grant covers the whole object).
-const UNIFORM: u64 = 1 << 32;
+const UNIFORM: u64 = 1 << 31;
+/// The flow word of an entry whose flow lets everything through for good.
+const FLOW_ALL: u64 = Protections::all().bits() as u64 | ((FlowState::Resolved as u64) << 16);
 /// Bits of the denial word.
 const SEEN: u64 = 1 << 32;
 const EXPLAINED: u64 = 1 << 33;
+/// The denial words hold a flow denial (see [`flow_words`]) instead: the entry's flow
+/// refuses something, so no capability denial is served from them.
+const FLOW_EXPLAINED: u64 = 1 << 34;
+
+/// The words of a flow denial, in the denial words' place (`W_DENY`: [`FLOW_EXPLAINED`] and
+/// the kind; then the tag, two words). `None` for one they do not carry: a switch (never an
+/// entry's) and an ownership denial (its verdict is read from the entry under the set's lock).
+fn flow_words(d: &FlowDenial) -> Option<[u64; 3]> {
+    let (kind, tag) = match *d {
+        FlowDenial::SecrecyRead { tag } => (1, tag),
+        FlowDenial::MustRaise { tag } => (2, tag),
+        FlowDenial::IntegrityRead { tag } => (3, tag),
+        FlowDenial::MustLower { tag } => (4, tag),
+        FlowDenial::SecrecyWrite { tag } => (5, tag),
+        FlowDenial::IntegrityWrite { tag } => (6, tag),
+        FlowDenial::LabelUnknown => (8, ObjID::new(0)),
+        FlowDenial::Ownership { .. } | FlowDenial::Switch { .. } => return None,
+    };
+    let [t0, t1] = id_words(tag);
+    Some([FLOW_EXPLAINED | kind, t0, t1])
+}
+
+/// The mirror's words that explain a flow denial, copied out of a lock-free lookup as they
+/// are (three words, as [`Explained`]); [`FlowExplained::denial`] decodes them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FlowExplained([u64; 3]);
+
+impl FlowExplained {
+    /// Nothing explained: the entry explains it under its set's lock.
+    pub const NONE: FlowExplained = FlowExplained([0; 3]);
+
+    #[inline]
+    fn of(w: &Way<'_, HOT_WORDS>) -> Self {
+        let head = w.word(W_DENY);
+        if head & FLOW_EXPLAINED == 0 {
+            return Self::NONE;
+        }
+        Self([head, w.word(W_DENY_DATA), w.word(W_DENY_DATA + 1)])
+    }
+
+    /// The denial, if the words carry one.
+    pub fn denial(&self) -> Option<FlowDenial> {
+        let [head, t0, t1] = self.0;
+        if head & FLOW_EXPLAINED == 0 {
+            return None;
+        }
+        let tag = id_of(t0, t1);
+        Some(match head & 0xff {
+            1 => FlowDenial::SecrecyRead { tag },
+            2 => FlowDenial::MustRaise { tag },
+            3 => FlowDenial::IntegrityRead { tag },
+            4 => FlowDenial::MustLower { tag },
+            5 => FlowDenial::SecrecyWrite { tag },
+            6 => FlowDenial::IntegrityWrite { tag },
+            8 => FlowDenial::LabelUnknown,
+            _ => return None,
+        })
+    }
+}
 
 fn id_words(id: ObjID) -> [u64; 2] {
     [id.raw() as u64, (id.raw() >> 64) as u64]
@@ -76,10 +143,16 @@ impl Snapshot {
             | (u64::from(self.flags.bits()) << 32)
             | (u64::from(self.stamp.kuid.is_some()) << KUID_SOME)
             | (u64::from(self.complete) << COMPLETE);
-        let summary = match self.summary() {
-            Some((data, code)) => u64::from(data.bits()) | (u64::from(code.bits()) << 16) | UNIFORM,
-            None => 0,
-        };
+        let summary = match (self.summary(), self.summary_caps()) {
+            (Some((data, code)), Some((caps_data, caps_code))) => {
+                u64::from(data.bits())
+                    | (u64::from(caps_data.bits()) << 8)
+                    | (u64::from(code.bits()) << 16)
+                    | (u64::from(caps_code.bits()) << 24)
+                    | UNIFORM
+            }
+            _ => 0,
+        } | (u64::from(self.stamp.label.0) << 32);
         let mut prots = 0u64;
         let mut gates = [0u64; 3 * MAX_GRANTS];
         for (i, (g, gate)) in self
@@ -106,6 +179,7 @@ impl Snapshot {
             self.valid_until.raw(),
             summary,
             prots,
+            u64::from(self.flow.bits()) | ((self.flow_state as u64) << 16),
         ];
         for (dst, src) in w.iter_mut().zip(head.iter().chain(&gates)) {
             *dst = *src;
@@ -126,8 +200,9 @@ impl Snapshot {
             k1,
             small,
             valid_until,
-            _summary,
+            summary,
             prots,
+            flow,
             rest @ ..,
         ] = *w;
         let gates = rest.get(..3 * MAX_GRANTS)?;
@@ -150,12 +225,15 @@ impl Snapshot {
                 epoch,
                 kuid: (small & (1 << KUID_SOME) != 0).then(|| id_of(k0, k1)),
                 default_prots: Protections::from_bits_retain(small as u16),
+                label: LabelId((summary >> 32) as u32),
             },
             valid_until: Expiry::from_raw(valid_until),
             allowed: Protections::from_bits_retain((small >> 16) as u16),
             flags: CtxFlags::from_bits_retain((small >> 32) as u16),
             grants,
             complete: small & (1 << COMPLETE) != 0,
+            flow: Protections::from_bits_retain(flow as u16),
+            flow_state: FlowState::from_bits((flow >> 16) & 3),
         })
     }
 
@@ -210,37 +288,109 @@ impl Snapshot {
         {
             return None;
         }
-        let complete = small & (1 << COMPLETE) != 0;
+        let summary = w.word(W_SUMMARY);
+        if (summary >> 32) as u32 != stamp.label.0 {
+            return None;
+        }
+        // A denial is served only when the flow lets everything through for good: then it is
+        // the capabilities' (a flow denial is served as one, below; a flow not yet worked out
+        // takes the slow path).
+        let flow_all = || w.word(W_FLOW) == FLOW_ALL;
         let denied = |provided, explained| {
-            complete.then(|| Served::Deny {
+            (small & (1 << COMPLETE) != 0 && flow_all()).then(|| Served::Deny {
                 provided,
                 flags: CtxFlags::from_bits_retain((small >> 32) as u16),
                 explained,
             })
         };
-        let summary = w.word(W_SUMMARY);
         if summary & UNIFORM != 0 && !access.entering {
             let bits = match access.kind {
                 AccessKind::Exec => summary >> 16,
                 _ => summary,
             };
-            let provide = Protections::from_bits_retain(bits as u16);
-            if !provide.contains(needed) {
-                return denied(provide, Self::explained(w, small, access));
+            let provide = Protections::from_bits_retain((bits & 0xff) as u16);
+            if provide.contains(needed) {
+                return Some(Served::Grant(Granted {
+                    provide,
+                    valid_until,
+                    pages: OBJECT_PAGES,
+                }));
             }
-            return Some(Served::Grant(Granted {
-                provide,
-                valid_until,
-                pages: OBJECT_PAGES,
-            }));
+            return Self::summary_denied(w, small, bits, access, needed);
         }
         let snap = Snapshot::decode(&w.words())?;
         let eval = snap.evaluate(access);
         if eval.perms.grants(needed) {
             Some(Served::Grant(Granted::from(eval)))
-        } else {
+        } else if flow_all() {
             denied(eval.perms.provide, Explained::NONE)
+        } else {
+            Self::flow_denied(w, &snap, access, needed, eval.perms.provide)
         }
+    }
+
+    /// A denial from the summary (`bits`: the access's kind's half of it): the capabilities'
+    /// if the flow lets everything through for good and the entry is complete, else the
+    /// flow's (see [`Snapshot::summary_flow_denied`]). Out of line: a granted hit's code stays
+    /// small.
+    #[inline(never)]
+    fn summary_denied(
+        w: &Way<'_, HOT_WORDS>,
+        small: u64,
+        bits: u64,
+        access: &Access,
+        needed: Protections,
+    ) -> Option<Served> {
+        let provide = Protections::from_bits_retain((bits & 0xff) as u16);
+        if w.word(W_FLOW) == FLOW_ALL {
+            return (small & (1 << COMPLETE) != 0).then(|| Served::Deny {
+                provided: provide,
+                flags: CtxFlags::from_bits_retain((small >> 32) as u16),
+                explained: Self::explained(w, small, access),
+            });
+        }
+        Self::summary_flow_denied(w, small, bits, provide, needed)
+    }
+
+    /// A flow denial from the summary (`bits`: the access's kind's half of it), if the
+    /// capabilities grant `needed` and the flow (worked out in full) refuses it. Out of line:
+    /// a hit never gets here.
+    #[cold]
+    #[inline(never)]
+    fn summary_flow_denied(
+        w: &Way<'_, HOT_WORDS>,
+        small: u64,
+        bits: u64,
+        provided: Protections,
+        needed: Protections,
+    ) -> Option<Served> {
+        let caps = Protections::from_bits_retain(((bits >> 8) & 0x7f) as u16);
+        (caps.contains(needed) && w.word(W_FLOW) >> 16 == FlowState::Resolved as u64).then(|| {
+            Served::FlowDeny {
+                provided,
+                flags: CtxFlags::from_bits_retain((small >> 32) as u16),
+                explained: FlowExplained::of(w),
+            }
+        })
+    }
+
+    /// A flow denial from a fresh entry's words, if the capabilities grant `access` and the
+    /// flow (worked out in full) refuses it. Kept out of line: a hit never gets here.
+    #[cold]
+    #[inline(never)]
+    fn flow_denied(
+        w: &Way<'_, HOT_WORDS>,
+        snap: &Snapshot,
+        access: &Access,
+        needed: Protections,
+        provided: Protections,
+    ) -> Option<Served> {
+        (snap.flow_state == FlowState::Resolved && snap.evaluate_caps(access).perms.grants(needed))
+            .then(|| Served::FlowDeny {
+                provided,
+                flags: snap.flags,
+                explained: FlowExplained::of(w),
+            })
     }
 }
 
@@ -271,6 +421,17 @@ impl From<Evaluated> for Granted {
 pub enum Served {
     /// Granted.
     Grant(Granted),
+    /// The capabilities grant, the flow rule (worked out in full) does not
+    /// (`docs/DIFC.md` §3.3): the entry's [`CachedPerms::flow_why`] says why.
+    FlowDeny {
+        /// What the entry provides for the access, after the flow mask.
+        provided: Protections,
+        /// The context's flags (whether the thread may look further).
+        flags: CtxFlags,
+        /// Why, when the mirror carries it ([`FlowExplained::NONE`] otherwise: the entry
+        /// says under its set's lock).
+        explained: FlowExplained,
+    },
     /// Not granted, by an entry that holds every record that counted.
     Deny {
         /// What the entry provides for the access.
@@ -347,6 +508,15 @@ impl CachedPerms {
                 *dst = src;
             }
         }
+        // A capability denial is served from the words above only when the flow lets
+        // everything through; otherwise they carry the flow's denial.
+        if !self.snap.flow_is_all()
+            && let Some(words) = self.flow_why.get().as_ref().and_then(flow_words)
+        {
+            for (dst, src) in w.iter_mut().skip(W_DENY).zip(words) {
+                *dst = src;
+            }
+        }
         w
     }
 }
@@ -406,13 +576,20 @@ mod tests {
                 prots(),
                 prop::collection::vec((prots(), gate(), any::<u64>()), 0..7),
             ),
+            (prop_oneof![Just(0u32), any::<u32>()], prots(), 0u64..3),
         )
             .prop_map(
-                |(seen, failure, (ctx, target, epoch, kuid, default_prots, allowed, grants))| {
+                |(
+                    seen,
+                    failure,
+                    (ctx, target, epoch, kuid, default_prots, allowed, grants),
+                    (label, flow, state),
+                )| {
                     let stamp = Stamp {
                         epoch,
                         kuid: kuid.map(ObjID::new),
                         default_prots,
+                        label: twizzler_capsec::LabelId(label),
                     };
                     let mut e = CachedPerms::new(
                         ObjID::new(ctx),
@@ -424,6 +601,8 @@ mod tests {
                     for (prots, gate, exp) in grants {
                         e.add_grant(Grant { prots, gate }, Expiry::from_raw(exp));
                     }
+                    e.snap.flow = flow;
+                    e.snap.flow_state = crate::cache::FlowState::from_bits(state);
                     e.seen = seen;
                     if let Some(v) = failure {
                         e.add_failure(v);
@@ -452,6 +631,39 @@ mod tests {
 
     proptest! {
         #![proptest_config(ProptestConfig { cases: 2000, failure_persistence: None, ..ProptestConfig::default() })]
+
+        /// A flow denial written into a way's denial words reads back as itself, or not at
+        /// all (then the entry explains it under its set's lock).
+        #[test]
+        fn flow_words_round_trip(
+            kind in 0u8..9,
+            tag in any::<u128>(),
+            why in crate::cache::verdict_words::strategies::verdict(),
+        ) {
+            use twizzler_capsec::FlowDenial as D;
+            let tag = ObjID::new(tag);
+            let d = match kind {
+                0 => D::SecrecyRead { tag },
+                1 => D::MustRaise { tag },
+                2 => D::IntegrityRead { tag },
+                3 => D::MustLower { tag },
+                4 => D::SecrecyWrite { tag },
+                5 => D::IntegrityWrite { tag },
+                6 => D::Ownership { tag, why },
+                7 => D::LabelUnknown,
+                _ => D::Switch { to: tag, tag },
+            };
+            let mut words = [0u64; HOT_WORDS];
+            if let Some(f) = super::flow_words(&d) {
+                words[super::W_DENY..super::W_DENY + f.len()].copy_from_slice(&f);
+                let atomics = words.map(AtomicU64::new);
+                let e = super::FlowExplained::of(&Way::<HOT_WORDS>::new(&atomics));
+                prop_assert_eq!(e.denial(), Some(d));
+            } else {
+                let uncarried = matches!(d, D::Switch { .. } | D::Ownership { .. });
+                prop_assert!(uncarried, "{:?} not carried", d);
+            }
+        }
 
         /// The mirror's words give back the snapshot.
         #[test]
@@ -484,7 +696,7 @@ mod tests {
             a in access(),
             needed in prots(),
             now in any::<u64>(),
-            perturb in 0u8..6,
+            perturb in 0u8..7,
             kuid in any::<u128>(),
         ) {
             let s = e.snap;
@@ -496,6 +708,7 @@ mod tests {
                 1 => Stamp { kuid: None, ..s.stamp },
                 2 => Stamp { kuid: Some(ObjID::new(kuid)), ..s.stamp },
                 3 => Stamp { default_prots: s.stamp.default_prots ^ Protections::READ, ..s.stamp },
+                4 => Stamp { label: twizzler_capsec::LabelId(s.stamp.label.0 ^ 1), ..s.stamp },
                 _ => s.stamp,
             };
             // The cause, decoded, in place of the words that explain it.
@@ -510,6 +723,10 @@ mod tests {
                 None
             } else if eval.perms.grants(needed) {
                 Some((Served::Grant(eval.into()), None))
+            } else if !s.flow_is_all() {
+                (s.flow_state == crate::cache::FlowState::Resolved
+                    && s.evaluate_caps(&a).perms.grants(needed))
+                    .then_some((Served::FlowDeny { provided: eval.perms.provide, flags: s.flags, explained: super::FlowExplained::NONE }, None))
             } else if s.complete {
                 let explained = s.summary().is_some()
                     && !a.entering

@@ -217,10 +217,7 @@ fn exec_offset<T: Harness>(h: &T, w: &World) -> Result<(), String> {
 /// `Fault::in_mapping` shifts a page of a mapping without the null page by one page, except
 /// the slot's last page, the object's metadata page; a fault there is decided in bounds.
 fn metadata_page<T: Harness>(h: &T, w: &World) -> Result<(), String> {
-    let info = ObjectInfo {
-        kuid: Some(w.ids.k_targets),
-        default_prots: Protections::empty(),
-    };
+    let info = ObjectInfo::new(Some(w.ids.k_targets), Protections::empty());
     let first = Fault::in_mapping(w.ids.plain, info, 0x10, true, Read);
     ensure(first.offset == PAGE_SIZE + 0x10, || {
         format!(

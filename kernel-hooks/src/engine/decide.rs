@@ -4,7 +4,8 @@
 use core::sync::atomic::Ordering;
 
 use twizzler_capsec::{
-    Access, CtxFlags, Expiry, MAX_OBJECT_SIZE, ObjID, PAGE_SIZE, PermsInfo, Protections,
+    Access, AccessKind, CtxFlags, Expiry, FlowDenial, LabelId, MAX_OBJECT_SIZE, ObjID, PAGE_SIZE,
+    PermsInfo, PrincipalLabels, Protections,
 };
 
 use super::build::fault_budget;
@@ -59,7 +60,7 @@ impl<H: Host> Engine<H> {
     /// let key = SigningKey::from_entropy(SigningScheme::Ed25519, &[9; 32])?;
     /// let mut editor = SecCtxEditor::new();
     /// editor.add_cap(&Cap::mint(CapGrant::new(file, ctx, Protections::READ), &key)?);
-    /// let info = ObjectInfo { kuid: Some(key_obj), default_prots: Protections::empty() };
+    /// let info = ObjectInfo::new(Some(key_obj), Protections::empty());
     /// let engine = Engine::new(Kernel {
     ///     objects: [(file, info)].into(),
     ///     contexts: [(ctx, editor.encode()?)].into(),
@@ -105,6 +106,7 @@ impl<H: Host> Engine<H> {
                 epoch,
                 kuid: fault.object.kuid,
                 default_prots: fault.object.default_prots,
+                label: fault.object.label,
             };
             let access = data_or_exec(fault);
             let needed = fault.kind.required();
@@ -116,6 +118,20 @@ impl<H: Host> Engine<H> {
             };
             let granted = match served {
                 Served::Grant(g) => g,
+                Served::FlowDeny {
+                    provided,
+                    flags,
+                    explained,
+                } => {
+                    let why = (provided, flags, explained.denial());
+                    match self.flow_deny_hit(active, inactive, fault, &stamp, now, why) {
+                        Some(v) => {
+                            self.cache.count_hit(&ticket);
+                            return Decision::Violation(v);
+                        }
+                        None => break 'hit,
+                    }
+                }
                 Served::Deny {
                     provided,
                     flags,
@@ -195,6 +211,43 @@ impl<H: Host> Engine<H> {
         (self.epoch.load(Ordering::Acquire) == stamp.epoch).then_some(violation)
     }
 
+    /// A repeated flow denial (`docs/DIFC.md` §3.3), from the active context's entry, when
+    /// there is nowhere else to look (as [`Engine::deny_hit`]): the reason the mirror
+    /// carries, else the entry's, read under its set's lock. `None` when the thread has inactive contexts to try, or the
+    /// entry changed meanwhile.
+    #[cold]
+    #[inline(never)]
+    fn flow_deny_hit(
+        &self,
+        active: ObjID,
+        inactive: usize,
+        fault: &Fault,
+        stamp: &Stamp,
+        now: u64,
+        why: (Protections, CtxFlags, Option<FlowDenial>),
+    ) -> Option<Violation> {
+        let (provided, flags, denial) = why;
+        if !flags.contains(CtxFlags::UNDETACHABLE) && inactive != 0 {
+            return None;
+        }
+        let denial = match denial {
+            Some(d) => d,
+            None => {
+                self.cache
+                    .with_fresh(active, fault.target, stamp, now, |e| e.flow_why.get())?
+                    .0?
+            }
+        };
+        let v = Violation::Flow {
+            ctx: active,
+            target: fault.target,
+            needed: fault.kind.required(),
+            provided,
+            denial,
+        };
+        (self.epoch.load(Ordering::Acquire) == stamp.epoch).then_some(v)
+    }
+
     /// Everything the common case at the top of [`Engine::decide`] does not serve.
     #[inline(never)]
     fn decide_slow(&self, thread: &SecCtxMgr, fault: &Fault, now: Option<u64>) -> Decision {
@@ -243,25 +296,51 @@ impl<H: Host> Engine<H> {
         if looked.eval.perms.grants(needed) {
             return Ok((looked, None));
         }
-        let provided = looked.eval.perms.provide;
+        // A refusal by the flow reports what is provided after the flow mask; one by the
+        // capabilities what they provide (as the pure rule does).
+        let provided = looked.caps_provided;
+        let flow_violation = |denial| Violation::Flow {
+            ctx: active,
+            target: fault.target,
+            needed,
+            provided: looked.eval.perms.provide,
+            denial,
+        };
         if looked.flags.contains(CtxFlags::UNDETACHABLE) {
-            return Err(Violation::Undetachable {
-                ctx: active,
-                needed,
-                provided,
+            // The flow reason if the capabilities granted, else today's.
+            return Err(match looked.flow_denial {
+                Some(d) => flow_violation(d),
+                None => Violation::Undetachable {
+                    ctx: active,
+                    needed,
+                    provided,
+                },
             });
         }
+        let mut refused_switch = None;
         let mut i = 0;
         while let Some(ctx) = thread.inactive_at(i) {
             i += 1;
             // An inactive context that is missing or malformed grants nothing; only the
-            // active context's problems are the thread's violation.
+            // active context's problems are the thread's violation. One whose bytes the
+            // thread's label may not read is not consulted at all (§3.2 step 5).
             if ctx != active
+                && self.may_consult(ctx, &looked.labels)
                 && let Ok(l) = self.lookup_access(ctx, fault, access.as_entering(), now, &budget)
                 && l.eval.perms.grants(needed)
             {
-                return Ok((l, Some(ctx)));
+                // E± from the target only when entering through a code gate (§5.4).
+                let entering = fault.kind == AccessKind::Exec;
+                match self.switch_allowed(active, looked.labels, ctx, l.labels, entering, now) {
+                    Ok(()) => return Ok((l, Some(ctx))),
+                    Err(d) => {
+                        refused_switch.get_or_insert(d);
+                    }
+                }
             }
+        }
+        if let Some(d) = looked.flow_denial.or(refused_switch) {
+            return Err(flow_violation(d));
         }
         Err(Violation::Denied {
             ctx: active,
@@ -306,6 +385,9 @@ fn kernel_grant() -> Looked {
         flags: CtxFlags::UNDETACHABLE,
         ticket: MapTicket(Ticket::Kernel),
         cause: None,
+        flow_denial: None,
+        labels: PrincipalLabels::steady(LabelId::EMPTY),
+        caps_provided: Protections::all(),
     }
 }
 

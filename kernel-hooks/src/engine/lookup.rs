@@ -96,10 +96,7 @@ impl<H: Host> Engine<H> {
         default_prots: Protections,
     ) -> Result<ObjectPerms, Violation> {
         let object = Subject {
-            info: ObjectInfo {
-                kuid: None,
-                default_prots,
-            },
+            info: ObjectInfo::new(None, default_prots),
             kuid_at: KuidAt::Miss,
         };
         self.lookup_subject(ctx, target, &object)

@@ -26,6 +26,7 @@ mod build;
 mod clock;
 mod decide;
 mod invalidate;
+mod labels;
 mod lookup;
 mod miss;
 mod read;
@@ -33,7 +34,7 @@ mod read;
 use core::sync::atomic::AtomicU64;
 
 use spin::Mutex;
-use twizzler_capsec::CtxFlags;
+use twizzler_capsec::{CtxFlags, FlowDenial, LabelId, PrincipalLabels, Protections};
 
 pub use build::MAX_VERIFICATIONS_PER_FAULT;
 pub use invalidate::{INVALIDATION_LIST, Invalidation};
@@ -70,6 +71,14 @@ struct Looked {
     /// Why the entry does not grant the access, when it does not (worked out in the same
     /// lookup, so a denial reads the cache once).
     cause: Option<DenyCause>,
+    /// Why the flow rule refuses the access, when the capabilities grant it and the flow
+    /// does not.
+    flow_denial: Option<FlowDenial>,
+    /// The context's principal labels the entry was computed from.
+    labels: PrincipalLabels<LabelId>,
+    /// What the capabilities alone provide (before the flow mask): what a refusal by the
+    /// capabilities reports, as the pure rule does.
+    caps_provided: Protections,
 }
 
 /// The page-fault decision engine.

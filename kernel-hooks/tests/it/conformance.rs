@@ -41,10 +41,7 @@ impl<const PER_OBJECT: bool> StdHost<PER_OBJECT> {
         let mut contexts = HashMap::new();
         let mut keys = HashMap::new();
         for o in &world.objects {
-            let info = ObjectInfo {
-                kuid: o.kuid,
-                default_prots: o.default_prots,
-            };
+            let info = ObjectInfo::new(o.kuid, o.default_prots);
             objects.insert(o.id, (info, o.region));
             match &o.body {
                 Body::Data => {}
@@ -122,10 +119,11 @@ impl<const PER_OBJECT: bool> Host for StdHost<PER_OBJECT> {
         self.pages
             .lock()
             .unwrap()
-            .retain(|(c, t, _), _| match what {
+            .retain(|(c, t, _), _| match what.as_full_unmap() {
                 Unmap::Object { ctx, target } => !(*c == ctx && *t == target),
                 Unmap::Context(ctx) => *c != ctx,
                 Unmap::ObjectEverywhere(target) => *t != target,
+                Unmap::WriteProtectContext(_) | Unmap::WriteProtectObjectEverywhere(_) => true,
             });
     }
 }

@@ -564,10 +564,7 @@ fn the_clock_is_monotonic_time_plus_an_offset_and_deadlines_follow_it() {
 
 #[test]
 fn faults_in_mappings_without_a_null_page_are_shifted_by_one_page() {
-    let info = ObjectInfo {
-        kuid: None,
-        default_prots: R,
-    };
+    let info = ObjectInfo::new(None, R);
     let f = Fault::in_mapping(FILE, info, 0, true, Exec);
     assert_eq!(f.offset, PAGE);
     assert_eq!(

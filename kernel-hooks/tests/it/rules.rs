@@ -221,10 +221,7 @@ fn null_page_out_of_bounds_unknown_object_missing_and_malformed_context() {
     w.write_ctx(CTX_A, &ctx_with(&[&w.cap(FILE, CTX_A, RW)]));
     let unverified = kernel_hooks::Fault::new(
         FILE,
-        kernel_hooks::ObjectInfo {
-            kuid: None,
-            default_prots: Protections::empty(),
-        },
+        kernel_hooks::ObjectInfo::new(None, Protections::empty()),
         PAGE,
         Read,
     );

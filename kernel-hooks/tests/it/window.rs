@@ -27,12 +27,14 @@ impl Host for PageTableHost {
     }
     fn unmap(&self, what: Unmap) {
         let mut pt = self.mapped.lock().unwrap();
-        match what {
+        match what.as_full_unmap() {
             Unmap::Object { ctx, target } => {
                 pt.remove(&(ctx, target));
             }
             Unmap::Context(ctx) => pt.retain(|(c, _)| *c != ctx),
             Unmap::ObjectEverywhere(target) => pt.retain(|(_, t)| *t != target),
+            // `as_full_unmap` never returns these.
+            Unmap::WriteProtectContext(_) | Unmap::WriteProtectObjectEverywhere(_) => {}
         }
     }
 }

@@ -183,6 +183,7 @@ fn violation_name(v: &Violation) -> &'static str {
         Violation::MalformedContext { .. } => "malformed_context",
         Violation::Undetachable { .. } => "undetachable",
         Violation::Denied { .. } => "denied",
+        Violation::Flow { .. } => "flow",
     }
 }
 

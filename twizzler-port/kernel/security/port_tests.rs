@@ -55,10 +55,7 @@ mod policy;
 mod timing;
 
 fn no_key(prots: Protections) -> ObjectInfo {
-    ObjectInfo {
-        kuid: None,
-        default_prots: to_hooks_prots(prots),
-    }
+    ObjectInfo::new(None, to_hooks_prots(prots))
 }
 
 #[kernel_test]
