@@ -22,6 +22,14 @@ fuzz_target!(|data: &[u8]| {
     assert_eq!(Cap::decode(&enc), Ok(cap));
     assert_eq!(cap.id(), RecordId::of(data));
 
+    // The ownership flag (`docs/DIFC.md` §2.1): only PLUS|MINUS and the whole gate with it,
+    // and ALL_CONTEXTS as the holder only with it.
+    if cap.is_ownership() {
+        assert!(cap.prots().bits() & !3 == 0 && cap.gate() == twizzler_capsec::Gate::WHOLE);
+    } else {
+        assert_ne!(cap.accessor(), twizzler_capsec::ALL_CONTEXTS);
+    }
+
     // Accessors and formatting must not panic.
     let _ = (cap.target(), cap.accessor(), cap.prots(), cap.hash_alg());
     let _ = (cap.signed_message(), cap.grant().signed_message());

@@ -4,12 +4,16 @@ use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
 use core::fmt;
 
-use super::{CTX_MAGIC, CTX_VERSION, CtxFlags, ENTRY_LEN, HEADER_LEN, MASK_LEN, Mask, SecCtx};
+use super::{
+    CTX_MAGIC, CTX_VERSION, CTX_VERSION_LABEL, CtxFlags, ENTRY_LEN, HEADER_LEN, HEADER_LEN_V3,
+    MASK_LEN, Mask, SecCtx,
+};
 use crate::cap::Cap;
 use crate::codec::Writer;
 use crate::del::Del;
 use crate::hash::RecordId;
 use crate::ids::{MAX_OBJECT_SIZE, ObjID, Protections};
+use crate::label::Label;
 use crate::record::{Record, RecordKind};
 
 /// Why a context cannot be written.
@@ -87,6 +91,8 @@ pub struct SecCtxEditor {
     /// Record bytes. Removing an entry leaves its bytes here until the next encode drops them.
     heap: Vec<u8>,
     masks: BTreeMap<ObjID, (Protections, Protections)>,
+    /// The proposed initial label (version 3's section); empty: none, and version 1 is written.
+    label: Label,
 }
 
 impl fmt::Debug for SecCtxEditor {
@@ -99,6 +105,7 @@ impl fmt::Debug for SecCtxEditor {
             .field("entries", &self.entries.len())
             .field("heap_bytes", &self.heap.len())
             .field("masks", &self.masks)
+            .field("label", &self.label)
             .finish()
     }
 }
@@ -119,6 +126,7 @@ impl SecCtxEditor {
             entries: Vec::new(),
             heap: Vec::new(),
             masks: BTreeMap::new(),
+            label: Label::EMPTY,
         }
     }
 
@@ -182,10 +190,28 @@ impl SecCtxEditor {
                 .masks()
                 .map(|m| (m.target, (m.permmask, m.ovrmask)))
                 .collect(),
+            // A parsed context's section was validated; an unreadable one proposes nothing.
+            label: ctx.initial_label().unwrap_or(Label::EMPTY),
         }
     }
 
     /// The record bytes of `e`.
+    /// The initial principal label the context proposes (empty: none).
+    pub fn initial_label(&self) -> &Label {
+        &self.label
+    }
+
+    /// Sets the initial principal label the context proposes (`docs/DIFC.md` §1.4). A
+    /// non-empty label makes [`SecCtxEditor::encode`] write version 3 with a label section
+    /// right after the header; the empty label removes the section (version 1, byte for byte
+    /// what an editor that never had a label writes). Bumps the generation if it changes.
+    pub fn set_initial_label(&mut self, label: Label) {
+        if self.label != label {
+            self.label = label;
+            self.bump();
+        }
+    }
+
     fn bytes_of(&self, e: &OwnedEntry) -> &[u8] {
         // In range by the editor's invariant; `get` keeps a broken invariant from panicking.
         self.heap.get(e.at..e.at + e.len).unwrap_or(&[])
@@ -334,7 +360,8 @@ impl SecCtxEditor {
             })
     }
 
-    /// Writes the context: header, entry table (stably sorted by target), mask table, heap.
+    /// Writes the context: header, label section (version 3, only with a label), entry table
+    /// (stably sorted by target), mask table, heap.
     ///
     /// The heap written is the union of the entries' ranges, laid out in the order the sorted
     /// entries first name them (for a context built record by record, each entry's bytes in
@@ -361,7 +388,14 @@ impl SecCtxEditor {
         let n = self.entries.len() as u64;
         let m = self.masks.len() as u64;
         let heap_len = spans.total as u64;
-        let entries_offset = HEADER_LEN as u64;
+        // A label section (version 3) goes right after the longer header.
+        let label = (!self.label.is_empty()).then(|| self.label.encode());
+        let (version, header_len) = match label {
+            Some(_) => (CTX_VERSION_LABEL, HEADER_LEN_V3),
+            None => (CTX_VERSION, HEADER_LEN),
+        };
+        let label_len = label.as_ref().map_or(0, |l| l.len()) as u64;
+        let entries_offset = header_len as u64 + label_len;
         let masks_offset = entries_offset + n * ENTRY_LEN as u64;
         let tables_end = masks_offset + m * MASK_LEN as u64;
         let heap_offset = match layout {
@@ -390,7 +424,7 @@ impl SecCtxEditor {
         let mut out = alloc::vec![0u8; total as usize];
         let mut w = Writer::new(&mut out);
         w.u32(CTX_MAGIC)
-            .u16(CTX_VERSION)
+            .u16(version)
             .u16(self.flags.bits())
             .u64(self.generation)
             .u16(self.global_mask.bits())
@@ -402,6 +436,9 @@ impl SecCtxEditor {
             .u32(heap_offset as u32)
             .u32(heap_len as u32)
             .u32(0);
+        if let Some(label) = &label {
+            w.u32(header_len as u32).u32(label_len as u32).bytes(label);
+        }
         for e in &order {
             w.u128(e.target.raw())
                 .u32(e.kind.raw())

@@ -28,6 +28,21 @@
 //!   offset within the heap (4), item length (4). Sorted by target, several per target allowed.
 //! - Mask ([`MASK_LEN`] bytes): target (16), permmask (2), ovrmask (2). Strictly sorted by target.
 //! - Heap: the encoded capabilities and delegations.
+//!
+//! Version 3 ([`CTX_VERSION_LABEL`], `docs/DIFC.md` §1.4) is version 2 with a 56-byte header
+//! ([`HEADER_LEN_V3`]) naming a *label section*: the context's proposed initial principal
+//! label, one `TLBL` encoding ([`crate::Label`]).
+//!
+//! | offset | size | header field (version 3) |
+//! |---|---|---|
+//! | 0..48 | | as version 2 (offset 44: overflow count) |
+//! | 48 | 4 | label section offset |
+//! | 52 | 4 | label section length (not 0) |
+//!
+//! The section lies inside the context and overlaps neither the header, the tables nor the
+//! heap; the editor places it right after the header and writes version 3 only when the label
+//! is not empty, so a context without a label is byte-for-byte a version 1 context. Versions 1
+//! and 2 read with the empty initial label ([`SecCtx::initial_label`]).
 
 mod layout;
 mod mem;
@@ -54,14 +69,19 @@ pub const CTX_VERSION: u16 = 1;
 /// lookup searches both tables; every check of the entry table applies to the overflow
 /// table.
 pub const CTX_VERSION_OVERFLOW: u16 = 2;
+/// Format version 3, which this build reads and writes when a context proposes an initial
+/// label: version 2 plus a label section (see the module documentation).
+pub const CTX_VERSION_LABEL: u16 = 3;
 /// The top bit of the generation: a writer that rewrites a context in place sets it (with the
 /// old generation below it) before touching anything else, and writes the new generation,
 /// without it, last. Readers refuse a header with it set ([`CtxError::WriteInProgress`]) and
 /// compare the header before and after they read, so a cooperating writer can never be seen
 /// half-way. The editor (`SecCtxEditor`) never produces a generation with this bit.
 pub const WRITING: u64 = 1 << 63;
-/// Length of the header.
+/// Length of the header (versions 1 and 2; the first part of version 3's).
 pub const HEADER_LEN: usize = 48;
+/// Length of the version 3 header: [`HEADER_LEN`] plus the label section's offset and length.
+pub const HEADER_LEN_V3: usize = 56;
 
 /// Byte offsets of the header's fields (see the layout table above), for writers that patch a
 /// stored context in place rather than re-encode it.
@@ -88,6 +108,10 @@ pub mod field {
     pub const HEAP_LEN: usize = 40;
     /// Version 2's overflow count (version 1: reserved, zero), 4 bytes.
     pub const OVERFLOW: usize = 44;
+    /// Version 3: the label section's offset, 4 bytes.
+    pub const LABEL_OFFSET: usize = 48;
+    /// Version 3: the label section's length, 4 bytes.
+    pub const LABEL_LEN: usize = 52;
 }
 /// Length of an entry-table row.
 pub const ENTRY_LEN: usize = 16 + 4 + 4 + 4;

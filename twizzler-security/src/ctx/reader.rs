@@ -8,14 +8,15 @@ use core::fmt;
 
 use super::mem::CtxMem;
 use super::{
-    CTX_MAGIC, CTX_VERSION, CTX_VERSION_OVERFLOW, CtxFlags, ENTRY_LEN, HEADER_LEN, HeaderFields,
-    MASK_LEN, WRITING,
+    CTX_MAGIC, CTX_VERSION, CTX_VERSION_LABEL, CTX_VERSION_OVERFLOW, CtxFlags, ENTRY_LEN,
+    HEADER_LEN, HEADER_LEN_V3, HeaderFields, MASK_LEN, WRITING,
 };
 use crate::cap::{CAP_BODY_LEN, CAP_LEN, CAP_MAGIC, FLAG_TAG};
 use crate::del::MAX_DEL_LEN;
 use crate::error::DecodeError;
 use crate::gate::Gate;
 use crate::ids::{ObjID, Protections};
+use crate::label::{Label, MAX_LABEL_LEN};
 use crate::perms::Grant;
 use crate::record::{Record, RecordKind};
 
@@ -66,6 +67,13 @@ pub enum CtxError {
     /// The generation has the [`WRITING`] bit set: a writer is rewriting the context in
     /// place. Read it again once the writer is done.
     WriteInProgress,
+    /// A version 3 context whose label section is empty (a context without a label is
+    /// written as version 1 or 2).
+    EmptyLabelSection,
+    /// The label section overlaps the named part of the context.
+    LabelOverlaps(&'static str),
+    /// The label section is not exactly one valid `TLBL` encoding.
+    BadLabel(DecodeError),
 }
 
 impl fmt::Display for CtxError {
@@ -95,6 +103,11 @@ impl fmt::Display for CtxError {
                 "mask {index} is out of order or duplicated (masks must be strictly sorted)"
             ),
             Self::BadMask { index } => write!(f, "mask {index} has unknown protection bits"),
+            Self::EmptyLabelSection => {
+                f.write_str("a version 3 context has an empty label section")
+            }
+            Self::LabelOverlaps(what) => write!(f, "the label section overlaps the {what}"),
+            Self::BadLabel(e) => write!(f, "the label section is not a label: {e}"),
         }
     }
 }
@@ -276,6 +289,15 @@ impl Region {
         (offset.checked_add(len)? <= total).then_some(Self { offset, len })
     }
 
+    /// Whether two non-empty regions share a byte (an empty region overlaps nothing).
+    #[inline]
+    fn overlaps(&self, other: &Self) -> bool {
+        self.len != 0
+            && other.len != 0
+            && self.offset < other.offset.saturating_add(other.len)
+            && other.offset < self.offset.saturating_add(self.len)
+    }
+
     /// The sub-region `offset .. offset + len` of this one, in absolute terms.
     #[inline]
     fn sub(&self, offset: u32, len: u32) -> Option<Self> {
@@ -310,9 +332,27 @@ pub struct CtxHeader {
     heap_offset: u32,
     heap_len: u32,
     overflow_count: u32,
+    /// Version 3's label section (offset, length); `(0, 0)` in versions 1 and 2.
+    label_offset: u32,
+    label_len: u32,
 }
 
 impl CtxHeader {
+    /// The format version's header length: [`HEADER_LEN_V3`] with a label section, else
+    /// [`HEADER_LEN`].
+    pub fn header_len(&self) -> usize {
+        if self.label_len != 0 {
+            HEADER_LEN_V3
+        } else {
+            HEADER_LEN
+        }
+    }
+
+    /// Whether the context has a label section (version 3).
+    pub fn has_label(&self) -> bool {
+        self.label_len != 0
+    }
+
     /// Reads and checks the header of `mem`: magic, version, known flags and mask bits, zero
     /// reserved fields, and no write in progress.
     pub fn read<M: ?Sized + CtxMem>(mem: &M) -> Result<Self, CtxError> {
@@ -345,17 +385,36 @@ impl CtxHeader {
                 found: magic,
             }));
         }
-        if version != CTX_VERSION && version != CTX_VERSION_OVERFLOW {
+        if version != CTX_VERSION && version != CTX_VERSION_OVERFLOW && version != CTX_VERSION_LABEL
+        {
             return Err(CtxError::Header(DecodeError::UnsupportedVersion {
                 found: version,
-                supported: CTX_VERSION_OVERFLOW,
+                supported: CTX_VERSION_LABEL,
             }));
         }
-        // Version 2: the overflow table's entry count. Version 1: reserved, zero.
-        let (reserved_b, overflow_count) = if version == CTX_VERSION_OVERFLOW {
-            (0, word_44)
-        } else {
+        // Versions 2 and 3: the overflow table's entry count. Version 1: reserved, zero.
+        let (reserved_b, overflow_count) = if version == CTX_VERSION {
             (word_44, 0)
+        } else {
+            (0, word_44)
+        };
+        // Version 3: the label section's offset and length, right after the version 2 header.
+        let (label_offset, label_len) = if version == CTX_VERSION_LABEL {
+            let mut more = [0u8; HEADER_LEN_V3 - HEADER_LEN];
+            if !mem.read(HEADER_LEN, &mut more) {
+                return Err(CtxError::Header(DecodeError::Truncated {
+                    at: HEADER_LEN,
+                    needed: HEADER_LEN_V3 - HEADER_LEN,
+                    available: mem.len().saturating_sub(HEADER_LEN),
+                }));
+            }
+            let (off, len) = (le_u32(&more, 0), le_u32(&more, 4));
+            if len == 0 {
+                return Err(CtxError::EmptyLabelSection);
+            }
+            (off, len)
+        } else {
+            (0, 0)
         };
         if generation & WRITING != 0 {
             return Err(CtxError::WriteInProgress);
@@ -377,6 +436,8 @@ impl CtxHeader {
             heap_offset,
             heap_len,
             overflow_count,
+            label_offset,
+            label_len,
         })
     }
 }
@@ -403,6 +464,8 @@ pub struct SecCtx<'a, M: ?Sized + CtxMem = [u8]> {
     /// Version 2's overflow table (empty in version 1): right after the mask table.
     overflow: Region,
     heap: Region,
+    /// Version 3's label section (empty in versions 1 and 2).
+    label: Region,
 }
 
 impl<M: ?Sized + CtxMem> Clone for SecCtx<'_, M> {
@@ -533,6 +596,7 @@ impl<'a, M: ?Sized + CtxMem> SecCtx<'a, M> {
         let ctx = Self::parse_layout(mem)?;
         ctx.validate_entries()?;
         ctx.validate_masks()?;
+        ctx.initial_label()?;
         Ok(ctx)
     }
 
@@ -590,6 +654,29 @@ impl<'a, M: ?Sized + CtxMem> SecCtx<'a, M> {
             u64::from(header.heap_len),
         )
         .ok_or(CtxError::TableOutOfBounds("item heap"))?;
+        let label = Region::inside(
+            len,
+            u64::from(header.label_offset),
+            u64::from(header.label_len),
+        )
+        .ok_or(CtxError::TableOutOfBounds("label section"))?;
+        if label.len != 0 {
+            let head = Region {
+                offset: 0,
+                len: HEADER_LEN_V3,
+            };
+            for (part, what) in [
+                (head, "header"),
+                (entries, "entry table"),
+                (masks, "mask table"),
+                (overflow, "overflow table"),
+                (heap, "item heap"),
+            ] {
+                if label.overlaps(&part) {
+                    return Err(CtxError::LabelOverlaps(what));
+                }
+            }
+        }
         Ok(Self {
             mem,
             len,
@@ -598,7 +685,28 @@ impl<'a, M: ?Sized + CtxMem> SecCtx<'a, M> {
             masks,
             overflow,
             heap,
+            label,
         })
+    }
+
+    /// The initial principal label the context proposes (`docs/DIFC.md` §1.4): version 3's
+    /// label section, decoded (copied out through [`CtxMem`], never read by reference), or
+    /// the empty label for versions 1 and 2. The kernel reads it once, at registration.
+    pub fn initial_label(&self) -> Result<Label, CtxError> {
+        if self.label.len == 0 {
+            return Ok(Label::EMPTY);
+        }
+        let mut buf = [0u8; MAX_LABEL_LEN];
+        let dst =
+            buf.get_mut(..self.label.len)
+                .ok_or(CtxError::BadLabel(DecodeError::BadLength {
+                    what: "label section",
+                    len: self.label.len,
+                }))?;
+        if !self.mem.read(self.label.offset, dst) {
+            return Err(CtxError::TableOutOfBounds("label section"));
+        }
+        Label::decode(dst).map_err(CtxError::BadLabel)
     }
 
     /// Copies row `index` of `table` (`N` bytes a row).

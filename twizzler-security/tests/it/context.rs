@@ -8,7 +8,7 @@ use crate::fixture::*;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 use twizzler_capsec::ctx::{
-    CTX_MAGIC, CTX_VERSION_OVERFLOW, ENTRY_LEN, HEADER_LEN, MASK_LEN, WRITING,
+    CTX_MAGIC, CTX_VERSION_LABEL, ENTRY_LEN, HEADER_LEN, MASK_LEN, WRITING,
 };
 use twizzler_capsec::{
     Access, Cap, CtxError, CtxFlags, DecodeError, Del, DelGrant, Gate, Mask, ObjID, Protections,
@@ -144,12 +144,13 @@ fn header_errors() {
     );
     // Versions 1 and 2 are read (2 adds an overflow table, here empty).
     assert!(SecCtx::parse(&patched(|b| put_u16(b, OFF_VERSION, 2))).is_ok());
-    for v in [0u16, 3, u16::MAX] {
+    // Version 3 (a label section) is read too: see `difc_context.rs`.
+    for v in [0u16, 4, u16::MAX] {
         assert_eq!(
             parse_err(&patched(|b| put_u16(b, OFF_VERSION, v))),
             CtxError::Header(DecodeError::UnsupportedVersion {
                 found: v,
-                supported: CTX_VERSION_OVERFLOW
+                supported: CTX_VERSION_LABEL
             })
         );
     }

@@ -23,6 +23,10 @@
 //! long as the decoder reads it; once no encoder writes it, its `reencode` becomes `None` and its
 //! `encode` a generator of the old bytes (as context version 2's is in `twizzler-security`).
 //!
+//! The information-flow formats (`docs/DIFC.md`): a label (`label-v1.bin`, `TLBL`), an
+//! ownership record (`tag-cap-v1.bin`, a capability with the `TAG` flag) and a version 3
+//! context with a label section holding it (`context-v3.bin`).
+//!
 //! Context version 2 (the overflow table) is written only by `secctx`'s in-place append, never
 //! by [`SecCtxEditor`]; its file is built here the way that append builds it, and only its
 //! decoding is tested against today's code.
@@ -30,10 +34,13 @@
 use std::fmt::Debug;
 use std::sync::OnceLock;
 
-use twizzler_capsec::ctx::{CTX_VERSION_OVERFLOW, ENTRY_LEN, HEADER_LEN, MASK_LEN, field};
+use twizzler_capsec::ctx::{
+    CTX_VERSION_OVERFLOW, ENTRY_LEN, HEADER_LEN, HEADER_LEN_V3, MASK_LEN, field,
+};
 use twizzler_capsec::{
-    Cap, CapGrant, CtxFlags, Del, DelGrant, Expiry, Gate, HashAlg, Mask, ObjID, Protections,
-    Record, RecordKind, SecCtx, SecCtxEditor, Signature, SigningKey, SigningScheme, VerifyingKey,
+    Cap, CapGrant, CtxFlags, Del, DelGrant, Expiry, Gate, HashAlg, Label, Mask, ObjID, OwnRights,
+    OwnershipGrant, Protections, Record, RecordKind, SecCtx, SecCtxEditor, Signature, SigningKey,
+    SigningScheme, VerifyingKey,
 };
 
 const R: Protections = Protections::READ;
@@ -48,6 +55,13 @@ const TARGET_P256: ObjID = ObjID::new(0x7777_0000_1111_2222_3333_4444_5555_6666)
 const CTX_A: ObjID = ObjID::new(0xa000_0000_0000_0000_0000_0000_0000_000a);
 const CTX_B: ObjID = ObjID::new(0xb000_0000_0000_0000_0000_0000_0000_000b);
 const CTX_C: ObjID = ObjID::new(0xc000_0000_0000_0000_0000_0000_0000_000c);
+
+/// Tags of the label fixture: two secrecy tags and one integrity tag. The first is also the
+/// tag of the ownership fixture, whose tag object's key is [`OBJECT_SEED`]'s (it sorts after
+/// [`TARGET_P256`], so its record is the context fixture's last entry).
+const TAG_MEDICAL: ObjID = ObjID::new(0x9e00_0000_0000_0000_0000_0000_0000_0001);
+const TAG_LEGAL: ObjID = ObjID::new(0x9e00_0000_0000_0000_0000_0000_0000_0002);
+const TAG_VETTED: ObjID = ObjID::new(0x3e00_0000_0000_0000_0000_0000_0000_0003);
 
 /// 2030-01-01, 2029-01-01, 2028-01-01 and 2027-01-01 in ns since the epoch.
 const CAP_EXPIRES: u64 = 1_893_456_000_000_000_000;
@@ -73,6 +87,8 @@ const SIGNED_MESSAGE: &[u8] = b"twizzler-security fixture message";
 /// Generation of the context fixtures (the editor bumps it once per change).
 const CTX_V1_GENERATION: u64 = 6;
 const CTX_V2_GENERATION: u64 = 6;
+/// One more than version 1's: setting the label is a change too.
+const CTX_V3_GENERATION: u64 = 7;
 
 fn object_key() -> SigningKey {
     SigningKey::from_raw(SigningScheme::Ed25519, &OBJECT_SEED).expect("fixed seed")
@@ -438,6 +454,78 @@ fn check_vk_pem(bytes: &[u8], scheme: SigningScheme, public: &str) -> Result<(),
 
 // ---- The encoders: today's encoder writing the expected value. ----
 
+fn label() -> Label {
+    Label::from_tags(&[TAG_LEGAL, TAG_MEDICAL], &[TAG_VETTED]).expect("label")
+}
+
+fn check_label(bytes: &[u8]) -> Result<(), String> {
+    let l = Label::decode(bytes).map_err(err)?;
+    same(
+        "secrecy",
+        l.secrecy.as_slice(),
+        &[TAG_MEDICAL, TAG_LEGAL][..],
+    )?;
+    same("integrity", l.integrity.as_slice(), &[TAG_VETTED][..])
+}
+
+fn tag_grant() -> OwnershipGrant {
+    OwnershipGrant {
+        tag: TAG_MEDICAL,
+        holder: CTX_A,
+        rights: OwnRights::MINUS,
+        expires: Expiry::from_raw(CAP_EXPIRES),
+        hash: HashAlg::Blake3,
+    }
+}
+
+fn tag_cap() -> &'static Cap {
+    static C: OnceLock<Cap> = OnceLock::new();
+    C.get_or_init(|| Cap::mint_ownership(tag_grant(), &object_key()).expect("sign"))
+}
+
+fn check_tag_cap(bytes: &[u8]) -> Result<(), String> {
+    let c = Cap::decode(bytes).map_err(err)?;
+    same("ownership", c.ownership_rights(), Some(OwnRights::MINUS))?;
+    same("tag", c.target(), TAG_MEDICAL)?;
+    same("holder", c.accessor(), CTX_A)?;
+    same("gate", c.gate(), Gate::WHOLE)?;
+    same("expires", c.expires(), Expiry::from_raw(CAP_EXPIRES))?;
+    same("signature", c.signature(), tag_cap().signature())?;
+    c.verify(&object_key().verifying_key(), NOW).map_err(err)
+}
+
+fn check_ctx_v3(bytes: &[u8]) -> Result<(), String> {
+    static WANT: OnceLock<CtxValue> = OnceLock::new();
+    check_ctx(bytes, WANT.get_or_init(want_ctx_v3))?;
+    let ctx = SecCtx::parse(bytes).map_err(err)?;
+    same("initial label", ctx.initial_label().map_err(err)?, label())
+}
+
+fn want_ctx_v3() -> CtxValue {
+    CtxValue {
+        flags: CtxFlags::UNDETACHABLE,
+        generation: CTX_V3_GENERATION,
+        global_mask: R | W,
+        entry_count: 3,
+        overflow_count: 0,
+        heap_offset: (HEADER_LEN_V3 + label().encoded_len() + 3 * ENTRY_LEN + MASK_LEN) as u64,
+        entries: vec![
+            (0, TARGET, RecordKind::Cap, Record::Cap(*cap())),
+            (1, TARGET_P256, RecordKind::Cap, Record::Cap(*cap_p256())),
+            (2, TAG_MEDICAL, RecordKind::Cap, Record::Cap(*tag_cap())),
+        ],
+        masks: ctx_masks(),
+    }
+}
+
+fn encode_ctx_v3() -> Vec<u8> {
+    let mut ed = ctx_editor();
+    ed.add_cap(cap_p256());
+    ed.add_cap(tag_cap());
+    ed.set_initial_label(label());
+    ed.encode().expect("encode")
+}
+
 fn ctx_editor() -> SecCtxEditor {
     let mut ed = SecCtxEditor::new();
     ed.add_cap(cap());
@@ -589,6 +677,34 @@ const CONTEXT_V2: Fixture = Fixture {
     aliases: &[],
 };
 
+const LABEL_V1: Fixture = Fixture {
+    file: "label-v1.bin",
+    encode: || label().encode().to_vec(),
+    check: check_label,
+    reencode: Some(|b| Label::decode(b).expect("decode").encode().to_vec()),
+    aliases: &[],
+};
+
+const TAG_CAP_V1: Fixture = Fixture {
+    file: "tag-cap-v1.bin",
+    encode: || tag_cap().encode().to_vec(),
+    check: check_tag_cap,
+    reencode: Some(|b| Cap::decode(b).expect("decode").encode().to_vec()),
+    aliases: &[],
+};
+
+const CONTEXT_V3: Fixture = Fixture {
+    file: "context-v3.bin",
+    encode: encode_ctx_v3,
+    check: check_ctx_v3,
+    reencode: Some(|b| {
+        SecCtxEditor::from_ctx(&SecCtx::parse(b).expect("parse"))
+            .encode()
+            .expect("encode")
+    }),
+    aliases: &[],
+};
+
 const SK_ED25519_PEM: Fixture = Fixture {
     file: "signing-key-ed25519-v1.pem",
     encode: || {
@@ -661,7 +777,10 @@ const VK_P256_PEM: Fixture = Fixture {
     aliases: &[(26, b'\r'), (91, b'\r'), (152, b'\r'), (177, b'\r')],
 };
 
-const ALL: [&Fixture; 14] = [
+const ALL: [&Fixture; 17] = [
+    &LABEL_V1,
+    &TAG_CAP_V1,
+    &CONTEXT_V3,
     &CAP_V1,
     &CAP_P256_V1,
     &DEL_V1,
@@ -762,6 +881,21 @@ fn verifying_key_ed25519_pem_v1() {
 #[test]
 fn verifying_key_p256_pem_v1() {
     golden(&VK_P256_PEM);
+}
+
+#[test]
+fn label_v1() {
+    golden(&LABEL_V1);
+}
+
+#[test]
+fn tag_cap_v1() {
+    golden(&TAG_CAP_V1);
+}
+
+#[test]
+fn context_v3() {
+    golden(&CONTEXT_V3);
 }
 
 /// Version 2 is decoded only: no encoder of this crate writes it.
