@@ -67,6 +67,10 @@ pub enum Retain {
     Keep,
     /// Keep it; its stamp word ([`Mirrored::STAMP_WORD`]) changed, nothing else did.
     Restamped,
+    /// Keep it; it changed beyond its stamp and now grants less (a label change took `W`
+    /// away): all its words are published again, and the set's removal counter moves as for
+    /// a removal, so every ticket taken from the set before is stale.
+    Narrowed,
     /// Remove it.
     Remove,
 }
@@ -316,12 +320,14 @@ impl<T: Mirrored<H>, const W: usize, const H: usize> SeqSet<T, W, H> {
                 return;
             }
             let mut any_removed = false;
+            let mut any_narrowed = false;
             for (i, (what, gone)) in what.iter().zip(&mut gone).enumerate() {
                 if *what == Retain::Remove {
                     ways.live[i] = false;
                     *gone = Some(ways.ways[i]);
                     any_removed = true;
                 }
+                any_narrowed |= *what == Retain::Narrowed;
             }
             self.seq.write(|| {
                 for (i, what) in what.iter().enumerate() {
@@ -330,6 +336,12 @@ impl<T: Mirrored<H>, const W: usize, const H: usize> SeqSet<T, W, H> {
                     {
                         w.store(ways.ways[i].stamp_word(), Ordering::Relaxed);
                     }
+                    if *what == Retain::Narrowed {
+                        self.publish_way(i, None, &ways.ways[i].hot());
+                    }
+                }
+                if any_narrowed && !any_removed {
+                    self.removals.fetch_add(1, Ordering::Relaxed);
                 }
                 if any_removed {
                     self.removals.fetch_add(1, Ordering::Relaxed);

@@ -3,7 +3,8 @@
 //! ([`CachedPerms`]).
 
 use twizzler_capsec::{
-    Access, CtxFlags, Expiry, Gate, Grant, ObjID, PAGE_SIZE, Protections, RecordId, Verdict,
+    Access, CtxFlags, Expiry, FlowDenial, FlowResult, Gate, Grant, LabelId, ObjID, PAGE_SIZE,
+    PrincipalLabels, Protections, RecordId, Verdict,
 };
 
 use super::MAX_GRANTS;
@@ -26,6 +27,8 @@ pub struct Stamp {
     pub kuid: Option<ObjID>,
     /// The object's default protections.
     pub default_prots: Protections,
+    /// The object's data label (`docs/DIFC.md` §1.3), as the fault carries it.
+    pub label: LabelId,
 }
 
 impl Stamp {
@@ -33,7 +36,53 @@ impl Stamp {
         epoch: 0,
         kuid: None,
         default_prots: Protections::empty(),
+        label: LabelId::EMPTY,
     };
+}
+
+/// How far an entry's flow mask ([`Snapshot::flow`]) was worked out (`docs/DIFC.md` §3.2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum FlowState {
+    /// Not evaluated: the capabilities refused every access the entry was built for, and
+    /// some label is not empty. The mask is empty; an access the capabilities grant misses.
+    Unevaluated = 0,
+    /// Evaluated in full: the mask is the rule's.
+    Resolved = 1,
+    /// Reads resolved; `W` needs ownership nobody asked for yet (no write needed it): the
+    /// mask lacks `W`, and a write the capabilities grant misses and resolves it.
+    WriteUnresolved = 2,
+}
+
+impl FlowState {
+    pub(super) fn from_bits(b: u64) -> Self {
+        match b {
+            1 => Self::Resolved,
+            2 => Self::WriteUnresolved,
+            _ => Self::Unevaluated,
+        }
+    }
+}
+
+/// Why the flow rule refuses what it refuses, kept with the entry (all zero bytes when
+/// there is nothing, as [`Failure`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum FlowWhy {
+    /// Nothing refused (or not evaluated).
+    None = 0,
+    /// The flow rule's denial.
+    Some(FlowDenial) = 1,
+}
+
+impl FlowWhy {
+    /// As an `Option`.
+    pub fn get(self) -> Option<FlowDenial> {
+        match self {
+            Self::None => None,
+            Self::Some(d) => Some(d),
+        }
+    }
 }
 
 /// The keys and records an entry was derived from.
@@ -160,6 +209,11 @@ pub struct CachedPerms {
     pub failure: Failure,
     /// What it depends on.
     pub deps: Deps,
+    /// The principal labels of the context the flow was computed from (read by sweeps and
+    /// explanations, never by a hit).
+    pub ctx_labels: PrincipalLabels<LabelId>,
+    /// Why the flow rule refuses, when it does (explains a [`crate::Violation::Flow`]).
+    pub flow_why: FlowWhy,
 }
 
 /// How much a verdict explains a denial: a record that is invalid says more than one that is
@@ -220,10 +274,17 @@ impl CachedPerms {
             flags: CtxFlags::empty(),
             grants: [None; MAX_GRANTS],
             complete: false,
+            flow: Protections::empty(),
+            flow_state: FlowState::Unevaluated,
         },
         seen: false,
         failure: Failure::None,
         deps: Deps::EMPTY,
+        ctx_labels: PrincipalLabels {
+            read: LabelId::EMPTY,
+            write: LabelId::EMPTY,
+        },
+        flow_why: FlowWhy::None,
     };
 
     /// An entry with no grants yet.
@@ -246,6 +307,20 @@ impl CachedPerms {
             },
             ..Self::UNUSED
         }
+    }
+
+    /// An entry with no grants yet whose flow is everything: for a context and an object
+    /// without labels (today's rule).
+    pub fn unlabelled(
+        ctx: ObjID,
+        target: ObjID,
+        stamp: Stamp,
+        allowed: Protections,
+        flags: CtxFlags,
+    ) -> Self {
+        let mut e = Self::new(ctx, target, stamp, allowed, flags);
+        e.set_flow(PrincipalLabels::steady(LabelId::EMPTY), &FlowResult::ALL);
+        e
     }
 
     /// Adds the grant of a record that counted and expires at `expires`.
@@ -314,6 +389,77 @@ impl CachedPerms {
             self.add_failure(v);
         }
         self.deps.merge(&other.deps);
+        self.merge_flow(
+            other.ctx_labels,
+            other.snap.flow,
+            other.snap.flow_state,
+            other.flow_why,
+        );
+    }
+
+    /// Sets the flow the rule gave (`docs/DIFC.md` §3.1) for the entry's labels.
+    pub fn set_flow(&mut self, labels: PrincipalLabels<LabelId>, flow: &FlowResult) {
+        let state = if flow.write_unresolved {
+            FlowState::WriteUnresolved
+        } else {
+            FlowState::Resolved
+        };
+        let why = flow.denial.map_or(FlowWhy::None, FlowWhy::Some);
+        self.merge_flow(labels, flow.mask, state, why);
+    }
+
+    /// Takes in a flow worked out for the same labels (the same stamp): the more resolved
+    /// one wins (a write resolved beats one left unresolved, anything beats not evaluated);
+    /// two equally resolved ones are the same rule on the same labels, and their masks agree.
+    fn merge_flow(
+        &mut self,
+        labels: PrincipalLabels<LabelId>,
+        mask: Protections,
+        state: FlowState,
+        why: FlowWhy,
+    ) {
+        let rank = |s: FlowState| match s {
+            FlowState::Unevaluated => 0,
+            FlowState::WriteUnresolved => 1,
+            FlowState::Resolved => 2,
+        };
+        if rank(state) > rank(self.snap.flow_state) {
+            self.ctx_labels = labels;
+            self.snap.flow = mask;
+            self.snap.flow_state = state;
+            self.flow_why = why;
+        }
+    }
+
+    /// Takes `W` away from the entry's flow, leaving it to be resolved again by the next
+    /// write (`docs/DIFC.md` §4.2: a principal-label change that makes only writes unsafe),
+    /// under the transitional `labels`. Returns whether anything changed.
+    pub fn narrow_writes(&mut self, labels: PrincipalLabels<LabelId>) -> bool {
+        self.ctx_labels = labels;
+        let before = (self.snap.flow, self.snap.flow_state);
+        if self.snap.flow_state != FlowState::Unevaluated {
+            self.snap.flow.remove(Protections::WRITE);
+            self.snap.flow_state = if self.snap.flow.is_empty() {
+                // Reads refused: nothing to resolve for a write either.
+                FlowState::Resolved
+            } else {
+                FlowState::WriteUnresolved
+            };
+            if self.snap.flow_state == FlowState::WriteUnresolved {
+                self.flow_why = FlowWhy::None;
+            }
+        }
+        before != (self.snap.flow, self.snap.flow_state)
+    }
+
+    /// Why the flow rule refuses `needed` on this entry, if the capabilities grant it and
+    /// the flow does not.
+    pub fn flow_denial(&self, access: &Access, needed: Protections) -> Option<FlowDenial> {
+        let caps = self.snap.evaluate_caps(access).perms;
+        if !caps.grants(needed) || self.snap.evaluate(access).perms.grants(needed) {
+            return None;
+        }
+        Some(self.flow_why.get().unwrap_or(FlowDenial::LabelUnknown))
     }
 
     /// Notes a record that did not count, keeping the most telling reason.

@@ -8,7 +8,7 @@ use twizzler_capsec::{
 };
 
 use super::MAX_GRANTS;
-use super::entry::Stamp;
+use super::entry::{FlowState, Stamp};
 
 /// The part of a [`CachedPerms`] a lookup reads: everything [`Snapshot::evaluate`] needs.
 /// Lock-free lookups read it from the set's mirror, [`HOT_WORDS`] words (see
@@ -33,6 +33,11 @@ pub struct Snapshot {
     /// entry built for one access verifies only what that access needed, and is incomplete
     /// when other records were left for later.
     pub complete: bool,
+    /// The flow mask (`docs/DIFC.md` §3.1): `R|X` if the object is readable at the
+    /// context's labels, `W` if writable; applied to every right the entry provides.
+    pub flow: Protections,
+    /// How far the flow mask was worked out.
+    pub flow_state: FlowState,
 }
 
 impl Snapshot {
@@ -59,7 +64,34 @@ impl Snapshot {
                 code |= g.prots & code_bits;
             }
         }
-        Some((data & self.allowed, code & self.allowed))
+        Some((
+            data & self.allowed & self.flow,
+            code & self.allowed & self.flow,
+        ))
+    }
+
+    /// Whether the flow rule lets everything through, for good (every label empty, or
+    /// labels that allow every flow): then a denial from the entry is the capabilities'.
+    #[inline]
+    pub fn flow_is_all(&self) -> bool {
+        self.flow_state == FlowState::Resolved && self.flow.contains(Protections::all())
+    }
+
+    /// Whether the entry's answer for `access` needing `needed` is the rule's: it grants,
+    /// or its capability grants are complete and refuse, or the capabilities grant and the
+    /// flow was worked out far enough to refuse.
+    pub fn decides(&self, access: &Access, needed: Protections) -> bool {
+        if self.evaluate(access).perms.grants(needed) {
+            return true;
+        }
+        if !self.evaluate_caps(access).perms.grants(needed) {
+            return self.complete;
+        }
+        match self.flow_state {
+            FlowState::Resolved => true,
+            FlowState::WriteUnresolved => !needed.contains(Protections::WRITE),
+            FlowState::Unevaluated => false,
+        }
     }
 
     /// The grants held.
@@ -124,9 +156,18 @@ pub(super) fn full_pages(gate: &Gate) -> Range<u64> {
 pub(super) const OBJECT_PAGES: Range<u64> = 1..MAX_OBJECT_SIZE / PAGE_SIZE;
 
 impl Snapshot {
-    /// The rule, from the verified grants: what `access` is provided.
+    /// The rule, from the verified grants and the flow mask: what `access` is provided.
     #[inline]
     pub fn evaluate(&self, access: &Access) -> Evaluated {
+        let mut e = self.evaluate_caps(access);
+        e.perms.provide &= self.flow;
+        e
+    }
+
+    /// The capability rule alone, from the verified grants: what `access` is provided before
+    /// the flow mask (what a denial by the capabilities reports).
+    #[inline]
+    pub fn evaluate_caps(&self, access: &Access) -> Evaluated {
         if access.page() == 0 {
             // The engine refuses the null page before it gets here; the rule refuses it too.
             return Evaluated {
@@ -185,8 +226,8 @@ impl Snapshot {
         }
         ObjectPerms {
             ctx: self.ctx,
-            everywhere: everywhere & self.allowed,
-            somewhere: somewhere & self.allowed,
+            everywhere: everywhere & self.allowed & self.flow,
+            somewhere: somewhere & self.allowed & self.flow,
             restrict: Protections::all() & !self.allowed,
             valid_until: self.valid_until,
         }

@@ -1,9 +1,9 @@
 //! The words of a [`Snapshot`] in a set's mirror, and the hit served straight from them.
 
-use twizzler_capsec::{AccessKind, CtxFlags, Expiry, Gate, Grant, ObjID, Protections};
+use twizzler_capsec::{AccessKind, CtxFlags, Expiry, Gate, Grant, LabelId, ObjID, Protections};
 
 use super::MAX_GRANTS;
-use super::entry::{CachedPerms, Explanation, Stamp};
+use super::entry::{CachedPerms, Explanation, FlowState, Stamp};
 use super::snapshot::{Evaluated, OBJECT_PAGES, Snapshot};
 use super::verdict_words::{self, VERDICT_WORDS};
 use crate::fault::DenyCause;
@@ -28,8 +28,11 @@ const W_VALID_UNTIL: usize = W_SMALL + 1;
 const W_SUMMARY: usize = W_VALID_UNTIL + 1;
 /// Each grant's rights, 16 bits each.
 const W_PROTS: usize = W_SUMMARY + 1;
+/// The object's label (bits 0-31, part of the stamp), the flow mask (32-47) and the flow's
+/// state (48-49, [`FlowState`]).
+const W_LABEL: usize = W_PROTS + 1;
 /// Each grant's gate: offset, length, align.
-const W_GATES: usize = W_PROTS + 1;
+const W_GATES: usize = W_LABEL + 1;
 /// What explains a denial, when the summary holds ([`Explanation`], for a data access and
 /// for a code access by a thread in the context): the rights contributed before masks, data
 /// (bits 0-15) and code (16-31), whether the context files a record for the object
@@ -106,6 +109,9 @@ impl Snapshot {
             self.valid_until.raw(),
             summary,
             prots,
+            u64::from(self.stamp.label.0)
+                | (u64::from(self.flow.bits()) << 32)
+                | ((self.flow_state as u64) << 48),
         ];
         for (dst, src) in w.iter_mut().zip(head.iter().chain(&gates)) {
             *dst = *src;
@@ -128,6 +134,7 @@ impl Snapshot {
             valid_until,
             _summary,
             prots,
+            label,
             rest @ ..,
         ] = *w;
         let gates = rest.get(..3 * MAX_GRANTS)?;
@@ -150,12 +157,15 @@ impl Snapshot {
                 epoch,
                 kuid: (small & (1 << KUID_SOME) != 0).then(|| id_of(k0, k1)),
                 default_prots: Protections::from_bits_retain(small as u16),
+                label: LabelId(label as u32),
             },
             valid_until: Expiry::from_raw(valid_until),
             allowed: Protections::from_bits_retain((small >> 16) as u16),
             flags: CtxFlags::from_bits_retain((small >> 32) as u16),
             grants,
             complete: small & (1 << COMPLETE) != 0,
+            flow: Protections::from_bits_retain((label >> 32) as u16),
+            flow_state: FlowState::from_bits((label >> 48) & 3),
         })
     }
 
@@ -210,7 +220,16 @@ impl Snapshot {
         {
             return None;
         }
-        let complete = small & (1 << COMPLETE) != 0;
+        let label = w.word(W_LABEL);
+        if label as u32 != stamp.label.0 {
+            return None;
+        }
+        // A denial is served only when the flow lets everything through for good: then it is
+        // the capabilities' (a flow denial, or a flow not yet worked out, takes the slow
+        // path, which explains it).
+        let flow_all = label >> 32
+            == u64::from(Protections::all().bits()) | ((FlowState::Resolved as u64) << 16);
+        let complete = small & (1 << COMPLETE) != 0 && flow_all;
         let denied = |provided, explained| {
             complete.then(|| Served::Deny {
                 provided,
@@ -406,13 +425,20 @@ mod tests {
                 prots(),
                 prop::collection::vec((prots(), gate(), any::<u64>()), 0..7),
             ),
+            (prop_oneof![Just(0u32), any::<u32>()], prots(), 0u64..3),
         )
             .prop_map(
-                |(seen, failure, (ctx, target, epoch, kuid, default_prots, allowed, grants))| {
+                |(
+                    seen,
+                    failure,
+                    (ctx, target, epoch, kuid, default_prots, allowed, grants),
+                    (label, flow, state),
+                )| {
                     let stamp = Stamp {
                         epoch,
                         kuid: kuid.map(ObjID::new),
                         default_prots,
+                        label: twizzler_capsec::LabelId(label),
                     };
                     let mut e = CachedPerms::new(
                         ObjID::new(ctx),
@@ -424,6 +450,8 @@ mod tests {
                     for (prots, gate, exp) in grants {
                         e.add_grant(Grant { prots, gate }, Expiry::from_raw(exp));
                     }
+                    e.snap.flow = flow;
+                    e.snap.flow_state = crate::cache::FlowState::from_bits(state);
                     e.seen = seen;
                     if let Some(v) = failure {
                         e.add_failure(v);
@@ -484,7 +512,7 @@ mod tests {
             a in access(),
             needed in prots(),
             now in any::<u64>(),
-            perturb in 0u8..6,
+            perturb in 0u8..7,
             kuid in any::<u128>(),
         ) {
             let s = e.snap;
@@ -496,6 +524,7 @@ mod tests {
                 1 => Stamp { kuid: None, ..s.stamp },
                 2 => Stamp { kuid: Some(ObjID::new(kuid)), ..s.stamp },
                 3 => Stamp { default_prots: s.stamp.default_prots ^ Protections::READ, ..s.stamp },
+                4 => Stamp { label: twizzler_capsec::LabelId(s.stamp.label.0 ^ 1), ..s.stamp },
                 _ => s.stamp,
             };
             // The cause, decoded, in place of the words that explain it.
@@ -510,7 +539,7 @@ mod tests {
                 None
             } else if eval.perms.grants(needed) {
                 Some((Served::Grant(eval.into()), None))
-            } else if s.complete {
+            } else if s.complete && s.flow_is_all() {
                 let explained = s.summary().is_some()
                     && !a.entering
                     && !matches!(e.deny_cause(&a, needed), DenyCause::Record(Verdict::Malformed(_)));

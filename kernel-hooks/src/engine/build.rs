@@ -4,7 +4,10 @@
 
 use core::cell::{Cell, RefCell};
 
-use twizzler_capsec::{Access, Grant, ObjID, Protections, SecCtx, Verdict};
+use twizzler_capsec::{
+    Access, AccessKind, CtxOwnership, FlowDenial, FlowResult, Grant, LabelId, ObjID,
+    PrincipalLabels, Protections, SecCtx, Verdict,
+};
 
 use super::miss::Want;
 use super::{Engine, Subject};
@@ -65,15 +68,17 @@ impl<H: Host> Engine<H> {
         budget: &Cell<u32>,
         base: Option<CachedPerms>,
         want: Want,
+        labels: PrincipalLabels<LabelId>,
     ) -> CachedPerms {
+        let unlabelled =
+            labels.read.is_empty() && labels.write.is_empty() && stamp.label.is_empty();
         let mut entry = base.unwrap_or_else(|| {
-            CachedPerms::new(
-                ctx_id,
-                target,
-                stamp,
-                twizzler_capsec::allowed_by_masks(ctx, target),
-                ctx.flags(),
-            )
+            let allowed = twizzler_capsec::allowed_by_masks(ctx, target);
+            if unlabelled {
+                CachedPerms::unlabelled(ctx_id, target, stamp, allowed, ctx.flags())
+            } else {
+                CachedPerms::new(ctx_id, target, stamp, allowed, ctx.flags())
+            }
         });
         let auth = self.authority(target, object, budget);
         *auth.deps.borrow_mut() = entry.deps;
@@ -86,8 +91,56 @@ impl<H: Host> Engine<H> {
         if !granted {
             self.scan(ctx_id, ctx, &auth, now, &mut entry, None);
         }
+        // The flow (§3.2 step 3c), when the capabilities grant the access (for an access
+        // they refuse, no ownership is verified and the refusal is theirs), or for the object
+        // as a whole. Its ownership checks use the same authority: their records, keys and
+        // budget are this entry's.
+        let needs_write = match want {
+            Want::Access(access, needed) => entry
+                .snap
+                .evaluate_caps(&access)
+                .perms
+                .grants(needed)
+                .then_some(access.kind == AccessKind::Write),
+            Want::All => Some(false),
+        };
+        if !unlabelled && let Some(needs_write) = needs_write {
+            let mut owner = CtxOwnership::new(ctx_id, ctx, &auth, now);
+            let flow = self.flow_of(labels, stamp.label, needs_write, &mut owner);
+            entry.snap.valid_until = entry.snap.valid_until.min(owner.valid_until);
+            entry.set_flow(labels, &flow);
+        }
         entry.deps = auth.deps.into_inner();
         entry
+    }
+
+    /// The flow rule for a principal at `labels` and an object at `object`, with the host's
+    /// interned labels lent for the call; an id the host does not know refuses everything
+    /// ([`FlowDenial::LabelUnknown`]).
+    pub(super) fn flow_of(
+        &self,
+        labels: PrincipalLabels<LabelId>,
+        object: LabelId,
+        needs_write: bool,
+        owner: &mut impl twizzler_capsec::Ownership,
+    ) -> FlowResult {
+        let unknown = FlowResult {
+            mask: Protections::empty(),
+            write_unresolved: false,
+            denial: Some(FlowDenial::LabelUnknown),
+        };
+        self.host
+            .with_label(labels.read, |read| {
+                self.host.with_label(labels.write, |write| {
+                    self.host.with_label(object, |object| {
+                        let principal = PrincipalLabels { read, write };
+                        twizzler_capsec::flow(&principal, &object, needs_write, owner)
+                    })
+                })
+            })
+            .flatten()
+            .flatten()
+            .unwrap_or(unknown)
     }
 
     /// One pass over the records of `ctx` filed under the entry's object. With `need` (an

@@ -4,7 +4,8 @@
 use core::sync::atomic::Ordering;
 
 use twizzler_capsec::{
-    Access, CtxFlags, Expiry, MAX_OBJECT_SIZE, ObjID, PAGE_SIZE, PermsInfo, Protections,
+    Access, AccessKind, CtxFlags, Expiry, LabelId, MAX_OBJECT_SIZE, ObjID, PAGE_SIZE, PermsInfo,
+    PrincipalLabels, Protections,
 };
 
 use super::build::fault_budget;
@@ -105,6 +106,7 @@ impl<H: Host> Engine<H> {
                 epoch,
                 kuid: fault.object.kuid,
                 default_prots: fault.object.default_prots,
+                label: fault.object.label,
             };
             let access = data_or_exec(fault);
             let needed = fault.kind.required();
@@ -244,24 +246,48 @@ impl<H: Host> Engine<H> {
             return Ok((looked, None));
         }
         let provided = looked.eval.perms.provide;
+        let flow_violation = |denial| Violation::Flow {
+            ctx: active,
+            target: fault.target,
+            needed,
+            provided,
+            denial,
+        };
         if looked.flags.contains(CtxFlags::UNDETACHABLE) {
-            return Err(Violation::Undetachable {
-                ctx: active,
-                needed,
-                provided,
+            // The flow reason if the capabilities granted, else today's.
+            return Err(match looked.flow_denial {
+                Some(d) => flow_violation(d),
+                None => Violation::Undetachable {
+                    ctx: active,
+                    needed,
+                    provided,
+                },
             });
         }
+        let mut refused_switch = None;
         let mut i = 0;
         while let Some(ctx) = thread.inactive_at(i) {
             i += 1;
             // An inactive context that is missing or malformed grants nothing; only the
-            // active context's problems are the thread's violation.
+            // active context's problems are the thread's violation. One whose bytes the
+            // thread's label may not read is not consulted at all (§3.2 step 5).
             if ctx != active
+                && self.may_consult(ctx, &looked.labels)
                 && let Ok(l) = self.lookup_access(ctx, fault, access.as_entering(), now, &budget)
                 && l.eval.perms.grants(needed)
             {
-                return Ok((l, Some(ctx)));
+                // E± from the target only when entering through a code gate (§5.4).
+                let entering = fault.kind == AccessKind::Exec;
+                match self.switch_allowed(active, looked.labels, ctx, l.labels, entering, now) {
+                    Ok(()) => return Ok((l, Some(ctx))),
+                    Err(d) => {
+                        refused_switch.get_or_insert(d);
+                    }
+                }
             }
+        }
+        if let Some(d) = looked.flow_denial.or(refused_switch) {
+            return Err(flow_violation(d));
         }
         Err(Violation::Denied {
             ctx: active,
@@ -306,6 +332,8 @@ fn kernel_grant() -> Looked {
         flags: CtxFlags::UNDETACHABLE,
         ticket: MapTicket(Ticket::Kernel),
         cause: None,
+        flow_denial: None,
+        labels: PrincipalLabels::steady(LabelId::EMPTY),
     }
 }
 

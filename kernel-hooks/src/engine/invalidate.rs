@@ -11,11 +11,11 @@
 use core::sync::atomic::Ordering;
 
 use heapless::Vec;
-use twizzler_capsec::{ObjID, RecordId};
+use twizzler_capsec::{ObjID, RecordId, RelabelClass};
 
 use super::Engine;
 use super::clock::expiry_key;
-use crate::cache::{CachedPerms, Removed, Retain};
+use crate::cache::{CachedPerms, Removed, Retain, SETS, WAYS};
 use crate::host::{Host, Unmap, UnmapGranularity};
 use crate::stats::Counters;
 
@@ -150,6 +150,83 @@ impl<H: Host> Engine<H> {
         if H::UNMAP_GRANULARITY == UnmapGranularity::PerContext {
             self.host.unmap(Unmap::Context(ctx));
             inv.push(Unmap::Context(ctx));
+        }
+        inv
+    }
+
+    /// Context `ctx`'s principal label is changing (`docs/DIFC.md` §4.2 step 1): the host
+    /// has published the transitional row ([`Host::ctx_label`] gives it now) and computed
+    /// `class` ([`twizzler_capsec::classify`] of the old and new labels). Bumps the epoch
+    /// (a miss that read the old row builds an entry that never hits), then sweeps the
+    /// cache: when reads may become unsafe every entry of `ctx` is removed; when only writes
+    /// may, every entry of `ctx` loses `W` from its flow (a later write resolves it again
+    /// under the new row) and is re-stamped; every other entry is re-stamped. A removal or a
+    /// narrowing moves its set's counter, so outstanding tickets for `ctx` fail. Then, with no
+    /// engine lock held, one unmap: [`Unmap::Context`] or [`Unmap::WriteProtectContext`]
+    /// (a [`UnmapGranularity::PerObject`] host gets [`Unmap::ObjectEverywhere`] /
+    /// [`Unmap::WriteProtectObjectEverywhere`] for each object of the swept entries).
+    ///
+    /// A context the host no longer knows a row for (`ctx_label` is `None`) is treated as
+    /// reads unsafe. A class with neither flag (the label did not change) only re-stamps.
+    pub fn relabel_ctx(&self, ctx: ObjID, class: RelabelClass) -> Invalidation {
+        let labels = self.host.ctx_label(ctx);
+        let reads_unsafe = class.reads_unsafe || labels.is_none();
+        let old = self.epoch.fetch_add(1, Ordering::AcqRel);
+        let new = old.wrapping_add(1);
+        // The objects whose entries lost `W`, for a per-object host (the cache holds at most
+        // `SETS * WAYS` entries, so the list never overflows).
+        let mut narrowed: Vec<ObjID, { SETS * WAYS }> = Vec::new();
+        let per_object = H::UNMAP_GRANULARITY == UnmapGranularity::PerObject;
+        let mut inv = Invalidation::default();
+        self.cache.retain(
+            |e| {
+                let restamp = |e: &mut CachedPerms| {
+                    if e.snap.stamp.epoch == old {
+                        e.snap.stamp.epoch = new;
+                        Retain::Restamped
+                    } else {
+                        Retain::Keep
+                    }
+                };
+                if e.snap.ctx != ctx {
+                    return restamp(e);
+                }
+                if reads_unsafe {
+                    return Retain::Remove;
+                }
+                match labels {
+                    Some(labels) if class.writes_unsafe => {
+                        let changed = e.narrow_writes(labels);
+                        let _ = narrowed.push(e.snap.target);
+                        let restamped = restamp(e);
+                        if changed { Retain::Narrowed } else { restamped }
+                    }
+                    _ => restamp(e),
+                }
+            },
+            |r| {
+                Counters::bump(&self.counters.invalidated);
+                if per_object {
+                    let u = Unmap::ObjectEverywhere(r.target);
+                    self.host.unmap(u);
+                    inv.push(u);
+                }
+            },
+        );
+        if per_object {
+            for target in narrowed {
+                let u = Unmap::WriteProtectObjectEverywhere(target);
+                self.host.unmap(u);
+                inv.push(u);
+            }
+        } else if reads_unsafe || class.writes_unsafe {
+            let u = if reads_unsafe {
+                Unmap::Context(ctx)
+            } else {
+                Unmap::WriteProtectContext(ctx)
+            };
+            self.host.unmap(u);
+            inv.push(u);
         }
         inv
     }

@@ -4,7 +4,7 @@
 use core::cell::Cell;
 use core::sync::atomic::Ordering;
 
-use twizzler_capsec::{Access, ObjID, Protections};
+use twizzler_capsec::{Access, FlowDenial, ObjID, Protections};
 
 use super::{Engine, Invalidation, Looked, Subject};
 use crate::cache::{CachedPerms, Stamp};
@@ -22,6 +22,7 @@ impl<H: Host> Engine<H> {
             epoch: self.epoch.load(Ordering::Acquire),
             kuid: object.kuid,
             default_prots: object.default_prots,
+            label: object.label,
         }
     }
 
@@ -46,8 +47,20 @@ impl<H: Host> Engine<H> {
         f: impl Fn(&CachedPerms) -> R,
     ) -> Result<(R, MapTicket), Violation> {
         let build = |stamp, base| {
+            // The principal's labels, read after the epoch (in `stamp`): a label change that
+            // published a row this did not see moved the epoch, so what is built from the
+            // old row never hits (`docs/DIFC.md` §4.2). Outside `with_ctx`, no lock held.
+            let labels = self.host.ctx_label(ctx_id).ok_or(Violation::Flow {
+                ctx: ctx_id,
+                target,
+                needed: want.needed(),
+                provided: Protections::empty(),
+                denial: FlowDenial::LabelUnknown,
+            })?;
             self.read_ctx(ctx_id, |ctx| {
-                self.build_entry(ctx_id, ctx, target, object, stamp, now, budget, base, want)
+                self.build_entry(
+                    ctx_id, ctx, target, object, stamp, now, budget, base, want, labels,
+                )
             })
         };
         for _ in 0..RACE_RETRIES {
@@ -97,7 +110,7 @@ impl<H: Host> Engine<H> {
     ) -> Result<Looked, Violation> {
         let needed = access.kind.required();
         let want = Want::Access(access, needed);
-        let ((eval, flags, cause), ticket) = self.with_entry(
+        let ((eval, flags, cause, flow), ticket) = self.with_entry(
             ctx_id,
             fault.target,
             &Subject::of(fault),
@@ -106,8 +119,11 @@ impl<H: Host> Engine<H> {
             want,
             |e| {
                 let eval = e.snap.evaluate(&access);
-                let cause = (!eval.perms.grants(needed)).then(|| e.deny_cause(&access, needed));
-                (eval, e.snap.flags, cause)
+                let denied = !eval.perms.grants(needed);
+                let flow = denied.then(|| e.flow_denial(&access, needed)).flatten();
+                let cause = (denied && flow.is_none()).then(|| e.deny_cause(&access, needed));
+                let labels = e.ctx_labels;
+                (eval, e.snap.flags, cause, (flow, labels))
             },
         )?;
         Ok(Looked {
@@ -115,6 +131,8 @@ impl<H: Host> Engine<H> {
             flags,
             ticket,
             cause,
+            flow_denial: flow.0,
+            labels: flow.1,
         })
     }
 
@@ -147,10 +165,18 @@ pub(super) enum Want {
 impl Want {
     fn served_by(&self, e: &CachedPerms) -> bool {
         match self {
-            Want::Access(access, needed) => {
-                e.snap.complete || e.snap.evaluate(access).perms.grants(*needed)
+            Want::Access(access, needed) => e.snap.decides(access, *needed),
+            Want::All => {
+                e.snap.complete && e.snap.flow_state != crate::cache::FlowState::Unevaluated
             }
-            Want::All => e.snap.complete,
+        }
+    }
+
+    /// The rights the lookup needs (none for the object as a whole).
+    fn needed(&self) -> Protections {
+        match self {
+            Want::Access(_, needed) => *needed,
+            Want::All => Protections::empty(),
         }
     }
 }

@@ -26,6 +26,7 @@ mod build;
 mod clock;
 mod decide;
 mod invalidate;
+mod labels;
 mod lookup;
 mod miss;
 mod read;
@@ -33,7 +34,7 @@ mod read;
 use core::sync::atomic::AtomicU64;
 
 use spin::Mutex;
-use twizzler_capsec::CtxFlags;
+use twizzler_capsec::{CtxFlags, FlowDenial, LabelId, PrincipalLabels};
 
 pub use build::MAX_VERIFICATIONS_PER_FAULT;
 pub use invalidate::{INVALIDATION_LIST, Invalidation};
@@ -70,6 +71,11 @@ struct Looked {
     /// Why the entry does not grant the access, when it does not (worked out in the same
     /// lookup, so a denial reads the cache once).
     cause: Option<DenyCause>,
+    /// Why the flow rule refuses the access, when the capabilities grant it and the flow
+    /// does not.
+    flow_denial: Option<FlowDenial>,
+    /// The context's principal labels the entry was computed from.
+    labels: PrincipalLabels<LabelId>,
 }
 
 /// The page-fault decision engine.
