@@ -43,10 +43,13 @@ mod boot;
 mod clock;
 mod conformance;
 mod cpu;
+mod difc;
+mod difc_scenarios;
 mod elf;
 mod exit;
 mod gdt;
 mod heap;
+mod labels;
 mod objects;
 mod paging;
 mod port;
@@ -179,10 +182,12 @@ fn run(start_info: u64) -> Result<bool, alloc::string::String> {
     let results = scenarios::run_all();
     let smp_results = smp_scenarios::run_all();
     let program_results = program_scenarios::run_all();
+    let difc_results = difc_scenarios::run_all();
     let ok = report(&results);
     let smp_ok = report_smp(smp_results.as_ref());
     let programs_ok = report_programs(program_results.as_ref());
-    Ok(conformant && ok && smp_ok && programs_ok)
+    let difc_ok = report_difc(&difc_results);
+    Ok(conformant && ok && smp_ok && programs_ok && difc_ok)
 }
 
 /// Prints one table of rows; returns how many did not match.
@@ -258,6 +263,49 @@ fn report_smp(results: Option<&smp_scenarios::SmpResults>) -> bool {
         println!("kernel-hooks-qemu: all {total} several-CPU scenarios match");
     } else {
         println!("kernel-hooks-qemu: {bad} of {total} several-CPU scenarios MISMATCH");
+    }
+    bad == 0
+}
+
+/// Prints the information-flow table and the label change's cost; returns whether every row
+/// matched.
+fn report_difc(results: &difc_scenarios::DifcResults) -> bool {
+    println!();
+    println!(
+        "information flow control (docs/DIFC.md 7.2; labels in the kernel's table, label \
+         changes by sys_sctx_label's kernel side):"
+    );
+    let bad = print_rows(&results.rows);
+    println!(
+        "label change at N pages mapped rw- under the context ({}), rdtsc cycles: total / \
+         engine relabel_ctx (sweep + host unmap) / host walk / host shootdown / PTEs changed",
+        results.scale_note
+    );
+    for (n, raise, drop) in &results.scale {
+        println!(
+            "  N={n:>6}  raise (write-protect) {} / {} / {} / {} / {}   drop (unmap) {} / {} / {} / {} / {}",
+            raise.total,
+            raise.engine,
+            raise.walk,
+            raise.shootdown,
+            raise.pages,
+            drop.total,
+            drop.engine,
+            drop.walk,
+            drop.shootdown,
+            drop.pages
+        );
+    }
+    println!(
+        "labels interned {}, pages write-protected by label changes {}",
+        labels::interned(),
+        objects::write_protected_pages()
+    );
+    let total = results.rows.len();
+    if bad == 0 {
+        println!("kernel-hooks-qemu: all {total} information-flow rows match");
+    } else {
+        println!("kernel-hooks-qemu: {bad} of {total} information-flow rows MISMATCH");
     }
     bad == 0
 }

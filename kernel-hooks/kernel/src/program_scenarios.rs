@@ -582,7 +582,7 @@ fn run_pair(rows: &mut Vec<Row>, runs: &mut Vec<(&'static str, usize, usize, u64
         return Some(());
     };
     let rw = twizzler_capsec::Protections::READ | twizzler_capsec::Protections::WRITE;
-    let Ok(mailbox) = program::new_data_object(1, rw, None) else {
+    let Ok(mailbox) = program::new_data_object(1, rw, None, twizzler_capsec::LabelId::EMPTY) else {
         rows.push(Row {
             name: "microservices: a mailbox object",
             expected: "made",
