@@ -88,6 +88,10 @@ pub fn programs() -> &'static [Program] {
                 name: "reader",
                 elf: include_bytes!(env!("KERNEL_HOOKS_USER_READER")),
             },
+            Program {
+                name: "labels",
+                elf: include_bytes!(env!("KERNEL_HOOKS_USER_LABELS")),
+            },
         ]
     }
     #[cfg(not(user_programs))]

@@ -77,6 +77,65 @@ pub const POLICY: [Step; 8] = [
     ),
 ];
 
+/// The labels program (`kernel-hooks/user/src/bin/labels.rs`): the DIFC system calls from
+/// ring 3 (`docs/DIFC.md` §4.1).
+pub const LABELS: [Step; 14] = [
+    step(1, "labels: key, tag object", "ok", Expect::Ok),
+    step(
+        2,
+        "labels: sctx_label, bytes no label",
+        "EMALFORMED",
+        Expect::Err(Error::Malformed),
+    ),
+    step(
+        3,
+        "labels: sctx_label, length past MAX_COPY",
+        "EINVAL_LEN",
+        Expect::Err(Error::BadLength),
+    ),
+    step(
+        4,
+        "labels: raise, start ctx owns no T+",
+        "ENOTOWNED",
+        Expect::Err(Error::NotOwned),
+    ),
+    step(5, "labels: create {T} object at {}", "ok", Expect::Ok),
+    step(
+        6,
+        "labels: create labelled, 8-byte buffer",
+        "EINVAL_LEN",
+        Expect::Err(Error::BadLength),
+    ),
+    step(
+        7,
+        "labels: create labelled, bytes no label",
+        "EMALFORMED",
+        Expect::Err(Error::Malformed),
+    ),
+    step(
+        8,
+        "labels: create I={T} without T+",
+        "EFLOW",
+        Expect::Err(Error::Flow),
+    ),
+    step(
+        9,
+        "labels: read its {T} object at {}",
+        "denied",
+        Expect::Denied,
+    ),
+    step(10, "labels: ctx owning T+-, switch", "ok", Expect::Ok),
+    step(11, "labels: raise {} -> {T}", "ok", Expect::Ok),
+    step(12, "labels: read {T} object", "read 0x00", Expect::Byte(0)),
+    step(
+        13,
+        "labels: write public (T- declassifies)",
+        "read 0x5d",
+        Expect::Byte(0x5d),
+    ),
+    step(14, "labels: drop {T} -> {} (T-)", "ok", Expect::Ok),
+];
+
 /// The hostile program (`kernel-hooks/user/src/bin/hostile.rs`): every row an error code
 /// or a denial, and the kernel still standing.
 pub const HOSTILE: [Step; 45] = [
@@ -709,6 +768,7 @@ pub fn run_all() -> Option<ProgramResults> {
             true,
         ),
         spec("bench", &[], "bench: exits", [0; 4], false),
+        spec("labels", &LABELS[..], "labels: exits", [0; 4], false),
     ];
     for Spec {
         name,
