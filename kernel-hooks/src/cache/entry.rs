@@ -398,8 +398,15 @@ impl CachedPerms {
     }
 
     /// Sets the flow the rule gave (`docs/DIFC.md` §3.1) for the entry's labels.
+    ///
+    /// A denial made under a transitional row (`read` ≠ `write`, §4.2) is not kept as the
+    /// rule's: the row becomes the final label without a sweep, and the final label may allow
+    /// what the transitional one refused. Such a flow is kept as not evaluated (its mask
+    /// still serves what it grants), so the refused access is decided again.
     pub fn set_flow(&mut self, labels: PrincipalLabels<LabelId>, flow: &FlowResult) {
-        let state = if flow.write_unresolved {
+        let state = if flow.denial.is_some() && !labels.is_steady() {
+            FlowState::Unevaluated
+        } else if flow.write_unresolved {
             FlowState::WriteUnresolved
         } else {
             FlowState::Resolved
@@ -433,21 +440,21 @@ impl CachedPerms {
 
     /// Takes `W` away from the entry's flow, leaving it to be resolved again by the next
     /// write (`docs/DIFC.md` §4.2: a principal-label change that makes only writes unsafe),
-    /// under the transitional `labels`. Returns whether anything changed.
+    /// under the transitional `labels`. A flow that refused reads is forgotten (not
+    /// evaluated: nothing was mapped from it, and the new label may allow them). Returns
+    /// whether anything changed.
     pub fn narrow_writes(&mut self, labels: PrincipalLabels<LabelId>) -> bool {
         self.ctx_labels = labels;
         let before = (self.snap.flow, self.snap.flow_state);
         if self.snap.flow_state != FlowState::Unevaluated {
             self.snap.flow.remove(Protections::WRITE);
-            self.snap.flow_state = if self.snap.flow.is_empty() {
-                // Reads refused: nothing to resolve for a write either.
-                FlowState::Resolved
-            } else {
+            self.snap.flow_state = if self.snap.flow.contains(Protections::READ) {
                 FlowState::WriteUnresolved
+            } else {
+                self.snap.flow = Protections::empty();
+                FlowState::Unevaluated
             };
-            if self.snap.flow_state == FlowState::WriteUnresolved {
-                self.flow_why = FlowWhy::None;
-            }
+            self.flow_why = FlowWhy::None;
         }
         before != (self.snap.flow, self.snap.flow_state)
     }

@@ -104,6 +104,7 @@ impl<H: Host> Engine<H> {
                 .then_some(access.kind == AccessKind::Write),
             Want::All => Some(false),
         };
+        entry.ctx_labels = labels;
         if !unlabelled && let Some(needs_write) = needs_write {
             let mut owner = CtxOwnership::new(ctx_id, ctx, &auth, now);
             let flow = self.flow_of(labels, stamp.label, needs_write, &mut owner);

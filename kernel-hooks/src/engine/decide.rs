@@ -245,12 +245,14 @@ impl<H: Host> Engine<H> {
         if looked.eval.perms.grants(needed) {
             return Ok((looked, None));
         }
-        let provided = looked.eval.perms.provide;
+        // A refusal by the flow reports what is provided after the flow mask; one by the
+        // capabilities what they provide (as the pure rule does).
+        let provided = looked.caps_provided;
         let flow_violation = |denial| Violation::Flow {
             ctx: active,
             target: fault.target,
             needed,
-            provided,
+            provided: looked.eval.perms.provide,
             denial,
         };
         if looked.flags.contains(CtxFlags::UNDETACHABLE) {
@@ -334,6 +336,7 @@ fn kernel_grant() -> Looked {
         cause: None,
         flow_denial: None,
         labels: PrincipalLabels::steady(LabelId::EMPTY),
+        caps_provided: Protections::all(),
     }
 }
 

@@ -123,7 +123,8 @@ impl<H: Host> Engine<H> {
                 let flow = denied.then(|| e.flow_denial(&access, needed)).flatten();
                 let cause = (denied && flow.is_none()).then(|| e.deny_cause(&access, needed));
                 let labels = e.ctx_labels;
-                (eval, e.snap.flags, cause, (flow, labels))
+                let caps = e.snap.evaluate_caps(&access).perms.provide;
+                (eval, e.snap.flags, cause, (flow, labels, caps))
             },
         )?;
         Ok(Looked {
@@ -133,6 +134,7 @@ impl<H: Host> Engine<H> {
             cause,
             flow_denial: flow.0,
             labels: flow.1,
+            caps_provided: flow.2,
         })
     }
 

@@ -34,7 +34,7 @@ mod read;
 use core::sync::atomic::AtomicU64;
 
 use spin::Mutex;
-use twizzler_capsec::{CtxFlags, FlowDenial, LabelId, PrincipalLabels};
+use twizzler_capsec::{CtxFlags, FlowDenial, LabelId, PrincipalLabels, Protections};
 
 pub use build::MAX_VERIFICATIONS_PER_FAULT;
 pub use invalidate::{INVALIDATION_LIST, Invalidation};
@@ -76,6 +76,9 @@ struct Looked {
     flow_denial: Option<FlowDenial>,
     /// The context's principal labels the entry was computed from.
     labels: PrincipalLabels<LabelId>,
+    /// What the capabilities alone provide (before the flow mask): what a refusal by the
+    /// capabilities reports, as the pure rule does.
+    caps_provided: Protections,
 }
 
 /// The page-fault decision engine.

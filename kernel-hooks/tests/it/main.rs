@@ -18,6 +18,8 @@ mod common;
 mod concurrency;
 mod conformance;
 mod contract;
+mod difc;
+mod difc_window;
 mod invalidation;
 mod properties;
 mod rules;

@@ -12,8 +12,8 @@ use kernel_hooks::{
 use rand_chacha::ChaCha20Rng;
 use rand_core::SeedableRng;
 use twizzler_capsec::{
-    AccessKind, Cap, CapGrant, ObjID, Protections, RecordId, SecCtxEditor, SigningKey,
-    SigningScheme, VerifyingKey,
+    AccessKind, Cap, CapGrant, Label, LabelId, LabelRef, ObjID, PrincipalLabels, Protections,
+    RecordId, SecCtxEditor, SigningKey, SigningScheme, VerifyingKey,
 };
 
 pub const R: Protections = Protections::READ;
@@ -49,6 +49,11 @@ pub struct TestHost {
     /// The revocation sets, of any size (the engine keeps none).
     revoked_keys: Mutex<HashSet<ObjID>>,
     revoked_records: Mutex<HashSet<RecordId>>,
+    /// The interned labels: `LabelId(i + 1)` is `labels[i]` (`LabelId(0)` is the empty one).
+    labels: Mutex<Vec<Label>>,
+    /// Principal rows; a context without one is at the empty labels, one with `None` is
+    /// unregistered.
+    ctx_labels: Mutex<HashMap<ObjID, Option<PrincipalLabels<LabelId>>>>,
 }
 
 impl Default for TestHost {
@@ -63,7 +68,46 @@ impl Default for TestHost {
             clock_reads: AtomicU64::new(0),
             revoked_keys: Mutex::default(),
             revoked_records: Mutex::default(),
+            labels: Mutex::default(),
+            ctx_labels: Mutex::default(),
         }
+    }
+}
+
+impl TestHost {
+    /// Interns `label` (the same label gets the same id).
+    pub fn intern(&self, label: Label) -> LabelId {
+        if label.is_empty() {
+            return LabelId::EMPTY;
+        }
+        let mut labels = self.labels.lock().unwrap();
+        let i = labels.iter().position(|l| *l == label).unwrap_or_else(|| {
+            labels.push(label);
+            labels.len() - 1
+        });
+        LabelId(u32::try_from(i + 1).unwrap())
+    }
+
+    /// Gives object `id` the data label `label`.
+    pub fn set_object_label(&self, id: ObjID, label: Label) {
+        let l = self.intern(label);
+        let mut objects = self.objects.lock().unwrap();
+        let info = objects.entry(id).or_insert(ObjectInfo::new(None, NONE));
+        info.label = l;
+    }
+
+    /// Sets context `ctx`'s principal row (`None`: unregistered).
+    pub fn set_ctx_row(&self, ctx: ObjID, row: Option<PrincipalLabels<Label>>) {
+        let row = row.map(|r| PrincipalLabels {
+            read: self.intern(r.read),
+            write: self.intern(r.write),
+        });
+        self.ctx_labels.lock().unwrap().insert(ctx, row);
+    }
+
+    /// Sets context `ctx`'s principal label (steady: `read` = `write`).
+    pub fn set_ctx_label(&self, ctx: ObjID, label: Label) {
+        self.set_ctx_row(ctx, Some(PrincipalLabels::steady(label)));
     }
 }
 
@@ -165,11 +209,33 @@ impl Host for TestHost {
         self.count();
         self.unmapped.lock().unwrap().push(what);
     }
+
+    fn ctx_label(&self, ctx: ObjID) -> Option<PrincipalLabels<LabelId>> {
+        self.count();
+        self.ctx_labels
+            .lock()
+            .unwrap()
+            .get(&ctx)
+            .copied()
+            .unwrap_or(Some(PrincipalLabels::steady(LabelId::EMPTY)))
+    }
+
+    fn with_label<R>(&self, id: LabelId, f: impl FnOnce(LabelRef<'_>) -> R) -> Option<R> {
+        self.count();
+        if id.is_empty() {
+            return Some(f(LabelRef::EMPTY));
+        }
+        // Copied out of the lock: the engine nests lends.
+        let i = usize::try_from(id.0).ok()?.checked_sub(1)?;
+        let label = *self.labels.lock().unwrap().get(i)?;
+        Some(f(label.as_ref()))
+    }
 }
 
 /// Inside `impl Host for Wrapper`, implements the methods a wrapper host does not change by
 /// delegating them to `self.$inner` (a [`TestHost`]): `object`, `with_key`, `key_revoked`,
-/// `record_revoked` and `monotonic_ns`. The wrapper writes `with_ctx` and `unmap` itself.
+/// `record_revoked`, `monotonic_ns`, `ctx_label` and `with_label`. The wrapper writes `with_ctx`
+/// and `unmap` itself.
 #[macro_export]
 macro_rules! delegate_to_test_host {
     ($inner:tt) => {
@@ -191,6 +257,19 @@ macro_rules! delegate_to_test_host {
         }
         fn monotonic_ns(&self) -> u64 {
             self.$inner.monotonic_ns()
+        }
+        fn ctx_label(
+            &self,
+            ctx: twizzler_capsec::ObjID,
+        ) -> Option<twizzler_capsec::PrincipalLabels<twizzler_capsec::LabelId>> {
+            self.$inner.ctx_label(ctx)
+        }
+        fn with_label<R>(
+            &self,
+            id: twizzler_capsec::LabelId,
+            f: impl FnOnce(twizzler_capsec::LabelRef<'_>) -> R,
+        ) -> Option<R> {
+            self.$inner.with_label(id, f)
         }
     };
 }
