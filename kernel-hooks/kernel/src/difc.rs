@@ -56,6 +56,28 @@ pub struct RelabelCycles {
     pub pages: u64,
 }
 
+impl RelabelCycles {
+    /// The engine's own part: its sweep of the cache (what `relabel_ctx` spent outside the
+    /// host's walk and shootdown).
+    pub fn sweep(&self) -> u64 {
+        self.engine
+            .saturating_sub(self.walk)
+            .saturating_sub(self.shootdown)
+    }
+
+    /// The minimum of each part of `self` and `other` (of several runs).
+    #[must_use]
+    pub fn min_each(&self, other: &Self) -> Self {
+        Self {
+            total: self.total.min(other.total),
+            engine: self.engine.min(other.engine),
+            walk: self.walk.min(other.walk),
+            shootdown: self.shootdown.min(other.shootdown),
+            pages: self.pages.min(other.pages),
+        }
+    }
+}
+
 fn interned(id: LabelId) -> Result<&'static Label, RefusedLabel> {
     labels::label(id).ok_or(RefusedLabel::Rule(LabelError::TooManyTags))
 }

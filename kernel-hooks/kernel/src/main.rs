@@ -276,21 +276,36 @@ fn report_difc(results: &difc_scenarios::DifcResults) -> bool {
          changes by sys_sctx_label's kernel side):"
     );
     let bad = print_rows(&results.rows);
+    let mhz = (clock::tsc_hz() / 1_000_000).max(1);
     println!(
-        "label change at N pages mapped rw- under the context ({}), rdtsc cycles: total / \
-         engine relabel_ctx (sweep + host unmap) / host walk / host shootdown / PTEs changed",
+        "label change at N pages mapped rw- under the context ({}); rdtsc cycles, minimum of \
+         3 runs per part (QEMU TCG: emulated time); sweep = relabel_ctx minus the host's unmap",
         results.scale_note
+    );
+    println!(
+        "  {:>6}  {:>10} {:>10} {:>10} {:>10} {:>7} | {:>10} {:>10} {:>10} {:>10} {:>7}",
+        "N",
+        "raise us",
+        "sweep",
+        "host walk",
+        "shootdown",
+        "PTEs",
+        "drop us",
+        "sweep",
+        "host walk",
+        "shootdown",
+        "PTEs"
     );
     for (n, raise, drop) in &results.scale {
         println!(
-            "  N={n:>6}  raise (write-protect) {} / {} / {} / {} / {}   drop (unmap) {} / {} / {} / {} / {}",
-            raise.total,
-            raise.engine,
+            "  {n:>6}  {:>10} {:>10} {:>10} {:>10} {:>7} | {:>10} {:>10} {:>10} {:>10} {:>7}",
+            raise.total / mhz,
+            raise.sweep(),
             raise.walk,
             raise.shootdown,
             raise.pages,
-            drop.total,
-            drop.engine,
+            drop.total / mhz,
+            drop.sweep(),
             drop.walk,
             drop.shootdown,
             drop.pages
