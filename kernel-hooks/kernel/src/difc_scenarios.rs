@@ -903,10 +903,10 @@ fn raise_window(w: &World, rows: &mut Vec<Row>, aps: usize) -> Built<()> {
             w.owns(w.medical, c, OwnRights::PLUS)?,
         ])
     })?;
+    let mut cycles = RelabelCycles::default();
     let raced = race(Probe::Window, ctx, public, secret, aps, || {
-        difc::sctx_label(ctx, &medical)
-            .map(|_| ())
-            .map_err(err("raise"))
+        cycles = difc::sctx_label(ctx, &medical).map_err(err("raise"))?;
+        Ok(())
     })?;
     let (mut ok, lasts, markers, iterations, reason) = judge(&raced);
     let page = table()
@@ -919,8 +919,8 @@ fn raise_window(w: &World, rows: &mut Vec<Row>, aps: usize) -> Built<()> {
         "7 raise window (3 CPUs)",
         "no marker in public",
         format!(
-            "{iterations} iterations, {markers} secret reads; last seq {lasts} < R={}; {leaked} marker bytes in public",
-            raced.at_return
+            "{iterations} iterations, {markers} secret reads; last seq {lasts} < R={}; {leaked} marker bytes in public; raise {} cycles (walk {}, shootdown {})",
+            raced.at_return, cycles.total, cycles.walk, cycles.shootdown
         ),
         ok,
         reason,

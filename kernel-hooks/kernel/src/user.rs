@@ -185,23 +185,18 @@ probe_write_pages:
     int 0x80
     ud2
 
-    /* The raise window (docs/DIFC.md 4.2), in a loop until a store is refused: lock xadd 1
-       to the counter at rdi (a numbered store into the public object; its last result in
-       rbx), lock inc the task's own counter at rdi + r8, then try to read the byte at rdx
-       (the secret object; a refused read resumes at probe_window_landing with al = 0), count
-       reads of the marker sil in r13, and store the byte read at rdi + r8 + 8 (into the
-       public object). r12 counts the iterations. */
+    /* The raise window (docs/DIFC.md 4.2), in a loop until a store is refused: try to read
+       the byte at rdx (the secret object; a refused read resumes at probe_window_landing
+       with al = 0), count reads of the marker sil in r13, lock xadd 1 to the counter at rdi
+       (a numbered store into the public object; its last result in rbx), store the byte
+       read at rdi + r8 + 8 (into the public object), lock inc the task's own counter at
+       rdi + r8. r12 counts the iterations. */
     .global probe_window
 probe_window:
     mov rbx, -1
     xor r12d, r12d
     xor r13d, r13d
 2:
-    mov ecx, 1
-    lock xadd qword ptr [rdi], rcx
-    mov rbx, rcx
-    inc r12
-    lock inc qword ptr [rdi + r8]
     xor eax, eax
     .global probe_window_try
 probe_window_try:
@@ -212,7 +207,12 @@ probe_window_landing:
     jne 3f
     inc r13
 3:
+    mov ecx, 1
+    lock xadd qword ptr [rdi], rcx
+    mov rbx, rcx
+    inc r12
     mov byte ptr [rdi + r8 + 8], al
+    lock inc qword ptr [rdi + r8]
     jmp 2b
 
     .global user_probes_end
@@ -275,10 +275,11 @@ pub enum Probe {
     MultiRead,
     /// Store `sil` at one byte of each of `r8` pages from `rdi`; exit with the count.
     WritePages,
-    /// The raise window: a numbered store into `rdi` (`lock xadd`, last result in `rbx`),
-    /// the task's own counter at `rdi + r8`, a read of `rdx` that may be refused (then it
-    /// resumes at [`window_recovery`]'s landing with 0), marker reads (`sil`) counted in
-    /// `r13`, the byte read stored at `rdi + r8 + 8`; in a loop until a store is refused.
+    /// The raise window: a read of `rdx` that may be refused (then it resumes at
+    /// [`window_recovery`]'s landing with 0), marker reads (`sil`) counted in `r13`, a
+    /// numbered store into `rdi` (`lock xadd`, last result in `rbx`), the byte read stored at
+    /// `rdi + r8 + 8`, the task's own counter at `rdi + r8`; in a loop until a store is
+    /// refused.
     Window,
 }
 
