@@ -100,6 +100,21 @@ fn data_label(id: ObjID) -> LabelId {
 /// `Engine::relabel_ctx`, checks ownership again, and publishes the final row; if the second
 /// check fails it publishes the old row again and refuses.
 pub fn sctx_label(ctx: ObjID, new: &Label) -> Result<RelabelCycles, RefusedLabel> {
+    change(ctx, new, Window::Transitional)
+}
+
+/// What the row holds while the engine sweeps and the host write-protects.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Window {
+    /// The transitional row of §4.2: what `sys_sctx_label` does.
+    Transitional,
+    /// The new label itself, published before the sweep: §4.2's hazard, for the raise-window
+    /// scenario's mutation check only (never reached from a system call).
+    NewFirst,
+}
+
+/// [`sctx_label`], with the row published during the sweep chosen by `window`.
+pub fn change(ctx: ObjID, new: &Label, window: Window) -> Result<RelabelCycles, RefusedLabel> {
     let t0 = rdtsc();
     table()
         .and_then(|t| t.get(ctx))
@@ -121,9 +136,12 @@ pub fn sctx_label(ctx: ObjID, new: &Label) -> Result<RelabelCycles, RefusedLabel
     let new_id = intern(new)?;
     // Outside a change the row is steady: `read` is the old label.
     let trans = transitional(&old.read, &new_ref).map_err(RefusedLabel::Rule)?;
-    let row = PrincipalLabels {
-        read: intern(&trans.read)?,
-        write: intern(&trans.write)?,
+    let row = match window {
+        Window::Transitional => PrincipalLabels {
+            read: intern(&trans.read)?,
+            write: intern(&trans.write)?,
+        },
+        Window::NewFirst => PrincipalLabels::steady(new_id),
     };
     labels::set_principal(ctx, row);
     let before = crate::objects::wp_cycles();
