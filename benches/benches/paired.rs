@@ -26,6 +26,9 @@ use std::time::{Duration, Instant};
 #[path = "support/old_reader.rs"]
 mod old_reader;
 
+#[path = "support/difc.rs"]
+mod difc;
+
 use benches::OneKey;
 use benches::host::{CTX, fault_engine, obj};
 use rand_chacha::ChaCha20Rng;
@@ -386,6 +389,8 @@ fn main() {
             benches::upstream::SecCtxMgr::with_cached(CTX, 2),
         )
     });
+    // DIFC (issue 24): built only when asked for (or when nothing is filtered).
+    let difc_fx = wanted("difc/").then(|| difc::fixtures(&ed_sk, wanted));
     let mut pairs: Vec<Pair<'_>> = vec![
         Pair {
             name: "issue20/decide_miss/plain/1000 vs raw_verify/ed25519_verify_strict/32B",
@@ -602,6 +607,9 @@ fn main() {
                 let _ = black_box(granted.decide(thread, black_box(read1)));
             }),
         });
+    }
+    if let Some(fx) = &difc_fx {
+        pairs.extend(difc::pairs(fx, &thread));
     }
     pairs.retain(|p| filters.is_empty() || filters.iter().any(|f| p.name.contains(f.as_str())));
 

@@ -33,7 +33,8 @@ pub mod host {
 
     use kernel_hooks::{CtxBytes, Engine, Host, ObjectInfo, Unmap};
     use twizzler_capsec::{
-        Cap, CapGrant, ObjID, Protections, RecordId, SecCtxEditor, SigningKey, VerifyingKey,
+        Cap, CapGrant, Label, LabelId, LabelRef, ObjID, PrincipalLabels, Protections, RecordId,
+        SecCtxEditor, SigningKey, VerifyingKey,
     };
 
     /// The context of the fault-path benchmarks.
@@ -90,6 +91,8 @@ pub mod host {
             now: NOW,
             revoked_keys: HashSet::new(),
             revoked_records: HashSet::new(),
+            labels: Vec::new(),
+            ctx_row: PrincipalLabels::steady(LabelId::EMPTY),
         }))
     }
 
@@ -110,6 +113,8 @@ pub mod host {
             now: NOW,
             revoked_keys: HashSet::new(),
             revoked_records: HashSet::new(),
+            labels: Vec::new(),
+            ctx_row: PrincipalLabels::steady(LabelId::EMPTY),
         }))
     }
 
@@ -174,6 +179,45 @@ pub mod host {
         pub revoked_keys: HashSet<ObjID>,
         /// Revoked records.
         pub revoked_records: HashSet<RecordId>,
+        /// Interned labels: `LabelId(i + 1)` is `labels[i]`.
+        pub labels: Vec<Label>,
+        /// The context's principal row.
+        pub ctx_row: PrincipalLabels<LabelId>,
+    }
+
+    /// An engine over one object, `obj(0)` at data label `object` (key `key`), one context
+    /// (`ed`'s) at principal label `principal`, and tag objects `tags` (each with its key
+    /// object and signing key). The fault must carry the object's label: `INFO` with
+    /// [`ObjectInfo::with_label`] of the id returned.
+    pub fn labelled_engine(
+        ed: &SecCtxEditor,
+        key: &SigningKey,
+        principal: Label,
+        object: Label,
+        tags: &[(ObjID, ObjID, &SigningKey)],
+    ) -> (Box<Engine<BenchHost>>, LabelId) {
+        let mut e = one_object_engine(ed, key);
+        let h = e.host_mut();
+        let mut intern = |l: Label| {
+            if l.is_empty() {
+                return LabelId::EMPTY;
+            }
+            let i = h.labels.iter().position(|x| *x == l).unwrap_or_else(|| {
+                h.labels.push(l);
+                h.labels.len() - 1
+            });
+            LabelId(u32::try_from(i + 1).expect("few labels"))
+        };
+        let p = intern(principal);
+        let o = intern(object);
+        h.ctx_row = PrincipalLabels::steady(p);
+        h.objects.insert(obj(0), INFO.with_label(o));
+        for (tag, kuid, k) in tags {
+            h.objects
+                .insert(*tag, ObjectInfo::new(Some(*kuid), Protections::empty()));
+            h.keys.insert(*kuid, k.verifying_key());
+        }
+        (e, o)
     }
 
     impl BenchHost {
@@ -211,6 +255,20 @@ pub mod host {
             self.now
         }
         fn unmap(&self, _what: Unmap) {}
+        fn ctx_label(&self, ctx: ObjID) -> Option<PrincipalLabels<LabelId>> {
+            Some(if ctx == self.ctx {
+                self.ctx_row
+            } else {
+                PrincipalLabels::steady(LabelId::EMPTY)
+            })
+        }
+        fn with_label<R>(&self, id: LabelId, f: impl FnOnce(LabelRef<'_>) -> R) -> Option<R> {
+            if id.is_empty() {
+                return Some(f(LabelRef::EMPTY));
+            }
+            let i = usize::try_from(id.0).ok()?.checked_sub(1)?;
+            self.labels.get(i).map(|l| f(l.as_ref()))
+        }
     }
 }
 
