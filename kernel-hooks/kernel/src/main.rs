@@ -31,6 +31,11 @@
 //! embedded by `build.rs` when `cargo xtask` built them): [`program`] loads each into objects
 //! and runs it in ring 3, [`syscall`] serves its system calls (every pointer checked), and a
 //! third table compares what each program reports with what the kernel expects and saw.
+//!
+//! Then [`difc_scenarios`] runs information flow control on real faults (`docs/DIFC.md`
+//! §7.2): objects and contexts at labels in the kernel's table ([`labels`]), label changes by
+//! the system call's kernel side ([`difc`]), a fourth table, and the label change's cost at
+//! `N` mapped pages.
 
 #![no_std]
 #![no_main]
