@@ -185,3 +185,20 @@ pub fn creation_label(creator: ObjID, label: Option<&Label>) -> Result<LabelId, 
     .map_err(RefusedLabel::Flow)?;
     intern(label)
 }
+
+/// §4.4: a system call by context `ctx` that changes state every principal can observe (a
+/// revocation) is a write to public state: the two write clauses against the empty label,
+/// `S_C − own⁻(C) = ∅` with the row's `write` label. Refused with `WouldLeak` naming the first
+/// secrecy tag the context carries and cannot declassify.
+pub fn check_public_write(ctx: ObjID) -> Result<(), RefusedLabel> {
+    let row = labels::principal(ctx);
+    let principal = PrincipalLabels {
+        read: interned(row.read)?.as_ref(),
+        write: interned(row.write)?.as_ref(),
+    };
+    check_write_clauses(&principal, &LabelRef::EMPTY, &mut EngineOwnership { ctx }).map_err(|d| {
+        RefusedLabel::Rule(LabelError::WouldLeak {
+            tag: d.tag().unwrap_or_default(),
+        })
+    })
+}

@@ -360,6 +360,14 @@ fn secret_then_public(w: &World, rows: &mut Vec<Row>) -> Built<()> {
         &read,
         MARKER,
     ));
+    let revoke = difc::check_public_write(ctx);
+    rows.push(row(
+        "1 secret: revoke at {medical} (4.4)",
+        "refused (WouldLeak)",
+        format!("{revoke:?}"),
+        matches!(revoke, Err(RefusedLabel::Rule(LabelError::WouldLeak { tag })) if tag == w.medical),
+        None,
+    ));
     let write = probe(&t, PROGRAM, Probe::Write, public, PUBLIC_BYTE);
     rows.push(denied_row(
         "1 secret: write public after raising",
@@ -391,6 +399,14 @@ fn declassifier(w: &World, rows: &mut Vec<Row>) -> Built<()> {
         "2 declassifier: write public (medical-)",
         &write,
         PUBLIC_BYTE,
+    ));
+    let revoke = difc::check_public_write(ctx);
+    rows.push(row(
+        "2 declassifier: revoke (4.4)",
+        "allowed (owns medical-)",
+        format!("{revoke:?}"),
+        revoke.is_ok(),
+        None,
     ));
     Ok(())
 }

@@ -339,6 +339,8 @@ fn revoke_key(task: &mut Task, kuid: ObjID) -> Result<(u64, u64), Error> {
     if !task.owned_keys.contains(&kuid) {
         return Err(Error::NotOwner);
     }
+    // A revocation is a write to public state (docs/DIFC.md §4.4).
+    difc::check_public_write(task.thread.active_id()).map_err(refused)?;
     objects::revoke_key(kuid);
     Ok((0, 0))
 }
@@ -358,6 +360,7 @@ fn revoke_record(task: &mut Task, kind: u64, addr: u64, len: u64) -> Result<(u64
         Some(k) if task.owned_keys.contains(&k) => {}
         _ => return Err(Error::NotOwner),
     }
+    difc::check_public_write(task.thread.active_id()).map_err(refused)?;
     objects::revoke_record(record.id());
     Ok((0, 0))
 }
