@@ -8,7 +8,8 @@
 
 use twizzler_capsec::{
     FlowDenial, Label, LabelError, LabelId, LabelRef, ObjID, Ownership, PrincipalLabels, Right,
-    Verdict, check_relabel, check_write_clauses, classify, transitional,
+    SecCtx, Verdict, check_registration, check_relabel, check_write_clauses, classify,
+    transitional,
 };
 
 use crate::cpu::rdtsc;
@@ -201,4 +202,47 @@ pub fn check_public_write(ctx: ObjID) -> Result<(), RefusedLabel> {
             tag: d.tag().unwrap_or_default(),
         })
     })
+}
+
+/// §1.4: the first time a thread attaches context `ctx` that has no principal row, the kernel
+/// registers it: it reads the initial label the context's version-3 section proposes (the
+/// empty label for versions 1 and 2, and for bytes or a section that do not decode), and adopts
+/// it if `registrar` (the attaching thread's active context) could have reached it
+/// (`check_registration`, ownership of either context asked of the engine). The row is then
+/// the context's label for good: its section is never read again. A context registered at a
+/// label other than the empty one has the engine forget what it decided under the empty row.
+pub fn register(registrar: ObjID, ctx: ObjID) -> Result<(), RefusedLabel> {
+    let object = table()
+        .and_then(|t| t.get(ctx))
+        .ok_or(RefusedLabel::NotContext)?;
+    let c = object.as_context().ok_or(RefusedLabel::NotContext)?;
+    let _lock = LabelLock::take(ctx);
+    if labels::is_registered(ctx) {
+        return Ok(());
+    }
+    let bytes = c.snapshot();
+    let initial = SecCtx::parse(&bytes)
+        .ok()
+        .and_then(|s| s.initial_label().ok())
+        .unwrap_or(Label::EMPTY);
+    let row = labels::principal(registrar);
+    let r = PrincipalLabels {
+        read: interned(row.read)?.as_ref(),
+        write: interned(row.write)?.as_ref(),
+    };
+    let data = interned(object.label)?.as_ref();
+    check_registration(
+        &r,
+        &initial.as_ref(),
+        &data,
+        &mut EngineOwnership { ctx: registrar },
+        &mut EngineOwnership { ctx },
+    )
+    .map_err(RefusedLabel::Rule)?;
+    let id = intern(&initial)?;
+    labels::set_principal(ctx, PrincipalLabels::steady(id));
+    if !id.is_empty() {
+        ENGINE.relabel_ctx(ctx, classify(&LabelRef::EMPTY, &initial.as_ref()));
+    }
+    Ok(())
 }

@@ -113,6 +113,12 @@ pub fn principal(ctx: ObjID) -> PrincipalLabels<LabelId> {
         .unwrap_or(PrincipalLabels::steady(LabelId::EMPTY))
 }
 
+/// Whether context `ctx` has a principal row (it was registered: made by the kernel with a
+/// label, or attached once, §1.4).
+pub fn is_registered(ctx: ObjID) -> bool {
+    table().principals.lock().contains_key(&ctx)
+}
+
 /// Writes context `ctx`'s principal row (creation, and `sys_sctx_label`'s two steps).
 pub fn set_principal(ctx: ObjID, row: PrincipalLabels<LabelId>) {
     table().principals.lock().insert(ctx, row);

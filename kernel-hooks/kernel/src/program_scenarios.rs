@@ -79,7 +79,7 @@ pub const POLICY: [Step; 8] = [
 
 /// The labels program (`kernel-hooks/user/src/bin/labels.rs`): the DIFC system calls from
 /// ring 3 (`docs/DIFC.md` §4.1).
-pub const LABELS: [Step; 14] = [
+pub const LABELS: [Step; 18] = [
     step(1, "labels: key, tag object", "ok", Expect::Ok),
     step(
         2,
@@ -124,16 +124,35 @@ pub const LABELS: [Step; 14] = [
         "denied",
         Expect::Denied,
     ),
-    step(10, "labels: ctx owning T+-, switch", "ok", Expect::Ok),
-    step(11, "labels: raise {} -> {T}", "ok", Expect::Ok),
-    step(12, "labels: read {T} object", "read 0x00", Expect::Byte(0)),
     step(
-        13,
+        10,
+        "labels: attach ctx proposing {T}, no T+",
+        "ENOTOWNED",
+        Expect::Err(Error::NotOwned),
+    ),
+    step(
+        11,
+        "labels: attach ctx proposing {T}, own T+",
+        "ok",
+        Expect::Ok,
+    ),
+    step(
+        12,
+        "labels: read {T} in it (registered)",
+        "read 0x00",
+        Expect::Byte(0),
+    ),
+    step(13, "labels: switch back (its T-)", "ok", Expect::Ok),
+    step(14, "labels: ctx owning T+-, switch", "ok", Expect::Ok),
+    step(15, "labels: raise {} -> {T}", "ok", Expect::Ok),
+    step(16, "labels: read {T} object", "read 0x00", Expect::Byte(0)),
+    step(
+        17,
         "labels: write public (T- declassifies)",
         "read 0x5d",
         Expect::Byte(0x5d),
     ),
-    step(14, "labels: drop {T} -> {} (T-)", "ok", Expect::Ok),
+    step(18, "labels: drop {T} -> {} (T-)", "ok", Expect::Ok),
 ];
 
 /// The hostile program (`kernel-hooks/user/src/bin/hostile.rs`): every row an error code

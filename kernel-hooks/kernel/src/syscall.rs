@@ -290,6 +290,8 @@ fn attach(task: &mut Task, id: ObjID) -> Result<(u64, u64), Error> {
     if !(perms.everywhere - perms.restrict).contains(Protections::READ) {
         return Err(Error::NotAllowed);
     }
+    // The first attach registers a context that has no principal row (docs/DIFC.md §1.4).
+    difc::register(task.thread.active_id(), id).map_err(refused)?;
     task.thread.attach(id).map_err(|e| match e {
         AttachError::AlreadyAttached(_) => Error::Already,
         _ => Error::NotAllowed,

@@ -20,7 +20,7 @@ use kernel_hooks_user::heap::{self, PAGE};
 use kernel_hooks_user::rt::{try_read, try_write};
 use kernel_hooks_user::{Error, ctx, entry, sys};
 use twizzler_capsec::{
-    Cap, Label, OwnRights, OwnershipGrant, Protections, SigningKey, SigningScheme,
+    Cap, Label, ObjID, OwnRights, OwnershipGrant, Protections, SigningKey, SigningScheme,
 };
 
 entry!(main);
@@ -39,11 +39,15 @@ mod step {
     pub const CREATE_MALFORMED: u64 = 7;
     pub const CREATE_ENDORSE: u64 = 8;
     pub const READ_UP: u64 = 9;
-    pub const SWITCH: u64 = 10;
-    pub const RAISE: u64 = 11;
-    pub const READ_SECRET: u64 = 12;
-    pub const DECLASSIFY: u64 = 13;
-    pub const DROP: u64 = 14;
+    pub const REGISTER_UNOWNED: u64 = 10;
+    pub const REGISTER: u64 = 11;
+    pub const READ_REGISTERED: u64 = 12;
+    pub const SWITCH_BACK: u64 = 13;
+    pub const SWITCH: u64 = 14;
+    pub const RAISE: u64 = 15;
+    pub const READ_SECRET: u64 = 16;
+    pub const DECLASSIFY: u64 = 17;
+    pub const DROP: u64 = 18;
 }
 
 fn ok(step: u64, detail: u64) {
@@ -150,7 +154,43 @@ fn run() -> Result<(), u64> {
     // 9. It made the {T} object but may not read it at the empty label.
     access(step::READ_UP, try_read(secret_base + PAGE));
 
-    // 10. A private context owning T+ and T− (signed with its own key, which keys the tag),
+    // 10-13. Registration (§1.4): a context proposing {T} in its version-3 section is
+    // adopted at its first attach only if the registrar or the context owns T+. One without
+    // any ownership is refused; one owning T+ and T− itself is registered at {T}: the program
+    // switches into it (it owns T−, so its unlabelled stack stays writable), reads its {T}
+    // object there, and switches back (T− lets it shed T).
+    let start = sys::active().map_err(|e| failed(step::REGISTER_UNOWNED, e))?;
+    let propose = |i: usize, step: u64, owned: bool| -> Result<ObjID, u64> {
+        let c = me.context(i).map_err(|e| failed(step, e))?;
+        let base = sys::map(c).map_err(|e| failed(step, e))?;
+        let mine = me.caps_for(c).map_err(|e| failed(step, e))?;
+        let own = Cap::mint_ownership(
+            OwnershipGrant::new(tag, c, OwnRights::PLUS | OwnRights::MINUS),
+            &sk,
+        )
+        .map_err(|_| failed(step, Error::Malformed))?;
+        ctx::edit(base, CTX_PAGES, |ed| {
+            ed.set_initial_label(secret_label);
+            if owned {
+                ed.add_cap(&own);
+            }
+            for cap in &mine {
+                ed.add_cap(cap);
+            }
+        })
+        .map_err(|e| failed(step, e))?;
+        Ok(c)
+    };
+    let unowned = propose(1, step::REGISTER_UNOWNED, false)?;
+    check(step::REGISTER_UNOWNED, sys::attach(unowned));
+    let registered = propose(2, step::REGISTER, true)?;
+    sys::attach(registered).map_err(|e| failed(step::REGISTER, e))?;
+    sys::switch(registered).map_err(|e| failed(step::REGISTER, e))?;
+    ok(step::REGISTER, 0);
+    access(step::READ_REGISTERED, try_read(secret_base + PAGE));
+    check(step::SWITCH_BACK, sys::switch(start));
+
+    // 14. A private context owning T+ and T− (signed with its own key, which keys the tag),
     // with its own code, stack and heap; attach and switch.
     let public = sys::create_object(KIND_DATA, 1, rw, None).map_err(|e| failed(step::SWITCH, e))?;
     let public_base = sys::map(public).map_err(|e| failed(step::SWITCH, e))?;
@@ -173,7 +213,7 @@ fn run() -> Result<(), u64> {
     sys::switch(c).map_err(|e| failed(step::SWITCH, e))?;
     ok(step::SWITCH, 0);
 
-    // 11-14. Raise, read the secret, declassify into the public object, drop.
+    // 15-18. Raise, read the secret, declassify into the public object, drop.
     check(step::RAISE, sys::sctx_label(&secret_label));
     access(step::READ_SECRET, try_read(secret_base + PAGE));
     // SAFETY: the public object is not memory this program's Rust code uses.
