@@ -245,20 +245,34 @@ impl Snapshot {
             };
             let provide = Protections::from_bits_retain(bits as u16);
             if !provide.contains(needed) {
-                return denied(provide, Self::explained(w, small, access));
+                if flow_all {
+                    return denied(provide, Self::explained(w, small, access));
+                }
+            } else {
+                return Some(Served::Grant(Granted {
+                    provide,
+                    valid_until,
+                    pages: OBJECT_PAGES,
+                }));
             }
-            return Some(Served::Grant(Granted {
-                provide,
-                valid_until,
-                pages: OBJECT_PAGES,
-            }));
         }
         let snap = Snapshot::decode(&w.words())?;
         let eval = snap.evaluate(access);
         if eval.perms.grants(needed) {
             Some(Served::Grant(Granted::from(eval)))
-        } else {
+        } else if flow_all {
             denied(eval.perms.provide, Explained::NONE)
+        } else if snap.flow_state == FlowState::Resolved
+            && snap.evaluate_caps(access).perms.grants(needed)
+        {
+            // The capabilities grant, the flow (worked out in full) refuses: the rule's
+            // denial, explained by the entry under its set's lock.
+            Some(Served::FlowDeny {
+                provided: eval.perms.provide,
+                flags: snap.flags,
+            })
+        } else {
+            None
         }
     }
 }
@@ -290,6 +304,14 @@ impl From<Evaluated> for Granted {
 pub enum Served {
     /// Granted.
     Grant(Granted),
+    /// The capabilities grant, the flow rule (worked out in full) does not
+    /// (`docs/DIFC.md` §3.3): the entry's [`CachedPerms::flow_why`] says why.
+    FlowDeny {
+        /// What the entry provides for the access, after the flow mask.
+        provided: Protections,
+        /// The context's flags (whether the thread may look further).
+        flags: CtxFlags,
+    },
     /// Not granted, by an entry that holds every record that counted.
     Deny {
         /// What the entry provides for the access.
@@ -539,7 +561,11 @@ mod tests {
                 None
             } else if eval.perms.grants(needed) {
                 Some((Served::Grant(eval.into()), None))
-            } else if s.complete && s.flow_is_all() {
+            } else if !s.flow_is_all() {
+                (s.flow_state == crate::cache::FlowState::Resolved
+                    && s.evaluate_caps(&a).perms.grants(needed))
+                    .then_some((Served::FlowDeny { provided: eval.perms.provide, flags: s.flags }, None))
+            } else if s.complete {
                 let explained = s.summary().is_some()
                     && !a.entering
                     && !matches!(e.deny_cause(&a, needed), DenyCause::Record(Verdict::Malformed(_)));

@@ -118,6 +118,16 @@ impl<H: Host> Engine<H> {
             };
             let granted = match served {
                 Served::Grant(g) => g,
+                Served::FlowDeny { provided, flags } => {
+                    match self.flow_deny_hit(active, inactive, fault, &stamp, now, provided, flags)
+                    {
+                        Some(v) => {
+                            self.cache.count_hit(&ticket);
+                            return Decision::Violation(v);
+                        }
+                        None => break 'hit,
+                    }
+                }
                 Served::Deny {
                     provided,
                     flags,
@@ -195,6 +205,37 @@ impl<H: Host> Engine<H> {
             return None;
         };
         (self.epoch.load(Ordering::Acquire) == stamp.epoch).then_some(violation)
+    }
+
+    /// A repeated flow denial (`docs/DIFC.md` §3.3), from the active context's entry, when
+    /// there is nowhere else to look (as [`Engine::deny_hit`]): the entry's reason, read
+    /// under its set's lock. `None` when the thread has inactive contexts to try, or the
+    /// entry changed meanwhile.
+    #[allow(clippy::too_many_arguments)]
+    fn flow_deny_hit(
+        &self,
+        active: ObjID,
+        inactive: usize,
+        fault: &Fault,
+        stamp: &Stamp,
+        now: u64,
+        provided: Protections,
+        flags: CtxFlags,
+    ) -> Option<Violation> {
+        if !flags.contains(CtxFlags::UNDETACHABLE) && inactive != 0 {
+            return None;
+        }
+        let (denial, _) = self
+            .cache
+            .with_fresh(active, fault.target, stamp, now, |e| e.flow_why.get())?;
+        let v = Violation::Flow {
+            ctx: active,
+            target: fault.target,
+            needed: fault.kind.required(),
+            provided,
+            denial: denial?,
+        };
+        (self.epoch.load(Ordering::Acquire) == stamp.epoch).then_some(v)
     }
 
     /// Everything the common case at the top of [`Engine::decide`] does not serve.

@@ -189,8 +189,10 @@ fn secrecy_read_and_a_repeated_denial_is_cached() {
         FlowDenial::SecrecyRead { tag: T }
     );
     let (calls, verifies) = (w.host().host_calls(), w.engine.stats().verifies);
+    let hits = w.engine.stats().hits;
     let again = w.decide(&t, FILE, 0x2000, AccessKind::Read);
     assert_eq!(again, first);
+    assert_eq!(w.engine.stats().hits, hits + 1, "served by the hit path");
     assert_eq!(
         w.host().host_calls(),
         calls,
