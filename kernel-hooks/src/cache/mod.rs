@@ -33,7 +33,7 @@ use twizzler_capsec::{Access, ObjID, Protections};
 pub use entry::{CachedPerms, Deps, Explanation, Failure, FlowState, FlowWhy, Stamp};
 pub use snapshot::{Evaluated, ObjectPerms, Snapshot};
 use words::key_words;
-pub use words::{Explained, Granted, HOT_WORDS, Served};
+pub use words::{Explained, FlowExplained, Granted, HOT_WORDS, Served};
 
 /// Number of sets.
 pub const SETS: usize = 64;

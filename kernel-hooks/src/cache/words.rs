@@ -1,6 +1,8 @@
 //! The words of a [`Snapshot`] in a set's mirror, and the hit served straight from them.
 
-use twizzler_capsec::{AccessKind, CtxFlags, Expiry, Gate, Grant, LabelId, ObjID, Protections};
+use twizzler_capsec::{
+    AccessKind, CtxFlags, Expiry, FlowDenial, Gate, Grant, LabelId, ObjID, Protections,
+};
 
 use super::MAX_GRANTS;
 use super::entry::{CachedPerms, Explanation, FlowState, Stamp};
@@ -51,6 +53,65 @@ const UNIFORM: u64 = 1 << 32;
 /// Bits of the denial word.
 const SEEN: u64 = 1 << 32;
 const EXPLAINED: u64 = 1 << 33;
+/// The denial words hold a flow denial (see [`flow_words`]) instead: the entry's flow
+/// refuses something, so no capability denial is served from them.
+const FLOW_EXPLAINED: u64 = 1 << 34;
+
+/// The words of a flow denial, in the denial words' place (`W_DENY`: [`FLOW_EXPLAINED`] and
+/// the kind; then the tag, two words). `None` for one they do not carry: a switch (never an
+/// entry's) and an ownership denial (its verdict is read from the entry under the set's lock).
+fn flow_words(d: &FlowDenial) -> Option<[u64; 3]> {
+    let (kind, tag) = match *d {
+        FlowDenial::SecrecyRead { tag } => (1, tag),
+        FlowDenial::MustRaise { tag } => (2, tag),
+        FlowDenial::IntegrityRead { tag } => (3, tag),
+        FlowDenial::MustLower { tag } => (4, tag),
+        FlowDenial::SecrecyWrite { tag } => (5, tag),
+        FlowDenial::IntegrityWrite { tag } => (6, tag),
+        FlowDenial::LabelUnknown => (8, ObjID::new(0)),
+        FlowDenial::Ownership { .. } | FlowDenial::Switch { .. } => return None,
+    };
+    let [t0, t1] = id_words(tag);
+    Some([FLOW_EXPLAINED | kind, t0, t1])
+}
+
+/// The mirror's words that explain a flow denial, copied out of a lock-free lookup as they
+/// are (three words, as [`Explained`]); [`FlowExplained::denial`] decodes them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FlowExplained([u64; 3]);
+
+impl FlowExplained {
+    /// Nothing explained: the entry explains it under its set's lock.
+    pub const NONE: FlowExplained = FlowExplained([0; 3]);
+
+    #[inline]
+    fn of(w: &Way<'_, HOT_WORDS>) -> Self {
+        let head = w.word(W_DENY);
+        if head & FLOW_EXPLAINED == 0 {
+            return Self::NONE;
+        }
+        Self([head, w.word(W_DENY_DATA), w.word(W_DENY_DATA + 1)])
+    }
+
+    /// The denial, if the words carry one.
+    pub fn denial(&self) -> Option<FlowDenial> {
+        let [head, t0, t1] = self.0;
+        if head & FLOW_EXPLAINED == 0 {
+            return None;
+        }
+        let tag = id_of(t0, t1);
+        Some(match head & 0xff {
+            1 => FlowDenial::SecrecyRead { tag },
+            2 => FlowDenial::MustRaise { tag },
+            3 => FlowDenial::IntegrityRead { tag },
+            4 => FlowDenial::MustLower { tag },
+            5 => FlowDenial::SecrecyWrite { tag },
+            6 => FlowDenial::IntegrityWrite { tag },
+            8 => FlowDenial::LabelUnknown,
+            _ => return None,
+        })
+    }
+}
 
 fn id_words(id: ObjID) -> [u64; 2] {
     [id.raw() as u64, (id.raw() >> 64) as u64]
@@ -270,6 +331,7 @@ impl Snapshot {
             Some(Served::FlowDeny {
                 provided: eval.perms.provide,
                 flags: snap.flags,
+                explained: FlowExplained::of(w),
             })
         } else {
             None
@@ -311,6 +373,9 @@ pub enum Served {
         provided: Protections,
         /// The context's flags (whether the thread may look further).
         flags: CtxFlags,
+        /// Why, when the mirror carries it ([`FlowExplained::NONE`] otherwise: the entry
+        /// says under its set's lock).
+        explained: FlowExplained,
     },
     /// Not granted, by an entry that holds every record that counted.
     Deny {
@@ -384,6 +449,15 @@ impl CachedPerms {
                 .into_iter()
                 .chain(verdict_words::encode(data.best))
                 .chain(verdict_words::encode(code.best));
+            for (dst, src) in w.iter_mut().skip(W_DENY).zip(words) {
+                *dst = src;
+            }
+        }
+        // A capability denial is served from the words above only when the flow lets
+        // everything through; otherwise they carry the flow's denial.
+        if !self.snap.flow_is_all()
+            && let Some(words) = self.flow_why.get().as_ref().and_then(flow_words)
+        {
             for (dst, src) in w.iter_mut().skip(W_DENY).zip(words) {
                 *dst = src;
             }
@@ -503,6 +577,39 @@ mod tests {
     proptest! {
         #![proptest_config(ProptestConfig { cases: 2000, failure_persistence: None, ..ProptestConfig::default() })]
 
+        /// A flow denial written into a way's denial words reads back as itself, or not at
+        /// all (then the entry explains it under its set's lock).
+        #[test]
+        fn flow_words_round_trip(
+            kind in 0u8..9,
+            tag in any::<u128>(),
+            why in crate::cache::verdict_words::strategies::verdict(),
+        ) {
+            use twizzler_capsec::FlowDenial as D;
+            let tag = ObjID::new(tag);
+            let d = match kind {
+                0 => D::SecrecyRead { tag },
+                1 => D::MustRaise { tag },
+                2 => D::IntegrityRead { tag },
+                3 => D::MustLower { tag },
+                4 => D::SecrecyWrite { tag },
+                5 => D::IntegrityWrite { tag },
+                6 => D::Ownership { tag, why },
+                7 => D::LabelUnknown,
+                _ => D::Switch { to: tag, tag },
+            };
+            let mut words = [0u64; HOT_WORDS];
+            if let Some(f) = super::flow_words(&d) {
+                words[super::W_DENY..super::W_DENY + f.len()].copy_from_slice(&f);
+                let atomics = words.map(AtomicU64::new);
+                let e = super::FlowExplained::of(&Way::<HOT_WORDS>::new(&atomics));
+                prop_assert_eq!(e.denial(), Some(d));
+            } else {
+                let uncarried = matches!(d, D::Switch { .. } | D::Ownership { .. });
+                prop_assert!(uncarried, "{:?} not carried", d);
+            }
+        }
+
         /// The mirror's words give back the snapshot.
         #[test]
         fn words_round_trip(s in snapshot()) {
@@ -564,7 +671,7 @@ mod tests {
             } else if !s.flow_is_all() {
                 (s.flow_state == crate::cache::FlowState::Resolved
                     && s.evaluate_caps(&a).perms.grants(needed))
-                    .then_some((Served::FlowDeny { provided: eval.perms.provide, flags: s.flags }, None))
+                    .then_some((Served::FlowDeny { provided: eval.perms.provide, flags: s.flags, explained: super::FlowExplained::NONE }, None))
             } else if s.complete {
                 let explained = s.summary().is_some()
                     && !a.entering

@@ -4,8 +4,8 @@
 use core::sync::atomic::Ordering;
 
 use twizzler_capsec::{
-    Access, AccessKind, CtxFlags, Expiry, LabelId, MAX_OBJECT_SIZE, ObjID, PAGE_SIZE, PermsInfo,
-    PrincipalLabels, Protections,
+    Access, AccessKind, CtxFlags, Expiry, FlowDenial, LabelId, MAX_OBJECT_SIZE, ObjID, PAGE_SIZE,
+    PermsInfo, PrincipalLabels, Protections,
 };
 
 use super::build::fault_budget;
@@ -118,9 +118,13 @@ impl<H: Host> Engine<H> {
             };
             let granted = match served {
                 Served::Grant(g) => g,
-                Served::FlowDeny { provided, flags } => {
-                    match self.flow_deny_hit(active, inactive, fault, &stamp, now, provided, flags)
-                    {
+                Served::FlowDeny {
+                    provided,
+                    flags,
+                    explained,
+                } => {
+                    let why = (provided, flags, explained.denial());
+                    match self.flow_deny_hit(active, inactive, fault, &stamp, now, why) {
                         Some(v) => {
                             self.cache.count_hit(&ticket);
                             return Decision::Violation(v);
@@ -208,10 +212,9 @@ impl<H: Host> Engine<H> {
     }
 
     /// A repeated flow denial (`docs/DIFC.md` §3.3), from the active context's entry, when
-    /// there is nowhere else to look (as [`Engine::deny_hit`]): the entry's reason, read
-    /// under its set's lock. `None` when the thread has inactive contexts to try, or the
+    /// there is nowhere else to look (as [`Engine::deny_hit`]): the reason the mirror
+    /// carries, else the entry's, read under its set's lock. `None` when the thread has inactive contexts to try, or the
     /// entry changed meanwhile.
-    #[allow(clippy::too_many_arguments)]
     fn flow_deny_hit(
         &self,
         active: ObjID,
@@ -219,21 +222,26 @@ impl<H: Host> Engine<H> {
         fault: &Fault,
         stamp: &Stamp,
         now: u64,
-        provided: Protections,
-        flags: CtxFlags,
+        why: (Protections, CtxFlags, Option<FlowDenial>),
     ) -> Option<Violation> {
+        let (provided, flags, denial) = why;
         if !flags.contains(CtxFlags::UNDETACHABLE) && inactive != 0 {
             return None;
         }
-        let (denial, _) = self
-            .cache
-            .with_fresh(active, fault.target, stamp, now, |e| e.flow_why.get())?;
+        let denial = match denial {
+            Some(d) => d,
+            None => {
+                self.cache
+                    .with_fresh(active, fault.target, stamp, now, |e| e.flow_why.get())?
+                    .0?
+            }
+        };
         let v = Violation::Flow {
             ctx: active,
             target: fault.target,
             needed: fault.kind.required(),
             provided,
-            denial: denial?,
+            denial,
         };
         (self.epoch.load(Ordering::Acquire) == stamp.epoch).then_some(v)
     }
