@@ -101,7 +101,7 @@ fn data_label(id: ObjID) -> LabelId {
 /// `Engine::relabel_ctx`, checks ownership again, and publishes the final row; if the second
 /// check fails it publishes the old row again and refuses.
 pub fn sctx_label(ctx: ObjID, new: &Label) -> Result<RelabelCycles, RefusedLabel> {
-    change(ctx, new, Window::Transitional)
+    change(ctx, new, Window::Transitional, &mut || {})
 }
 
 /// What the row holds while the engine sweeps and the host write-protects.
@@ -114,8 +114,15 @@ pub enum Window {
     NewFirst,
 }
 
-/// [`sctx_label`], with the row published during the sweep chosen by `window`.
-pub fn change(ctx: ObjID, new: &Label, window: Window) -> Result<RelabelCycles, RefusedLabel> {
+/// [`sctx_label`], with the row published during the sweep chosen by `window`, and
+/// `in_window` run right after that row is published, before the engine's sweep: the
+/// raise-window scenario widens the window there (the system call passes nothing).
+pub fn change(
+    ctx: ObjID,
+    new: &Label,
+    window: Window,
+    in_window: &mut dyn FnMut(),
+) -> Result<RelabelCycles, RefusedLabel> {
     let t0 = rdtsc();
     table()
         .and_then(|t| t.get(ctx))
@@ -145,6 +152,7 @@ pub fn change(ctx: ObjID, new: &Label, window: Window) -> Result<RelabelCycles, 
         Window::NewFirst => PrincipalLabels::steady(new_id),
     };
     labels::set_principal(ctx, row);
+    in_window();
     let before = crate::objects::wp_cycles();
     let t1 = rdtsc();
     ENGINE.relabel_ctx(ctx, classify(&old.read, &new_ref));

@@ -316,9 +316,6 @@ fn report_difc(results: &difc_scenarios::DifcResults) -> bool {
             drop.pages
         );
     }
-    if let Some(m) = &results.mutation {
-        println!("raise-window mutation check: {m}");
-    }
     println!(
         "labels interned {}, pages write-protected by label changes {}",
         labels::interned(),
