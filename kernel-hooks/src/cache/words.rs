@@ -26,15 +26,15 @@ const W_KUID: usize = W_EPOCH + 1;
 const W_SMALL: usize = W_KUID + 2;
 const W_VALID_UNTIL: usize = W_SMALL + 1;
 /// The summary a hit is served from (see [`Snapshot::summary`]): the rights a data access
-/// gets (bits 0-15), those a code access gets (16-31), and [`UNIFORM`].
+/// gets (bits 0-15), those a code access gets (16-30), [`UNIFORM`], and the object's label
+/// (bits 32-63: part of the stamp, compared on every hit with a word the hit loads anyway).
 const W_SUMMARY: usize = W_VALID_UNTIL + 1;
 /// Each grant's rights, 16 bits each.
 const W_PROTS: usize = W_SUMMARY + 1;
-/// The object's label (bits 0-31, part of the stamp), the flow mask (32-47) and the flow's
-/// state (48-49, [`FlowState`]).
-const W_LABEL: usize = W_PROTS + 1;
+/// The flow mask (bits 0-15) and the flow's state (16-17, [`FlowState`]).
+const W_FLOW: usize = W_PROTS + 1;
 /// Each grant's gate: offset, length, align.
-const W_GATES: usize = W_LABEL + 1;
+const W_GATES: usize = W_FLOW + 1;
 /// What explains a denial, when the summary holds ([`Explanation`], for a data access and
 /// for a code access by a thread in the context): the rights contributed before masks, data
 /// (bits 0-15) and code (16-31), whether the context files a record for the object
@@ -49,7 +49,9 @@ const KUID_SOME: u32 = 48;
 const COMPLETE: u32 = 49;
 const GRANT_PRESENT: u32 = 56;
 /// Bit of the summary word: the summary holds (every data grant covers the whole object).
-const UNIFORM: u64 = 1 << 32;
+const UNIFORM: u64 = 1 << 31;
+/// The flow word of an entry whose flow lets everything through for good.
+const FLOW_ALL: u64 = Protections::all().bits() as u64 | ((FlowState::Resolved as u64) << 16);
 /// Bits of the denial word.
 const SEEN: u64 = 1 << 32;
 const EXPLAINED: u64 = 1 << 33;
@@ -143,7 +145,7 @@ impl Snapshot {
         let summary = match self.summary() {
             Some((data, code)) => u64::from(data.bits()) | (u64::from(code.bits()) << 16) | UNIFORM,
             None => 0,
-        };
+        } | (u64::from(self.stamp.label.0) << 32);
         let mut prots = 0u64;
         let mut gates = [0u64; 3 * MAX_GRANTS];
         for (i, (g, gate)) in self
@@ -170,9 +172,7 @@ impl Snapshot {
             self.valid_until.raw(),
             summary,
             prots,
-            u64::from(self.stamp.label.0)
-                | (u64::from(self.flow.bits()) << 32)
-                | ((self.flow_state as u64) << 48),
+            u64::from(self.flow.bits()) | ((self.flow_state as u64) << 16),
         ];
         for (dst, src) in w.iter_mut().zip(head.iter().chain(&gates)) {
             *dst = *src;
@@ -193,9 +193,9 @@ impl Snapshot {
             k1,
             small,
             valid_until,
-            _summary,
+            summary,
             prots,
-            label,
+            flow,
             rest @ ..,
         ] = *w;
         let gates = rest.get(..3 * MAX_GRANTS)?;
@@ -218,15 +218,15 @@ impl Snapshot {
                 epoch,
                 kuid: (small & (1 << KUID_SOME) != 0).then(|| id_of(k0, k1)),
                 default_prots: Protections::from_bits_retain(small as u16),
-                label: LabelId(label as u32),
+                label: LabelId((summary >> 32) as u32),
             },
             valid_until: Expiry::from_raw(valid_until),
             allowed: Protections::from_bits_retain((small >> 16) as u16),
             flags: CtxFlags::from_bits_retain((small >> 32) as u16),
             grants,
             complete: small & (1 << COMPLETE) != 0,
-            flow: Protections::from_bits_retain((label >> 32) as u16),
-            flow_state: FlowState::from_bits((label >> 48) & 3),
+            flow: Protections::from_bits_retain(flow as u16),
+            flow_state: FlowState::from_bits((flow >> 16) & 3),
         })
     }
 
@@ -281,32 +281,29 @@ impl Snapshot {
         {
             return None;
         }
-        let label = w.word(W_LABEL);
-        if label as u32 != stamp.label.0 {
+        let summary = w.word(W_SUMMARY);
+        if (summary >> 32) as u32 != stamp.label.0 {
             return None;
         }
         // A denial is served only when the flow lets everything through for good: then it is
-        // the capabilities' (a flow denial, or a flow not yet worked out, takes the slow
-        // path, which explains it).
-        let flow_all = label >> 32
-            == u64::from(Protections::all().bits()) | ((FlowState::Resolved as u64) << 16);
-        let complete = small & (1 << COMPLETE) != 0 && flow_all;
+        // the capabilities' (a flow denial is served as one, below; a flow not yet worked out
+        // takes the slow path).
+        let flow_all = || w.word(W_FLOW) == FLOW_ALL;
         let denied = |provided, explained| {
-            complete.then(|| Served::Deny {
+            (small & (1 << COMPLETE) != 0 && flow_all()).then(|| Served::Deny {
                 provided,
                 flags: CtxFlags::from_bits_retain((small >> 32) as u16),
                 explained,
             })
         };
-        let summary = w.word(W_SUMMARY);
         if summary & UNIFORM != 0 && !access.entering {
             let bits = match access.kind {
-                AccessKind::Exec => summary >> 16,
-                _ => summary,
+                AccessKind::Exec => (summary >> 16) & 0x7fff,
+                _ => summary & 0xffff,
             };
             let provide = Protections::from_bits_retain(bits as u16);
             if !provide.contains(needed) {
-                if flow_all {
+                if flow_all() {
                     return denied(provide, Self::explained(w, small, access));
                 }
             } else {
@@ -321,21 +318,30 @@ impl Snapshot {
         let eval = snap.evaluate(access);
         if eval.perms.grants(needed) {
             Some(Served::Grant(Granted::from(eval)))
-        } else if flow_all {
+        } else if flow_all() {
             denied(eval.perms.provide, Explained::NONE)
-        } else if snap.flow_state == FlowState::Resolved
-            && snap.evaluate_caps(access).perms.grants(needed)
-        {
-            // The capabilities grant, the flow (worked out in full) refuses: the rule's
-            // denial, explained by the entry under its set's lock.
-            Some(Served::FlowDeny {
-                provided: eval.perms.provide,
+        } else {
+            Self::flow_denied(w, &snap, access, needed, eval.perms.provide)
+        }
+    }
+
+    /// A flow denial from a fresh entry's words, if the capabilities grant `access` and the
+    /// flow (worked out in full) refuses it. Kept out of line: a hit never gets here.
+    #[cold]
+    #[inline(never)]
+    fn flow_denied(
+        w: &Way<'_, HOT_WORDS>,
+        snap: &Snapshot,
+        access: &Access,
+        needed: Protections,
+        provided: Protections,
+    ) -> Option<Served> {
+        (snap.flow_state == FlowState::Resolved && snap.evaluate_caps(access).perms.grants(needed))
+            .then(|| Served::FlowDeny {
+                provided,
                 flags: snap.flags,
                 explained: FlowExplained::of(w),
             })
-        } else {
-            None
-        }
     }
 }
 

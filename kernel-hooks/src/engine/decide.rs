@@ -215,6 +215,8 @@ impl<H: Host> Engine<H> {
     /// there is nowhere else to look (as [`Engine::deny_hit`]): the reason the mirror
     /// carries, else the entry's, read under its set's lock. `None` when the thread has inactive contexts to try, or the
     /// entry changed meanwhile.
+    #[cold]
+    #[inline(never)]
     fn flow_deny_hit(
         &self,
         active: ObjID,
