@@ -53,6 +53,10 @@ pub struct DifcResults {
     pub scale: Scale,
     /// Why the largest `N` is what it is.
     pub scale_note: String,
+    /// `Engine::decide` cycles in this kernel, interleaved: a hit on an unlabelled object
+    /// under an unlabelled context, a hit with both at a label of 4 + 4 tags, and a repeated
+    /// flow denial; (min, median) of each.
+    pub decide: Option<[(u64, u64); 3]>,
 }
 
 /// The key, tags and helpers every scenario uses.
@@ -641,6 +645,7 @@ pub fn run_all() -> DifcResults {
                 rows,
                 scale: scale_out,
                 scale_note,
+                decide: None,
             };
         }
     };
@@ -675,11 +680,19 @@ pub fn run_all() -> DifcResults {
             }
         }
     }
+    let decide = match decide_costs(&w) {
+        Ok(d) => Some(d),
+        Err(why) => {
+            rows.push(failed_row("decide cycles, labelled", "measured", why));
+            None
+        }
+    };
     task::clear_user_space();
     DifcResults {
         rows,
         scale: scale_out,
         scale_note,
+        decide,
     }
 }
 
@@ -988,4 +1001,60 @@ fn window_race(w: &World, aps: usize, window: Window) -> Built<(Raced, usize, Re
     }
     let leaked = (0..PAGE).filter(|&b| frame.read_byte(b) == MARKER).count();
     Ok((raced, leaked, cycles))
+}
+
+/// Rounds of the interleaved decision measurement.
+const DECIDE_ROUNDS: usize = 301;
+
+/// `Engine::decide` on this CPU, interleaved round by round so load hits all three alike:
+/// a hit unlabelled, a hit labelled (context and object at `S` and `I` of 4 tags each, the
+/// §7.3 case), a repeated flow denial (an unlabelled context reading the labelled object).
+/// Each is decided once first (the miss), then timed `DECIDE_ROUNDS` times.
+fn decide_costs(w: &World) -> Built<[(u64, u64); 3]> {
+    let tags: Vec<ObjID> = (0..8).map(|i| ObjID::new(0x7a65_0000 + i)).collect();
+    let (s_tags, i_tags) = tags.split_at(4);
+    let label = Label::from_tags(s_tags, i_tags).map_err(err("label"))?;
+    let plain = w.object(1, &Label::EMPTY, 1)?;
+    let labelled = w.object(1, &label, 2)?;
+    let plain_ctx = w.context(&Label::EMPTY, |c| {
+        Ok(alloc::vec![w.cap(plain, c, R)?, w.cap(labelled, c, R)?])
+    })?;
+    let labelled_ctx = w.context(&label, |c| Ok(alloc::vec![w.cap(labelled, c, R)?]))?;
+    let fault = |id: ObjID| -> Built<kernel_hooks::Fault> {
+        let o = table().and_then(|t| t.get(id)).ok_or("no object")?;
+        Ok(kernel_hooks::Fault::new(
+            id,
+            o.info(),
+            PAGE,
+            twizzler_capsec::AccessKind::Read,
+        ))
+    };
+    let cases = [
+        (SecCtxMgr::new(plain_ctx), fault(plain)?, true),
+        (SecCtxMgr::new(labelled_ctx), fault(labelled)?, true),
+        (SecCtxMgr::new(plain_ctx), fault(labelled)?, false),
+    ];
+    for (t, f, grants) in &cases {
+        let d = crate::objects::ENGINE.decide(t, f);
+        if matches!(d, kernel_hooks::Decision::Map { .. }) != *grants {
+            return Err(format!("unexpected decision {d:?}"));
+        }
+    }
+    let mut samples: [Vec<u64>; 3] = Default::default();
+    for _ in 0..DECIDE_ROUNDS {
+        for ((t, f, _), out) in cases.iter().zip(samples.iter_mut()) {
+            let t0 = crate::cpu::rdtsc();
+            let _ = crate::objects::ENGINE.decide(t, f);
+            out.push(crate::cpu::rdtsc().wrapping_sub(t0));
+        }
+    }
+    let stat = |v: &mut Vec<u64>| {
+        v.sort_unstable();
+        (
+            v.first().copied().unwrap_or(0),
+            v.get(v.len() / 2).copied().unwrap_or(0),
+        )
+    };
+    let [a, b, c] = &mut samples;
+    Ok([stat(a), stat(b), stat(c)])
 }

@@ -316,6 +316,26 @@ fn report_difc(results: &difc_scenarios::DifcResults) -> bool {
             drop.pages
         );
     }
+    if let Some([plain, labelled, denial]) = results.decide {
+        let ratio = |a: u64, b: u64| {
+            let b = b.max(1);
+            alloc::format!("{}.{:02}x", a / b, (a % b) * 100 / b)
+        };
+        println!(
+            "Engine::decide cycles, interleaved, min / median: hit unlabelled {} / {}; hit \
+             labelled (S, I of 4 tags) {} / {} ({} / {}); repeated flow denial {} / {} ({} / {})",
+            plain.0,
+            plain.1,
+            labelled.0,
+            labelled.1,
+            ratio(labelled.0, plain.0),
+            ratio(labelled.1, plain.1),
+            denial.0,
+            denial.1,
+            ratio(denial.0, plain.0),
+            ratio(denial.1, plain.1)
+        );
+    }
     println!(
         "labels interned {}, pages write-protected by label changes {}",
         labels::interned(),
