@@ -47,6 +47,12 @@ impl Snapshot {
     /// otherwise. [`Snapshot::evaluate`] gives the same rights on every such access (a
     /// property test checks it), with the pages `1..` the end of the object.
     pub fn summary(&self) -> Option<(Protections, Protections)> {
+        self.summary_caps()
+            .map(|(data, code)| (data & self.flow, code & self.flow))
+    }
+
+    /// [`Snapshot::summary`] before the flow mask: what the capabilities alone provide.
+    pub fn summary_caps(&self) -> Option<(Protections, Protections)> {
         let data_bits = Protections::READ | Protections::WRITE;
         let code_bits = Protections::READ | Protections::EXEC;
         let mut data = self.stamp.default_prots;
@@ -64,10 +70,7 @@ impl Snapshot {
                 code |= g.prots & code_bits;
             }
         }
-        Some((
-            data & self.allowed & self.flow,
-            code & self.allowed & self.flow,
-        ))
+        Some((data & self.allowed, code & self.allowed))
     }
 
     /// Whether the flow rule lets everything through, for good (every label empty, or

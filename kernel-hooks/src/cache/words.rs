@@ -26,7 +26,8 @@ const W_KUID: usize = W_EPOCH + 1;
 const W_SMALL: usize = W_KUID + 2;
 const W_VALID_UNTIL: usize = W_SMALL + 1;
 /// The summary a hit is served from (see [`Snapshot::summary`]): the rights a data access
-/// gets (bits 0-15), those a code access gets (16-30), [`UNIFORM`], and the object's label
+/// gets (bits 0-7), what the capabilities alone give it (8-15, [`Snapshot::summary_caps`]),
+/// the same two for a code access (16-23, 24-30), [`UNIFORM`], and the object's label
 /// (bits 32-63: part of the stamp, compared on every hit with a word the hit loads anyway).
 const W_SUMMARY: usize = W_VALID_UNTIL + 1;
 /// Each grant's rights, 16 bits each.
@@ -142,9 +143,15 @@ impl Snapshot {
             | (u64::from(self.flags.bits()) << 32)
             | (u64::from(self.stamp.kuid.is_some()) << KUID_SOME)
             | (u64::from(self.complete) << COMPLETE);
-        let summary = match self.summary() {
-            Some((data, code)) => u64::from(data.bits()) | (u64::from(code.bits()) << 16) | UNIFORM,
-            None => 0,
+        let summary = match (self.summary(), self.summary_caps()) {
+            (Some((data, code)), Some((caps_data, caps_code))) => {
+                u64::from(data.bits())
+                    | (u64::from(caps_data.bits()) << 8)
+                    | (u64::from(code.bits()) << 16)
+                    | (u64::from(caps_code.bits()) << 24)
+                    | UNIFORM
+            }
+            _ => 0,
         } | (u64::from(self.stamp.label.0) << 32);
         let mut prots = 0u64;
         let mut gates = [0u64; 3 * MAX_GRANTS];
@@ -298,21 +305,21 @@ impl Snapshot {
         };
         if summary & UNIFORM != 0 && !access.entering {
             let bits = match access.kind {
-                AccessKind::Exec => (summary >> 16) & 0x7fff,
-                _ => summary & 0xffff,
+                AccessKind::Exec => summary >> 16,
+                _ => summary,
             };
-            let provide = Protections::from_bits_retain(bits as u16);
-            if !provide.contains(needed) {
-                if flow_all() {
-                    return denied(provide, Self::explained(w, small, access));
-                }
-            } else {
+            let provide = Protections::from_bits_retain((bits & 0xff) as u16);
+            if provide.contains(needed) {
                 return Some(Served::Grant(Granted {
                     provide,
                     valid_until,
                     pages: OBJECT_PAGES,
                 }));
             }
+            if flow_all() {
+                return denied(provide, Self::explained(w, small, access));
+            }
+            return Self::summary_flow_denied(w, small, bits, provide, needed);
         }
         let snap = Snapshot::decode(&w.words())?;
         let eval = snap.evaluate(access);
@@ -323,6 +330,28 @@ impl Snapshot {
         } else {
             Self::flow_denied(w, &snap, access, needed, eval.perms.provide)
         }
+    }
+
+    /// A flow denial from the summary (`bits`: the access's kind's half of it), if the
+    /// capabilities grant `needed` and the flow (worked out in full) refuses it. Out of line:
+    /// a hit never gets here.
+    #[cold]
+    #[inline(never)]
+    fn summary_flow_denied(
+        w: &Way<'_, HOT_WORDS>,
+        small: u64,
+        bits: u64,
+        provided: Protections,
+        needed: Protections,
+    ) -> Option<Served> {
+        let caps = Protections::from_bits_retain(((bits >> 8) & 0x7f) as u16);
+        (caps.contains(needed) && w.word(W_FLOW) >> 16 == FlowState::Resolved as u64).then(|| {
+            Served::FlowDeny {
+                provided,
+                flags: CtxFlags::from_bits_retain((small >> 32) as u16),
+                explained: FlowExplained::of(w),
+            }
+        })
     }
 
     /// A flow denial from a fresh entry's words, if the capabilities grant `access` and the
