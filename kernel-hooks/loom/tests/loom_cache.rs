@@ -293,3 +293,61 @@ fn merges_lose_no_grant() {
         );
     });
 }
+
+/// A write fault on key 1 races a principal-label change that takes `W` away from key 1's
+/// entry (`Engine::relabel_ctx` when only writes become unsafe): the sweep narrows the entry in
+/// place (`Retain::Narrowed`: all its words published again, the set's counter moved), then
+/// write-protects. An entry whose version is 1 grants `W`; the narrowed one (version 2) does
+/// not. Whatever the order, no writable mapping remains once both are done.
+#[test]
+fn write_fault_races_a_narrowing_relabel() {
+    model(|| {
+        let w = world(&[entry(1, 0, 1), entry(4, 0, 1)]);
+        let w1 = w.clone();
+        let faulting = thread::spawn(move || {
+            let e = w1.epoch.load(Ordering::Acquire);
+            let hit = w1.set.lookup(&key(1), |w| {
+                let p = w.word(KEY_WORDS);
+                (p >> 32 == e).then_some((p, w.word(0)))
+            });
+            let Some(((p, key_word), removals)) = hit else {
+                return;
+            };
+            assert_eq!((p >> 16) & 0xffff, key_word, "a torn entry was served");
+            if p & 0xffff != 1 || w1.epoch.load(Ordering::Acquire) != e {
+                return; // not writable, or decided under a moved epoch
+            }
+            let mut m = w1.pt.mapped.lock().unwrap();
+            if w1.set.removals() == removals {
+                *m = Some(1);
+            }
+        });
+        // The relabel: epoch, sweep (narrow key 1, re-stamp the rest), write-protect.
+        let old = w.epoch.fetch_add(1, Ordering::AcqRel);
+        w.set.retain(
+            |e| {
+                let was = e.epoch;
+                if e.epoch == old {
+                    e.epoch = old + 1;
+                }
+                if e.key == 1 {
+                    e.version = 2;
+                    return Retain::Narrowed;
+                }
+                if was == old {
+                    Retain::Restamped
+                } else {
+                    Retain::Keep
+                }
+            },
+            |_| {},
+        );
+        w.pt.unmap(1);
+        faulting.join().unwrap();
+        assert_eq!(
+            *w.pt.mapped.lock().unwrap(),
+            None,
+            "a writable mapping survived the narrowing"
+        );
+    });
+}

@@ -6,8 +6,9 @@
 //! no decoding, no hashing, no signature work, no heap, no call into the host.
 //!
 //! Every entry is stamped with what it was derived from, and misses when any of it changed:
-//! the engine's epoch (bumped by every revocation, context invalidation and key
-//! invalidation), the object's `kuid` and default protections (which travel with the fault),
+//! the engine's epoch (bumped by every revocation, context invalidation, key invalidation and
+//! label change), the object's `kuid`, default protections and data label (which travel with
+//! the fault),
 //! and `valid_until`, the earliest expiry among the records it holds. It also records what it
 //! depends on (the key objects consulted and the ids of the records and their parents) so a
 //! revocation can find, and unmap, exactly the grants it takes away.

@@ -316,10 +316,7 @@ impl Snapshot {
                     pages: OBJECT_PAGES,
                 }));
             }
-            if flow_all() {
-                return denied(provide, Self::explained(w, small, access));
-            }
-            return Self::summary_flow_denied(w, small, bits, provide, needed);
+            return Self::summary_denied(w, small, bits, access, needed);
         }
         let snap = Snapshot::decode(&w.words())?;
         let eval = snap.evaluate(access);
@@ -330,6 +327,29 @@ impl Snapshot {
         } else {
             Self::flow_denied(w, &snap, access, needed, eval.perms.provide)
         }
+    }
+
+    /// A denial from the summary (`bits`: the access's kind's half of it): the capabilities'
+    /// if the flow lets everything through for good and the entry is complete, else the
+    /// flow's (see [`Snapshot::summary_flow_denied`]). Out of line: a granted hit's code stays
+    /// small.
+    #[inline(never)]
+    fn summary_denied(
+        w: &Way<'_, HOT_WORDS>,
+        small: u64,
+        bits: u64,
+        access: &Access,
+        needed: Protections,
+    ) -> Option<Served> {
+        let provide = Protections::from_bits_retain((bits & 0xff) as u16);
+        if w.word(W_FLOW) == FLOW_ALL {
+            return (small & (1 << COMPLETE) != 0).then(|| Served::Deny {
+                provided: provide,
+                flags: CtxFlags::from_bits_retain((small >> 32) as u16),
+                explained: Self::explained(w, small, access),
+            });
+        }
+        Self::summary_flow_denied(w, small, bits, provide, needed)
     }
 
     /// A flow denial from the summary (`bits`: the access's kind's half of it), if the
