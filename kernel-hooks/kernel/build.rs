@@ -2,7 +2,15 @@
 //! and embeds the user programs `cargo xtask` built (`KERNEL_HOOKS_USER_BIN_DIR`).
 
 /// The user programs the kernel embeds (binaries of `kernel-hooks/user`).
-const PROGRAMS: [&str; 6] = ["policy", "hostile", "scenarios", "bench", "owner", "reader"];
+const PROGRAMS: [&str; 7] = [
+    "policy",
+    "hostile",
+    "scenarios",
+    "bench",
+    "owner",
+    "reader",
+    "labels",
+];
 
 fn main() {
     let dir = std::env::var("CARGO_MANIFEST_DIR").unwrap_or_else(|_| ".".to_owned());

@@ -11,13 +11,14 @@ const SLOT_SIZE: u64 = 1 << 30;
 const PAGE: u64 = 4096;
 
 /// Each program and the slot of its code object (its data object is in the next slot).
-const PROGRAMS: [(&str, u64); 6] = [
+const PROGRAMS: [(&str, u64); 7] = [
     ("policy", 130),
     ("hostile", 132),
     ("scenarios", 134),
     ("bench", 136),
     ("owner", 138),
     ("reader", 140),
+    ("labels", 142),
 ];
 
 fn main() {

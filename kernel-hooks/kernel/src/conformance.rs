@@ -71,6 +71,7 @@ pub fn add_world(
             kuid: o.kuid,
             default_prots: o.default_prots,
             slot,
+            label: twizzler_capsec::LabelId::EMPTY,
             body,
         });
     }

@@ -31,6 +31,11 @@
 //! embedded by `build.rs` when `cargo xtask` built them): [`program`] loads each into objects
 //! and runs it in ring 3, [`syscall`] serves its system calls (every pointer checked), and a
 //! third table compares what each program reports with what the kernel expects and saw.
+//!
+//! Then [`difc_scenarios`] runs information flow control on real faults (`docs/DIFC.md`
+//! §7.2): objects and contexts at labels in the kernel's table ([`labels`]), label changes by
+//! the system call's kernel side ([`difc`]), a fourth table, and the label change's cost at
+//! `N` mapped pages.
 
 #![no_std]
 #![no_main]
@@ -43,10 +48,13 @@ mod boot;
 mod clock;
 mod conformance;
 mod cpu;
+mod difc;
+mod difc_scenarios;
 mod elf;
 mod exit;
 mod gdt;
 mod heap;
+mod labels;
 mod objects;
 mod paging;
 mod port;
@@ -179,10 +187,12 @@ fn run(start_info: u64) -> Result<bool, alloc::string::String> {
     let results = scenarios::run_all();
     let smp_results = smp_scenarios::run_all();
     let program_results = program_scenarios::run_all();
+    let difc_results = difc_scenarios::run_all();
     let ok = report(&results);
     let smp_ok = report_smp(smp_results.as_ref());
     let programs_ok = report_programs(program_results.as_ref());
-    Ok(conformant && ok && smp_ok && programs_ok)
+    let difc_ok = report_difc(&difc_results);
+    Ok(conformant && ok && smp_ok && programs_ok && difc_ok)
 }
 
 /// Prints one table of rows; returns how many did not match.
@@ -258,6 +268,84 @@ fn report_smp(results: Option<&smp_scenarios::SmpResults>) -> bool {
         println!("kernel-hooks-qemu: all {total} several-CPU scenarios match");
     } else {
         println!("kernel-hooks-qemu: {bad} of {total} several-CPU scenarios MISMATCH");
+    }
+    bad == 0
+}
+
+/// Prints the information-flow table and the label change's cost; returns whether every row
+/// matched.
+fn report_difc(results: &difc_scenarios::DifcResults) -> bool {
+    println!();
+    println!(
+        "information flow control (docs/DIFC.md 7.2; labels in the kernel's table, label \
+         changes by sys_sctx_label's kernel side):"
+    );
+    let bad = print_rows(&results.rows);
+    let mhz = (clock::tsc_hz() / 1_000_000).max(1);
+    println!(
+        "label change at N pages mapped rw- under the context ({}); rdtsc cycles, minimum of \
+         3 runs per part (QEMU TCG: emulated time); sweep = relabel_ctx minus the host's unmap",
+        results.scale_note
+    );
+    println!(
+        "  {:>6}  {:>10} {:>10} {:>10} {:>10} {:>7} | {:>10} {:>10} {:>10} {:>10} {:>7}",
+        "N",
+        "raise us",
+        "sweep",
+        "host walk",
+        "shootdown",
+        "PTEs",
+        "drop us",
+        "sweep",
+        "host walk",
+        "shootdown",
+        "PTEs"
+    );
+    for (n, raise, drop) in &results.scale {
+        println!(
+            "  {n:>6}  {:>10} {:>10} {:>10} {:>10} {:>7} | {:>10} {:>10} {:>10} {:>10} {:>7}",
+            raise.total / mhz,
+            raise.sweep(),
+            raise.walk,
+            raise.shootdown,
+            raise.pages,
+            drop.total / mhz,
+            drop.sweep(),
+            drop.walk,
+            drop.shootdown,
+            drop.pages
+        );
+    }
+    if let Some([plain, labelled, denial]) = results.decide {
+        let ratio = |a: u64, b: u64| {
+            let b = b.max(1);
+            alloc::format!("{}.{:02}x", a / b, (a % b) * 100 / b)
+        };
+        println!(
+            "Engine::decide cycles, interleaved, min / median: hit unlabelled {} / {}; hit \
+             labelled (S, I of 4 tags) {} / {} ({} / {}); repeated flow denial {} / {} ({} / {})",
+            plain.0,
+            plain.1,
+            labelled.0,
+            labelled.1,
+            ratio(labelled.0, plain.0),
+            ratio(labelled.1, plain.1),
+            denial.0,
+            denial.1,
+            ratio(denial.0, plain.0),
+            ratio(denial.1, plain.1)
+        );
+    }
+    println!(
+        "labels interned {}, pages write-protected by label changes {}",
+        labels::interned(),
+        objects::write_protected_pages()
+    );
+    let total = results.rows.len();
+    if bad == 0 {
+        println!("kernel-hooks-qemu: all {total} information-flow rows match");
+    } else {
+        println!("kernel-hooks-qemu: {bad} of {total} information-flow rows MISMATCH");
     }
     bad == 0
 }

@@ -38,7 +38,9 @@ use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use kernel_hooks::{CtxBytes, Engine, Host, Invalidation, ObjectInfo, Unmap};
 use spin::{Mutex, Once};
-use twizzler_capsec::{ObjID, Protections, RecordId, VerifyingKey};
+use twizzler_capsec::{
+    LabelId, LabelRef, ObjID, PrincipalLabels, Protections, RecordId, VerifyingKey,
+};
 
 use crate::clock;
 use crate::paging::{CtxTag, Frame, PAGE, PageTables, SLOT_SIZE};
@@ -217,6 +219,10 @@ pub struct Object {
     pub default_prots: Protections,
     /// The slot it is presented in (data, code and context objects).
     pub slot: Option<u64>,
+    /// Its data label (`docs/DIFC.md` §1.3), interned in [`crate::labels`]: set when the
+    /// kernel creates the object, never written again. [`LabelId::EMPTY`] for every object
+    /// made at boot.
+    pub label: LabelId,
     /// Its contents.
     pub body: Body,
 }
@@ -240,7 +246,7 @@ impl Object {
     /// What the engine needs to know about it. (This kernel makes every id itself, so every
     /// `kuid` is trusted; Twizzler's kernel passes it only if the id verifies.)
     pub fn info(&self) -> ObjectInfo {
-        ObjectInfo::new(self.kuid, self.default_prots)
+        ObjectInfo::new(self.kuid, self.default_prots).with_label(self.label)
     }
 
     /// The context, if this is a context object.
@@ -408,6 +414,40 @@ pub fn window_waits() -> u64 {
     WINDOW_WAITS.load(Ordering::Relaxed)
 }
 
+/// Pages a label change's write-protection (`Unmap::WriteProtect*`) took write access from.
+static PAGES_WRITE_PROTECTED: AtomicU64 = AtomicU64::new(0);
+
+/// `rdtsc` cycles the host's unmaps spent walking page tables and shooting TLBs down, and
+/// the pages they changed, since boot ([`wp_cycles`]).
+static WALK_CYCLES: AtomicU64 = AtomicU64::new(0);
+static SHOOTDOWN_CYCLES: AtomicU64 = AtomicU64::new(0);
+static WALK_PAGES: AtomicU64 = AtomicU64::new(0);
+
+/// Totals of the host's unmap work since boot (differences of two readings time one call).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WalkTotals {
+    /// Cycles walking page tables (unmap or write-protection).
+    pub walk: u64,
+    /// Cycles in TLB shootdowns.
+    pub shootdown: u64,
+    /// Page-table entries changed.
+    pub pages: u64,
+}
+
+/// The host's unmap work so far.
+pub fn wp_cycles() -> WalkTotals {
+    WalkTotals {
+        walk: WALK_CYCLES.load(Ordering::Relaxed),
+        shootdown: SHOOTDOWN_CYCLES.load(Ordering::Relaxed),
+        pages: WALK_PAGES.load(Ordering::Relaxed),
+    }
+}
+
+/// Pages write-protected by label changes so far.
+pub fn write_protected_pages() -> u64 {
+    PAGES_WRITE_PROTECTED.load(Ordering::Relaxed)
+}
+
 /// Pages a dirty context's re-protection took write access from.
 static PAGES_REPROTECTED: AtomicU64 = AtomicU64::new(0);
 
@@ -571,6 +611,19 @@ impl Host for KernelHost {
         Some(r)
     }
 
+    /// The context's principal row (`crate::labels`). Every context this kernel makes is
+    /// registered when it is made (its row, or the empty label for the boot contexts), so
+    /// this is never `None`: an id that names no context gets the empty row, and the engine
+    /// refuses it for want of a context (`with_ctx`), with today's reason, not as unlabelled.
+    fn ctx_label(&self, ctx: ObjID) -> Option<PrincipalLabels<LabelId>> {
+        Some(crate::labels::principal(ctx))
+    }
+
+    /// Lends an interned label without a lock (interned labels are append-only).
+    fn with_label<R>(&self, id: LabelId, f: impl FnOnce(LabelRef<'_>) -> R) -> Option<R> {
+        crate::labels::with_label(id, f)
+    }
+
     fn with_key<R>(&self, kuid: ObjID, f: impl FnOnce(&VerifyingKey) -> R) -> Option<R> {
         bump(&CALLS_WITH_KEY);
         match &table()?.get(kuid)?.body {
@@ -610,20 +663,31 @@ pub fn unmap_pages(what: Unmap) -> usize {
     let slot_of = |target: ObjID| t.get(target).and_then(|o| o.slot);
     let mut paging = PAGING.lock();
     let Some(pt) = paging.as_mut() else { return 0 };
-    // Write protection is served as the full unmap the contract allows, for now.
-    let cleared = match what.as_full_unmap() {
+    let t0 = crate::cpu::rdtsc();
+    let cleared = match what {
         Unmap::Object { ctx, target } => {
             slot_of(target).map_or(0, |slot| pt.unmap_slot_under(slot, t.tag_of(ctx)))
         }
         Unmap::Context(ctx) => pt.unmap_all_under(t.tag_of(ctx)),
         Unmap::ObjectEverywhere(target) => slot_of(target).map_or(0, |s| pt.unmap_slot(s)),
-        // `as_full_unmap` never returns these.
-        Unmap::WriteProtectContext(_) | Unmap::WriteProtectObjectEverywhere(_) => 0,
+        // A real write-protection: W cleared in place, pages stay mapped for reads and fetches.
+        Unmap::WriteProtectContext(ctx) => pt.write_protect_all_under(t.tag_of(ctx)),
+        Unmap::WriteProtectObjectEverywhere(target) => {
+            slot_of(target).map_or(0, |s| pt.write_protect_slot(s))
+        }
     };
+    if what.is_write_protect() {
+        PAGES_WRITE_PROTECTED.fetch_add(cleared as u64, Ordering::Relaxed);
+    }
+    let t1 = crate::cpu::rdtsc();
     if cleared > 0 {
         crate::smp::shootdown();
     }
+    let t2 = crate::cpu::rdtsc();
     drop(paging);
+    WALK_CYCLES.fetch_add(t1.wrapping_sub(t0), Ordering::Relaxed);
+    SHOOTDOWN_CYCLES.fetch_add(t2.wrapping_sub(t1), Ordering::Relaxed);
+    WALK_PAGES.fetch_add(cleared as u64, Ordering::Relaxed);
     PAGES_UNMAPPED.fetch_add(cleared as u64, Ordering::Relaxed);
     cleared
 }

@@ -629,6 +629,20 @@ impl PageTables {
         })
     }
 
+    /// Takes write access away from every user page granted under the context tagged `tag`,
+    /// in every space (the pages stay mapped with their other rights; each rewritten entry is
+    /// flushed on this CPU, the caller shoots the others down); returns how many were writable.
+    pub fn write_protect_all_under(&mut self, tag: CtxTag) -> usize {
+        (1..=MAX_SLOTS)
+            .map(|s| {
+                self.rewrite_slot(s, |pte| {
+                    (tag.covers(pte_tag(pte)) && pte & PTE_WRITABLE != 0)
+                        .then_some(pte & !PTE_WRITABLE)
+                })
+            })
+            .sum()
+    }
+
     /// Unmaps every user page of the kernel's own space (the probes' space; task spaces are
     /// cleared when their task leaves them); returns how many were mapped.
     pub fn unmap_all_user(&mut self) -> usize {

@@ -40,7 +40,7 @@ use core::sync::atomic::{AtomicU64, Ordering};
 
 use kernel_hooks::{SecCtxMgr, Stats};
 use twizzler_capsec::{
-    AccessKind, Cap, CapGrant, ObjID, Protections, SecCtxEditor, SigningKey, SigningScheme,
+    AccessKind, Cap, CapGrant, LabelId, ObjID, Protections, SecCtxEditor, SigningKey, SigningScheme,
 };
 
 use crate::elf::{self, PF_W, PF_X};
@@ -87,6 +87,10 @@ pub fn programs() -> &'static [Program] {
             Program {
                 name: "reader",
                 elf: include_bytes!(env!("KERNEL_HOOKS_USER_READER")),
+            },
+            Program {
+                name: "labels",
+                elf: include_bytes!(env!("KERNEL_HOOKS_USER_LABELS")),
             },
         ]
     }
@@ -163,11 +167,13 @@ fn insert(object: Object) -> Result<&'static Object, Error> {
     })
 }
 
-/// Adds a data object of `pages` zeroed pages (after its null page) in a fresh slot.
+/// Adds a data object of `pages` zeroed pages (after its null page) in a fresh slot, with
+/// data label `label` (fixed for its life).
 pub fn new_data_object(
     pages: u64,
     default_prots: Protections,
     kuid: Option<ObjID>,
+    label: LabelId,
 ) -> Result<&'static Object, Error> {
     let slot = fresh_slot()?;
     let frames = frames(pages + 1)?;
@@ -176,6 +182,7 @@ pub fn new_data_object(
         kuid,
         default_prots,
         slot: Some(slot),
+        label,
         body: Body::Frames(frames),
     })
 }
@@ -187,18 +194,22 @@ pub fn new_context_object(
     pages: u64,
     default_prots: Protections,
     kuid: Option<ObjID>,
+    label: LabelId,
 ) -> Result<&'static Object, Error> {
-    new_context_object_with(pages, default_prots, kuid, |_| {
+    new_context_object_with(pages, default_prots, kuid, label, |_| {
         SecCtxEditor::new().encode().map_err(|_| Error::NoSpace)
     })
 }
 
 /// Adds a context object of `pages` pages (after its null page) in a fresh slot, holding the
-/// encoded context `build` makes for the object's id, followed by zeros.
+/// encoded context `build` makes for the object's id, followed by zeros. Its data label is
+/// `label`, and so is its principal row (`crate::labels`): a context starts at the label of its
+/// own bytes, which therefore flow to its threads (`docs/DIFC.md` §1.4).
 pub fn new_context_object_with(
     pages: u64,
     default_prots: Protections,
     kuid: Option<ObjID>,
+    label: LabelId,
     build: impl FnOnce(ObjID) -> Result<Vec<u8>, Error>,
 ) -> Result<&'static Object, Error> {
     let id = fresh_id();
@@ -216,11 +227,15 @@ pub fn new_context_object_with(
         pt.alloc_contiguous(n).map_err(|_| Error::NoSpace)?
     };
     let ctx = CtxObject::new(frames, &bytes).ok_or(Error::NoSpace)?;
+    if !label.is_empty() {
+        crate::labels::set_principal(id, twizzler_capsec::PrincipalLabels::steady(label));
+    }
     insert(Object {
         id,
         kuid,
         default_prots,
         slot: Some(slot),
+        label,
         body: Body::Context(ctx),
     })
 }
@@ -232,6 +247,7 @@ pub fn new_key_object(key: twizzler_capsec::VerifyingKey) -> Result<&'static Obj
         kuid: None,
         default_prots: Protections::empty(),
         slot: None,
+        label: twizzler_capsec::LabelId::EMPTY,
         body: Body::Key(key),
     })
 }
@@ -313,35 +329,48 @@ pub fn load(elf_image: &[u8]) -> Result<Loaded, String> {
             kuid: Some(key),
             default_prots: Protections::empty(),
             slot: Some(slot),
+            label: twizzler_capsec::LabelId::EMPTY,
             body: Body::Frames(fr),
         })
         .map_err(|e| alloc::format!("segment object: {}", e.name()))?;
         objects.push((object.id, prots));
     }
     let rw = Protections::READ | Protections::WRITE;
-    let stack = new_data_object(STACK_PAGES, Protections::empty(), Some(key))
+    let stack = new_data_object(STACK_PAGES, Protections::empty(), Some(key), LabelId::EMPTY)
         .map_err(|e| alloc::format!("stack: {}", e.name()))?;
     let stack_top = stack.base().ok_or("stack without a slot")? + (STACK_PAGES + 1) * PAGE;
     objects.push((stack.id, rw));
-    let heap = new_data_object(HEAP_PAGES, Protections::empty(), Some(key))
+    let heap = new_data_object(HEAP_PAGES, Protections::empty(), Some(key), LabelId::EMPTY)
         .map_err(|e| alloc::format!("heap: {}", e.name()))?;
     objects.push((heap.id, rw));
     // Its private contexts: only the start context grants them (rw-: attach and edit).
     let mut contexts = Vec::new();
     for _ in 0..self_info::CONTEXTS_N {
-        let c = new_context_object(self_info::CONTEXT_PAGES, Protections::empty(), Some(key))
-            .map_err(|e| alloc::format!("private context: {}", e.name()))?;
+        let c = new_context_object(
+            self_info::CONTEXT_PAGES,
+            Protections::empty(),
+            Some(key),
+            LabelId::EMPTY,
+        )
+        .map_err(|e| alloc::format!("private context: {}", e.name()))?;
         contexts.push(c.id);
     }
-    let ctx = new_context_object_with(START_CTX_PAGES, Protections::empty(), None, |ctx| {
-        let mut ed = SecCtxEditor::new();
-        let private = contexts.iter().map(|&c| (c, rw));
-        for (id, prots) in objects.iter().copied().chain(private) {
-            let cap = Cap::mint(CapGrant::new(id, ctx, prots), &sk).map_err(|_| Error::BadArg)?;
-            ed.add_cap(&cap);
-        }
-        ed.encode().map_err(|_| Error::NoSpace)
-    })
+    let ctx = new_context_object_with(
+        START_CTX_PAGES,
+        Protections::empty(),
+        None,
+        LabelId::EMPTY,
+        |ctx| {
+            let mut ed = SecCtxEditor::new();
+            let private = contexts.iter().map(|&c| (c, rw));
+            for (id, prots) in objects.iter().copied().chain(private) {
+                let cap =
+                    Cap::mint(CapGrant::new(id, ctx, prots), &sk).map_err(|_| Error::BadArg)?;
+                ed.add_cap(&cap);
+            }
+            ed.encode().map_err(|_| Error::NoSpace)
+        },
+    )
     .map_err(|e| alloc::format!("context: {}", e.name()))?;
     let mut own = [0u64; self_info::WORDS];
     for (w, chunk) in own.iter_mut().zip(seed.chunks(8)) {
@@ -464,6 +493,7 @@ pub fn new_board(words: &[u64]) -> Result<&'static Object, Error> {
         kuid: None,
         default_prots: Protections::READ,
         slot: Some(fresh_slot()?),
+        label: twizzler_capsec::LabelId::EMPTY,
         body: Body::Frames(fr),
     })
 }

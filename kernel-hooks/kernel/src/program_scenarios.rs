@@ -77,6 +77,84 @@ pub const POLICY: [Step; 8] = [
     ),
 ];
 
+/// The labels program (`kernel-hooks/user/src/bin/labels.rs`): the DIFC system calls from
+/// ring 3 (`docs/DIFC.md` §4.1).
+pub const LABELS: [Step; 18] = [
+    step(1, "labels: key, tag object", "ok", Expect::Ok),
+    step(
+        2,
+        "labels: sctx_label, bytes no label",
+        "EMALFORMED",
+        Expect::Err(Error::Malformed),
+    ),
+    step(
+        3,
+        "labels: sctx_label, length past MAX_COPY",
+        "EINVAL_LEN",
+        Expect::Err(Error::BadLength),
+    ),
+    step(
+        4,
+        "labels: raise, start ctx owns no T+",
+        "ENOTOWNED",
+        Expect::Err(Error::NotOwned),
+    ),
+    step(5, "labels: create {T} object at {}", "ok", Expect::Ok),
+    step(
+        6,
+        "labels: create labelled, 8-byte buffer",
+        "EINVAL_LEN",
+        Expect::Err(Error::BadLength),
+    ),
+    step(
+        7,
+        "labels: create labelled, bytes no label",
+        "EMALFORMED",
+        Expect::Err(Error::Malformed),
+    ),
+    step(
+        8,
+        "labels: create I={T} without T+",
+        "EFLOW",
+        Expect::Err(Error::Flow),
+    ),
+    step(
+        9,
+        "labels: read its {T} object at {}",
+        "denied",
+        Expect::Denied,
+    ),
+    step(
+        10,
+        "labels: attach ctx proposing {T}, no T+",
+        "ENOTOWNED",
+        Expect::Err(Error::NotOwned),
+    ),
+    step(
+        11,
+        "labels: attach ctx proposing {T}, own T+",
+        "ok",
+        Expect::Ok,
+    ),
+    step(
+        12,
+        "labels: read {T} in it (registered)",
+        "read 0x00",
+        Expect::Byte(0),
+    ),
+    step(13, "labels: switch back (its T-)", "ok", Expect::Ok),
+    step(14, "labels: ctx owning T+-, switch", "ok", Expect::Ok),
+    step(15, "labels: raise {} -> {T}", "ok", Expect::Ok),
+    step(16, "labels: read {T} object", "read 0x00", Expect::Byte(0)),
+    step(
+        17,
+        "labels: write public (T- declassifies)",
+        "read 0x5d",
+        Expect::Byte(0x5d),
+    ),
+    step(18, "labels: drop {T} -> {} (T-)", "ok", Expect::Ok),
+];
+
 /// The hostile program (`kernel-hooks/user/src/bin/hostile.rs`): every row an error code
 /// or a denial, and the kernel still standing.
 pub const HOSTILE: [Step; 45] = [
@@ -582,7 +660,7 @@ fn run_pair(rows: &mut Vec<Row>, runs: &mut Vec<(&'static str, usize, usize, u64
         return Some(());
     };
     let rw = twizzler_capsec::Protections::READ | twizzler_capsec::Protections::WRITE;
-    let Ok(mailbox) = program::new_data_object(1, rw, None) else {
+    let Ok(mailbox) = program::new_data_object(1, rw, None, twizzler_capsec::LabelId::EMPTY) else {
         rows.push(Row {
             name: "microservices: a mailbox object",
             expected: "made",
@@ -709,6 +787,7 @@ pub fn run_all() -> Option<ProgramResults> {
             true,
         ),
         spec("bench", &[], "bench: exits", [0; 4], false),
+        spec("labels", &LABELS[..], "labels: exits", [0; 4], false),
     ];
     for Spec {
         name,

@@ -14,8 +14,11 @@ use alloc::vec::Vec;
 
 use kernel_hooks::{AttachError, DetachError, SwitchResult, Unmap};
 use twizzler_capsec::{
-    AccessKind, CtxFlags, ObjID, Protections, Record, RecordKind, SecCtx, VerifyingKey,
+    AccessKind, CtxFlags, Label, LabelError, ObjID, Protections, Record, RecordKind, SecCtx,
+    VerifyingKey,
 };
+
+use crate::difc::{self, RefusedLabel};
 
 use crate::objects::{self, Body, ENGINE, table};
 use crate::paging::{MAX_SLOTS, SLOT_SIZE};
@@ -70,7 +73,9 @@ fn dispatch(task: &mut Task, n: u64, a: [u64; 5]) -> Result<(u64, u64), Error> {
         abi::SYS_CLOCK => Ok((ENGINE.now(), clock::tsc_hz())),
         abi::SYS_ENTROPY => entropy(task, a[0], a[1]),
         abi::SYS_YIELD => Ok((0, 0)),
-        abi::SYS_CREATE_OBJECT => create_object(a),
+        abi::SYS_CREATE_OBJECT => create_object(task, a, None),
+        abi::SYS_CREATE_LABELLED => create_labelled(task, a),
+        abi::SYS_SCTX_LABEL => sctx_label(task, a[0], a[1]),
         abi::SYS_CREATE_KEY => create_key(task, a[0], a[1]),
         abi::SYS_MAP => map(task, id(a[0], a[1])),
         abi::SYS_UNMAP => unmap(task, id(a[0], a[1])),
@@ -152,7 +157,56 @@ fn self_info(task: &Task, addr: u64, len: u64) -> Result<(u64, u64), Error> {
     Ok((0, 0))
 }
 
-fn create_object(a: [u64; 5]) -> Result<(u64, u64), Error> {
+/// `SYS_CREATE_LABELLED`: the `kuid` and the label come in one buffer.
+fn create_labelled(task: &Task, a: [u64; 5]) -> Result<(u64, u64), Error> {
+    let [kind, pages, prots, addr, len] = a;
+    if len < 16 {
+        return Err(Error::BadLength);
+    }
+    let bytes = copy_in(task, addr, len)?;
+    let (head, tail) = bytes.split_at_checked(16).ok_or(Error::BadLength)?;
+    let kuid = u128::from_le_bytes(head.try_into().map_err(|_| Error::BadLength)?);
+    let label = if tail.is_empty() {
+        None
+    } else {
+        Some(Label::decode(tail).map_err(|_| Error::Malformed)?)
+    };
+    create_object(
+        task,
+        [kind, pages, prots, kuid as u64, (kuid >> 64) as u64],
+        Some(label),
+    )
+}
+
+/// `SYS_SCTX_LABEL`: the active context's principal label becomes the decoded bytes.
+fn sctx_label(task: &Task, addr: u64, len: u64) -> Result<(u64, u64), Error> {
+    let bytes = copy_in(task, addr, len)?;
+    let label = Label::decode(&bytes).map_err(|_| Error::Malformed)?;
+    difc::sctx_label(task.thread.active_id(), &label)
+        .map(|_| (0, 0))
+        .map_err(refused)
+}
+
+/// The error code of a refused label change or labelled creation.
+fn refused(r: RefusedLabel) -> Error {
+    match r {
+        RefusedLabel::Rule(LabelError::NotOwned { .. } | LabelError::Ownership { .. }) => {
+            Error::NotOwned
+        }
+        RefusedLabel::Rule(LabelError::Malformed(_)) => Error::Malformed,
+        RefusedLabel::Rule(_) | RefusedLabel::Flow(_) => Error::Flow,
+        RefusedLabel::TableFull => Error::NoSpace,
+        RefusedLabel::NotContext => Error::WrongKind,
+    }
+}
+
+/// `SYS_CREATE_OBJECT` (`label` = `None`) and `SYS_CREATE_LABELLED` (`Some`: the label asked
+/// for, `Some(None)` the creator's): the object's data label is fixed here (§4.1).
+fn create_object(
+    task: &Task,
+    a: [u64; 5],
+    label: Option<Option<Label>>,
+) -> Result<(u64, u64), Error> {
     let [kind, pages, prots, kuid_lo, kuid_hi] = a;
     if !(1..=MAX_OBJECT_PAGES).contains(&pages) {
         return Err(Error::BadArg);
@@ -169,10 +223,14 @@ fn create_object(a: [u64; 5]) -> Result<(u64, u64), Error> {
             None => return Err(Error::NoObject),
         },
     };
+    if kind != abi::KIND_DATA && kind != abi::KIND_CONTEXT {
+        return Err(Error::BadArg);
+    }
+    let label =
+        difc::creation_label(task.thread.active_id(), label.flatten().as_ref()).map_err(refused)?;
     let object = match kind {
-        abi::KIND_DATA => program::new_data_object(pages, prots, kuid)?,
-        abi::KIND_CONTEXT => program::new_context_object(pages, prots, kuid)?,
-        _ => return Err(Error::BadArg),
+        abi::KIND_DATA => program::new_data_object(pages, prots, kuid, label)?,
+        _ => program::new_context_object(pages, prots, kuid, label)?,
     };
     Ok(halves(object.id))
 }
@@ -232,6 +290,8 @@ fn attach(task: &mut Task, id: ObjID) -> Result<(u64, u64), Error> {
     if !(perms.everywhere - perms.restrict).contains(Protections::READ) {
         return Err(Error::NotAllowed);
     }
+    // The first attach registers a context that has no principal row (docs/DIFC.md §1.4).
+    difc::register(task.thread.active_id(), id).map_err(refused)?;
     task.thread.attach(id).map_err(|e| match e {
         AttachError::AlreadyAttached(_) => Error::Already,
         _ => Error::NotAllowed,
@@ -256,7 +316,11 @@ fn switch(task: &mut Task, id: ObjID) -> Result<(u64, u64), Error> {
     if old != id && ctx_flags(old).is_some_and(|f| f.contains(CtxFlags::UNDETACHABLE)) {
         return Err(Error::NotAllowed);
     }
-    match task.thread.switch_context(id) {
+    // A switch is a label change (§5.4): the engine refuses one the labels do not allow.
+    match ENGINE
+        .switch_context(&task.thread, id)
+        .map_err(|_| Error::Flow)?
+    {
         SwitchResult::Switched => {
             // The pages granted under the old context leave the address space: everything
             // is decided again under the new one (Twizzler switches page tables).
@@ -277,6 +341,8 @@ fn revoke_key(task: &mut Task, kuid: ObjID) -> Result<(u64, u64), Error> {
     if !task.owned_keys.contains(&kuid) {
         return Err(Error::NotOwner);
     }
+    // A revocation is a write to public state (docs/DIFC.md §4.4).
+    difc::check_public_write(task.thread.active_id()).map_err(refused)?;
     objects::revoke_key(kuid);
     Ok((0, 0))
 }
@@ -296,6 +362,7 @@ fn revoke_record(task: &mut Task, kind: u64, addr: u64, len: u64) -> Result<(u64
         Some(k) if task.owned_keys.contains(&k) => {}
         _ => return Err(Error::NotOwner),
     }
+    difc::check_public_write(task.thread.active_id()).map_err(refused)?;
     objects::revoke_record(record.id());
     Ok((0, 0))
 }

@@ -295,6 +295,9 @@ pub fn run_shared_with_traps(
         };
     };
     frame.rip = entry;
+    let (try_at, landing_at) = user::window_recovery();
+    let window_try = addr_of(program, PAGE + try_at);
+    let window_landing = addr_of(program, PAGE + landing_at);
     let started = clock::monotonic_ns();
     timer::rearm();
     let mut traps = 0;
@@ -334,6 +337,12 @@ pub fn run_shared_with_traps(
                 let addr = cpu::read_cr2();
                 match page_fault(thread, addr, frame.error, frame.rip, &mut faults, false) {
                     Ok(()) => continue,
+                    // The window probe's one recoverable read: resume past it with 0.
+                    Err(_) if start.probe == Probe::Window && Some(frame.rip) == window_try => {
+                        frame.rip = window_landing.unwrap_or(frame.rip);
+                        frame.rax = 0;
+                        continue;
+                    }
                     Err(denied) => break denied,
                 }
             }
@@ -567,7 +576,7 @@ pub(crate) fn page_fault(
         .ok_or(deny(Denial::NoObject(addr)))?;
     let offset = addr % SLOT_SIZE;
     // The default protections are at hand; the `kuid` is the engine's to ask for, on a miss.
-    let fault = Fault::lazy(object.id, object.default_prots, offset, kind);
+    let fault = Fault::lazy(object.id, object.default_prots, offset, kind).labelled(object.label);
 
     for _ in 0..MAX_DECIDE_RETRIES {
         match decide_and_map(

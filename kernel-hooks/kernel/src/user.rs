@@ -166,6 +166,55 @@ probe_multi_read:
     int 0x80
     ud2
 
+    /* Store sil at one byte of each of r8 pages from rdi (page i at rdi + i * 4096); exit
+       with the pages written. */
+    .global probe_write_pages
+probe_write_pages:
+    xor ecx, ecx
+1:
+    cmp rcx, r8
+    jae 9f
+    mov rax, rcx
+    shl rax, 12
+    mov byte ptr [rdi + rax], sil
+    inc rcx
+    jmp 1b
+9:
+    mov rsi, rcx
+    mov eax, 0
+    int 0x80
+    ud2
+
+    /* The raise window (docs/DIFC.md 4.2), in a loop until a store is refused: try to read
+       the byte at rdx (the secret object; a refused read resumes at probe_window_landing
+       with al = 0), count reads of the marker sil in r13, lock xadd 1 to the counter at rdi
+       (a numbered store into the public object; its last result in rbx), store the byte
+       read at rdi + r8 + 8 (into the public object), lock inc the task's own counter at
+       rdi + r8. r12 counts the iterations. */
+    .global probe_window
+probe_window:
+    mov rbx, -1
+    xor r12d, r12d
+    xor r13d, r13d
+2:
+    xor eax, eax
+    .global probe_window_try
+probe_window_try:
+    mov al, byte ptr [rdx]
+    .global probe_window_landing
+probe_window_landing:
+    cmp al, sil
+    jne 3f
+    inc r13
+3:
+    mov ecx, 1
+    lock xadd qword ptr [rdi], rcx
+    mov rbx, rcx
+    inc r12
+    mov byte ptr [rdi + r8 + 8], al
+    lock inc qword ptr [rdi + r8]
+    jmp 2b
+
     .global user_probes_end
 user_probes_end:
     "#
@@ -183,6 +232,10 @@ unsafe extern "C" {
     static probe_read_edit_ctx_read: u8;
     static probe_seq_loop: u8;
     static probe_multi_read: u8;
+    static probe_write_pages: u8;
+    static probe_window: u8;
+    static probe_window_try: u8;
+    static probe_window_landing: u8;
 }
 
 /// The probe code's bytes, to copy into the program object.
@@ -220,6 +273,24 @@ pub enum Probe {
     /// against `rdx + i` (mismatches in `r13`, reads in `r12`) and checkpointing with `i`
     /// after each; exits with the mismatches.
     MultiRead,
+    /// Store `sil` at one byte of each of `r8` pages from `rdi`; exit with the count.
+    WritePages,
+    /// The raise window: a read of `rdx` that may be refused (then it resumes at
+    /// [`window_recovery`]'s landing with 0), marker reads (`sil`) counted in `r13`, a
+    /// numbered store into `rdi` (`lock xadd`, last result in `rbx`), the byte read stored at
+    /// `rdi + r8 + 8`, the task's own counter at `rdi + r8`; in a loop until a store is
+    /// refused.
+    Window,
+}
+
+/// The one recoverable instruction of [`Probe::Window`] and where a refused read there
+/// resumes: byte offsets within [`probe_bytes`].
+pub fn window_recovery() -> (u64, u64) {
+    let start = &raw const user_probes_start as u64;
+    (
+        (&raw const probe_window_try as u64).saturating_sub(start),
+        (&raw const probe_window_landing as u64).saturating_sub(start),
+    )
 }
 
 impl Probe {
@@ -235,6 +306,8 @@ impl Probe {
             Self::ReadEditCtxRead => &raw const probe_read_edit_ctx_read,
             Self::SeqLoop => &raw const probe_seq_loop,
             Self::MultiRead => &raw const probe_multi_read,
+            Self::WritePages => &raw const probe_write_pages,
+            Self::Window => &raw const probe_window,
         };
         (sym as u64).saturating_sub(&raw const user_probes_start as u64)
     }

@@ -283,6 +283,7 @@ fn frames_object(
         kuid,
         default_prots,
         slot: Some(slot),
+        label: twizzler_capsec::LabelId::EMPTY,
         body: Body::Frames(frames),
     })
 }
@@ -310,6 +311,7 @@ fn context(
         kuid,
         default_prots: Protections::empty(),
         slot: Some(slot),
+        label: twizzler_capsec::LabelId::EMPTY,
         body: Body::Context(ctx),
     })
 }
@@ -320,6 +322,7 @@ fn key(id: ObjID, key: &SigningKey) -> Object {
         kuid: None,
         default_prots: Protections::READ,
         slot: None,
+        label: twizzler_capsec::LabelId::EMPTY,
         body: Body::Key(key.verifying_key()),
     }
 }

@@ -87,6 +87,20 @@ pub const SYS_ADVANCE_CLOCK: u64 = 17;
 /// every context it builds (`kernel_hooks_user::own`).
 pub const SYS_SELF: u64 = 18;
 
+/// Change the principal label of the calling task's active context (`docs/DIFC.md` §4.1):
+/// `rdi` = pointer to the new label's `TLBL` encoding, `rsi` = its length. Every tag added
+/// needs `T+`, every tag removed `T−` (ownership records in the context); the context's own
+/// bytes must stay readable. Returns when every page the new label does not allow is
+/// write-protected or unmapped on every CPU.
+pub const SYS_SCTX_LABEL: u64 = 19;
+/// Create an object with a data label: `rdi` = kind, `rsi` = pages, `rdx` = default
+/// protections (as [`SYS_CREATE_OBJECT`]), `r10` = pointer to the `kuid` (16 bytes,
+/// little-endian, 0 for none) followed by the label's `TLBL` encoding, `r8` = their length
+/// (16 alone: the creator's principal label, as [`SYS_CREATE_OBJECT`] uses). A label other
+/// than the creator's must pass the write clauses for the creator's active context (§4.1). A
+/// context object also starts at that label as a principal.
+pub const SYS_CREATE_LABELLED: u64 = 20;
+
 /// The layout of what [`SYS_SELF`] copies: indices of `u64` words.
 pub mod self_info {
     /// 4 words: the 32-byte seed of the program's Ed25519 key (`SigningKey::from_entropy`).
@@ -166,11 +180,18 @@ pub enum Error {
     Malformed = 12,
     /// An argument out of range (a kind, protection bits, a page count).
     BadArg = 13,
+    /// A label change needs an ownership right (`T+` or `T−`) the active context does not
+    /// hold, or holds by a record that did not verify (`docs/DIFC.md` §4.1).
+    NotOwned = 14,
+    /// The information-flow rule refuses: a labelled creation whose label the creator may not
+    /// write, a label at which the context could not read its own bytes, or a switch that is
+    /// not a permitted label change (`docs/DIFC.md` §4.1, §5.4).
+    Flow = 15,
 }
 
 impl Error {
     /// Every error, in code order.
-    pub const ALL: [Error; 13] = [
+    pub const ALL: [Error; 15] = [
         Error::NoSys,
         Error::BadPointer,
         Error::BadLength,
@@ -184,6 +205,8 @@ impl Error {
         Error::NoSpace,
         Error::Malformed,
         Error::BadArg,
+        Error::NotOwned,
+        Error::Flow,
     ];
 
     /// The error with code `code`.
@@ -207,6 +230,8 @@ impl Error {
             Error::NoSpace => "ENOSPC",
             Error::Malformed => "EMALFORMED",
             Error::BadArg => "EINVAL",
+            Error::NotOwned => "ENOTOWNED",
+            Error::Flow => "EFLOW",
         }
     }
 }

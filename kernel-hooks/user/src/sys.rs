@@ -112,6 +112,51 @@ pub fn create_object(
     .map(id_of)
 }
 
+/// Changes the principal label of the active context to `label` (`abi::SYS_SCTX_LABEL`).
+pub fn sctx_label(label: &twizzler_capsec::Label) -> Result<(), Error> {
+    let bytes = label.encode();
+    call(
+        abi::SYS_SCTX_LABEL,
+        [bytes.as_ptr() as u64, bytes.len() as u64, 0, 0, 0],
+    )
+    .map(|_| ())
+}
+
+/// Creates an object with data label `label` (`None`: the creator's principal label), as
+/// [`create_object`] otherwise (`abi::SYS_CREATE_LABELLED`).
+pub fn create_labelled(
+    kind: u64,
+    pages: u64,
+    prots: Protections,
+    kuid: Option<ObjID>,
+    label: Option<&twizzler_capsec::Label>,
+) -> Result<ObjID, Error> {
+    let mut buf = [0u8; 16 + twizzler_capsec::MAX_LABEL_LEN];
+    let kuid = kuid.map_or(0, ObjID::raw);
+    let mut len = 16;
+    if let Some(head) = buf.get_mut(..16) {
+        head.copy_from_slice(&kuid.to_le_bytes());
+    }
+    if let Some(l) = label {
+        let bytes = l.encode();
+        len += bytes.len();
+        if let Some(tail) = buf.get_mut(16..len) {
+            tail.copy_from_slice(&bytes);
+        }
+    }
+    call(
+        abi::SYS_CREATE_LABELLED,
+        [
+            kind,
+            pages,
+            u64::from(prots.bits()),
+            buf.as_ptr() as u64,
+            len as u64,
+        ],
+    )
+    .map(id_of)
+}
+
 /// Creates a key object from the encoded verifying key `key`.
 pub fn create_key(key: &[u8]) -> Result<ObjID, Error> {
     call(
