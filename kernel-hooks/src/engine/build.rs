@@ -105,7 +105,12 @@ impl<H: Host> Engine<H> {
             Want::All => Some(false),
         };
         entry.ctx_labels = labels;
-        if !unlabelled && let Some(needs_write) = needs_write {
+        if unlabelled && needs_write.is_some() {
+            // Every label is empty now, but `base` may hold a flow an earlier label refused
+            // and a sweep left unevaluated (a drop of the integrity tag that refused a read):
+            // with nothing labelled the rule lets everything through.
+            entry.set_flow(labels, &FlowResult::ALL);
+        } else if let Some(needs_write) = needs_write {
             let mut owner = CtxOwnership::new(ctx_id, ctx, &auth, now);
             let flow = self.flow_of(labels, stamp.label, needs_write, &mut owner);
             entry.snap.valid_until = entry.snap.valid_until.min(owner.valid_until);

@@ -571,6 +571,37 @@ fn relabel_narrows_on_a_raise_and_removes_on_a_drop() {
     );
 }
 
+/// A context at `I = {T}` refused a read of unvetted input drops `T` (it owns `T−`): after the
+/// drop every label involved is empty, and the read is granted. (The reference kernel's row
+/// 4/14 found the engine keeping the refused read's flow across the drop: the entry rebuilt
+/// for an unlabelled decision kept the flow the sweep had emptied, and the read stayed
+/// refused, as `LabelUnknown`.)
+#[test]
+fn dropping_integrity_lets_the_refused_read_through() {
+    let w = World::new();
+    let k = tag_keys(&w);
+    let vetted = label(&[], &[T]);
+    w.host().set_ctx_label(CTX_A, vetted);
+    let mut e = ctx_with(&[&w.cap(FILE, CTX_A, RW)]);
+    e.add_cap(&k.own(T, CTX_A, Right::Minus, Expiry::NEVER));
+    w.host().set_ctx(CTX_A, &e);
+    let t = SecCtxMgr::new(CTX_A);
+    assert_eq!(
+        flow_denial(w.decide(&t, FILE, 0x1000, AccessKind::Read)),
+        FlowDenial::MustLower { tag: T }
+    );
+    relabel(&w, CTX_A, vetted, Label::EMPTY);
+    assert_eq!(
+        mapped(&w.decide(&t, FILE, 0x1000, AccessKind::Read)),
+        Some(RW),
+        "after the drop nothing is labelled: the read is today's decision"
+    );
+    assert_eq!(
+        mapped(&w.decide(&t, FILE, 0x1000, AccessKind::Write)),
+        Some(RW)
+    );
+}
+
 /// `Engine::owns` answers as the rule's ownership lookup, and a system call's switch checks
 /// the label change with no help from the target.
 #[test]
