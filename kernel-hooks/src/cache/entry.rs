@@ -435,6 +435,12 @@ impl CachedPerms {
             self.snap.flow = mask;
             self.snap.flow_state = state;
             self.flow_why = why;
+        } else if state == FlowState::Unevaluated && self.snap.flow_state == FlowState::Unevaluated
+        {
+            // A denial worked out under a transitional row is not kept as the flow, but it
+            // still explains the decision it was worked out for. Nothing serves a denial from
+            // an unevaluated flow (a hit needs it resolved), so this is explanation only.
+            self.flow_why = why;
         }
     }
 

@@ -602,6 +602,38 @@ fn dropping_integrity_lets_the_refused_read_through() {
     );
 }
 
+/// A fault decided while a raise is in progress (the transitional row) is refused for the
+/// rule's reason, not as an unresolvable label: the denial is not cached as final, but the
+/// violation still says which tag refused it. (The reference kernel's raise-window row
+/// reported `LabelUnknown` for these writes.)
+#[test]
+fn a_denial_under_the_transitional_row_names_its_tag() {
+    let w = World::new();
+    w.host()
+        .set_ctx(CTX_A, &ctx_with(&[&w.cap(FILE, CTX_A, RW)]));
+    let t = SecCtxMgr::new(CTX_A);
+    let secret = label(&[T], &[]);
+    let row = transitional(&Label::EMPTY.as_ref(), &secret.as_ref()).unwrap();
+    w.host().set_ctx_row(CTX_A, Some(row));
+    for _ in 0..2 {
+        assert_eq!(
+            flow_denial(w.decide(&t, FILE, 0x1000, AccessKind::Write)),
+            FlowDenial::SecrecyWrite { tag: T }
+        );
+    }
+    // Once the final row is published the write is decided again (not served from a
+    // denial made under the transitional row), and is refused for the same reason.
+    w.host().set_ctx_label(CTX_A, secret);
+    assert_eq!(
+        flow_denial(w.decide(&t, FILE, 0x1000, AccessKind::Write)),
+        FlowDenial::SecrecyWrite { tag: T }
+    );
+    assert_eq!(
+        mapped(&w.decide(&t, FILE, 0x1000, AccessKind::Read)),
+        Some(R)
+    );
+}
+
 /// `Engine::owns` answers as the rule's ownership lookup, and a system call's switch checks
 /// the label change with no help from the target.
 #[test]
