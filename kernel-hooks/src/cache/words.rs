@@ -469,6 +469,7 @@ impl Explained {
     /// Why an access on `page` needing `needed` is denied, if the words say (they do not
     /// carry every failure: then only a cause that does not depend on it, the masks, is known
     /// here).
+    #[inline(always)]
     pub fn cause(&self, page: u64, needed: Protections) -> Option<DenyCause> {
         let [head, p0, p1] = self.0;
         if head & X_PRESENT == 0 {
