@@ -7,10 +7,9 @@ use crate::common::*;
 use kernel_hooks::{Decision, SecCtxMgr, Unmap, Violation};
 use proptest::prelude::*;
 use twizzler_capsec::{
-    Access, AccessKind, Authority, Cap, Expiry, FlowDenial, KeyLookupError, Label, ObjID,
-    OwnRights, OwnershipGrant, PAGE_SIZE, PrincipalLabels, Protections, RelabelClass, Right,
-    SecCtx, SecCtxEditor, Verdict, VerifyError, VerifyingKey, classify, evaluate_labelled,
-    transitional,
+    Access, AccessKind, Cap, Expiry, FlowDenial, Label, ObjID, OwnRights, OwnershipGrant,
+    PAGE_SIZE, PrincipalLabels, Protections, RelabelClass, Right, SecCtx, SecCtxEditor, Verdict,
+    VerifyError, classify, evaluate_labelled, transitional,
 };
 
 /// Tags, and their key objects.
@@ -56,26 +55,6 @@ impl SigningKey2 {
 
 pub fn label(s: &[ObjID], i: &[ObjID]) -> Label {
     Label::from_tags(s, i).unwrap()
-}
-
-/// The rule's authority over the world's keys (no revocation, no memo).
-struct Keys<'w>(&'w World);
-
-impl Authority for Keys<'_> {
-    fn with_key<R>(
-        &self,
-        obj: ObjID,
-        f: impl FnOnce(&VerifyingKey) -> R,
-    ) -> Result<R, KeyLookupError> {
-        use kernel_hooks::Host;
-        let host = self.0.host();
-        let kuid = host
-            .object(obj)
-            .and_then(|o| o.kuid)
-            .ok_or(KeyLookupError::NoKuid(obj))?;
-        host.with_key(kuid, f)
-            .ok_or(KeyLookupError::UnknownKey(obj))
-    }
 }
 
 fn flow_denial(d: Decision) -> FlowDenial {

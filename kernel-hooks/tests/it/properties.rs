@@ -6,29 +6,9 @@ use crate::common::*;
 use kernel_hooks::{Decision, SecCtxMgr, Violation};
 use proptest::prelude::*;
 use twizzler_capsec::{
-    Access, AccessKind, Authority, CapGrant, Expiry, Gate, KeyLookupError, ObjID, PAGE_SIZE,
-    Protections, SecCtx, SecCtxEditor, VerifyingKey, evaluate,
+    Access, AccessKind, CapGrant, Expiry, Gate, ObjID, PAGE_SIZE, Protections, SecCtx,
+    SecCtxEditor, evaluate,
 };
-
-/// The rule's authority over the world's keys (no revocation, no memo).
-struct Keys<'w>(&'w World);
-
-impl Authority for Keys<'_> {
-    fn with_key<R>(
-        &self,
-        obj: ObjID,
-        f: impl FnOnce(&VerifyingKey) -> R,
-    ) -> Result<R, KeyLookupError> {
-        use kernel_hooks::Host;
-        let host = self.0.host();
-        let kuid = host
-            .object(obj)
-            .and_then(|o| o.kuid)
-            .ok_or(KeyLookupError::NoKuid(obj))?;
-        host.with_key(kuid, f)
-            .ok_or(KeyLookupError::UnknownKey(obj))
-    }
-}
 
 #[derive(Clone, Debug)]
 struct RecordSpec {

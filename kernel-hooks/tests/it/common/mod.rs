@@ -12,8 +12,8 @@ use kernel_hooks::{
 use rand_chacha::ChaCha20Rng;
 use rand_core::SeedableRng;
 use twizzler_capsec::{
-    AccessKind, Cap, CapGrant, Label, LabelId, LabelRef, ObjID, PrincipalLabels, Protections,
-    RecordId, SecCtxEditor, SigningKey, SigningScheme, VerifyingKey,
+    AccessKind, Authority, Cap, CapGrant, KeyLookupError, Label, LabelId, LabelRef, ObjID,
+    PrincipalLabels, Protections, RecordId, SecCtxEditor, SigningKey, SigningScheme, VerifyingKey,
 };
 
 pub const R: Protections = Protections::READ;
@@ -437,5 +437,25 @@ impl TestHost {
             .get(&ctx)
             .map(|b| b.to_vec())
             .unwrap_or_default()
+    }
+}
+
+/// The rule's authority over the world's keys (no revocation, no memo).
+pub struct Keys<'w>(pub &'w World);
+
+impl Authority for Keys<'_> {
+    fn with_key<R>(
+        &self,
+        obj: ObjID,
+        f: impl FnOnce(&VerifyingKey) -> R,
+    ) -> Result<R, KeyLookupError> {
+        use kernel_hooks::Host;
+        let host = self.0.host();
+        let kuid = host
+            .object(obj)
+            .and_then(|o| o.kuid)
+            .ok_or(KeyLookupError::NoKuid(obj))?;
+        host.with_key(kuid, f)
+            .ok_or(KeyLookupError::UnknownKey(obj))
     }
 }
