@@ -102,7 +102,7 @@ fn published(inner: &Inner) -> [u64; 3] {
 }
 
 impl Clone for SecCtxMgr {
-    /// A copy of one consistent state of the lists (see [`SecCtxMgr::snapshot`]).
+    /// A copy of one consistent state of the lists (see `SecCtxMgr::snapshot`).
     fn clone(&self) -> Self {
         let inner = self.snapshot();
         Self {

@@ -5,7 +5,7 @@
 //! - the entries themselves, behind the writers' lock: inserts, and the sweeps of revocation,
 //!   invalidation and expiry, take it, change the entries, and publish the change;
 //! - a *mirror* of the words a lookup needs ([`Mirrored::hot`]), with a bit per way saying
-//!   which are in use and the set's removal counter, published under a [`Seq`]: a lookup
+//!   which are in use and the set's removal counter, published under a `Seq`: a lookup
 //!   copies a way's words out and keeps them only if no write began meanwhile.
 //!
 //! A lookup therefore costs a few loads and compares, never a store to memory another CPU

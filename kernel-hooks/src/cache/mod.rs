@@ -116,7 +116,7 @@ impl VerifyCache {
     }
 
     /// A hit without a lock: what the fresh entry for (`ctx`, `target`) says about `access`,
-    /// needing `needed` ([`Snapshot::serve`]). `None` when there is no fresh entry, an
+    /// needing `needed` (`Snapshot::serve`). `None` when there is no fresh entry, an
     /// incomplete one does not grant, or the set was being written: the caller then takes the
     /// slow path.
     #[inline]

@@ -10,9 +10,9 @@ use twizzler_capsec::{
 use super::MAX_GRANTS;
 use super::entry::{FlowState, Stamp};
 
-/// The part of a [`CachedPerms`] a lookup reads: everything [`Snapshot::evaluate`] needs.
-/// Lock-free lookups read it from the set's mirror, [`HOT_WORDS`] words (see
-/// [`Snapshot::encode`]).
+/// The part of a [`CachedPerms`](super::CachedPerms) a lookup reads: everything
+/// [`Snapshot::evaluate`] needs. Lock-free lookups read it from the set's mirror,
+/// [`HOT_WORDS`](super::HOT_WORDS) words (see [`Snapshot::encode`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Snapshot {
     /// The context.

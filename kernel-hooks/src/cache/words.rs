@@ -416,7 +416,7 @@ impl From<Evaluated> for Granted {
     }
 }
 
-/// What a fresh cache entry says about an access ([`Snapshot::serve`]).
+/// What a fresh cache entry says about an access (`Snapshot::serve`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Served {
     /// Granted.

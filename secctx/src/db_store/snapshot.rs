@@ -77,8 +77,8 @@ struct Snapshot {
     _txn: ReadTransaction,
 }
 
-/// Ranged reads of a [`DbStore`] from a kept read snapshot (see the [module
-/// documentation](self)): each read sees every commit that completed before it began, as
+/// Ranged reads of a [`DbStore`] from a kept read snapshot (see the module documentation of
+/// `db_store/snapshot.rs`): each read sees every commit that completed before it began, as
 /// [`crate::ObjectStore::read_at`] does, at the cost of one header `pread` while no commit
 /// intervenes. Clones share the kept snapshot.
 #[derive(Clone)]
