@@ -7,9 +7,10 @@
 //!
 //! # Guarantees
 //!
-//! - **Transactions.** [`ObjectStore::transact`] commits everything it did at once, or
-//!   nothing; a commit is durable when it returns (redb's two-phase commit, fsynced). A
-//!   process killed mid-transaction leaves the last commit as it was: nothing to clean up.
+//! - **Transactions.** [`ObjectStore::transact`](crate::ObjectStore::transact) commits
+//!   everything it did at once, or nothing; a commit is durable when it returns (redb's
+//!   two-phase commit, fsynced). A process killed mid-transaction leaves the last commit as
+//!   it was: nothing to clean up.
 //! - **Several processes.** The database is opened in redb's multi-writer mode: any number of
 //!   processes may have the store open; write transactions take turns (one waits for the
 //!   other, across processes), and readers read the last commit without waiting for writers.
@@ -47,8 +48,11 @@
 //! # drop(store); std::fs::remove_dir_all(&dir).unwrap();
 //! ```
 
+mod create;
 mod file;
 mod layout;
+mod migration;
+mod object_store;
 mod read;
 mod snapshot;
 mod txn;
@@ -65,13 +69,14 @@ use redb::{
 };
 use twizzler_capsec::ObjID;
 
+use create::{create_database, create_dir, remove_stale_creations};
 pub use layout::{FORMAT_VERSION, PAGE};
 use layout::{INFO, NAMES, OBJECTS, PAGES};
+pub use migration::migrate;
 use read::ReadError;
 pub use snapshot::{DEFAULT_MAX_AGE, SnapshotReader};
-use txn::DbTxn;
 
-use crate::store::{ObjInfo, Object, ObjectStore, StoreError, Txn};
+use crate::store::StoreError;
 
 /// The database file in a store's directory.
 pub const DB_FILE: &str = "store.redb";
@@ -175,9 +180,9 @@ impl DbStore {
 
     /// Opens the store in `dir` for reading only: unlike [`DbStore::open`], this does not wait
     /// for a write transaction in another process (redb's read-write open takes the writer's
-    /// turn, in case the file needs a repair), and it writes nothing. [`ObjectStore::transact`]
-    /// then fails. A store that does not exist is an error naming the path looked at: reading
-    /// never creates one.
+    /// turn, in case the file needs a repair), and it writes nothing.
+    /// [`ObjectStore::transact`](crate::ObjectStore::transact) then fails. A store that does
+    /// not exist is an error naming the path looked at: reading never creates one.
     ///
     /// One exception: a file that a writer left marked unclean with no writer alive (a writer
     /// killed mid-way) is refused to readers by redb, since only a writer may repair it. Then
@@ -320,9 +325,10 @@ impl DbStore {
     }
 
     /// Several ranged reads in one read transaction: each answer is what
-    /// [`ObjectStore::read_at`] would give for it, all from one snapshot. A server with many
-    /// small reads in flight pays for one transaction (in multi-writer mode a header lock and
-    /// read each) instead of one per read. Fails as a whole only if no transaction can begin.
+    /// [`ObjectStore::read_at`](crate::ObjectStore::read_at) would give for it, all from one
+    /// snapshot. A server with many small reads in flight pays for one transaction (in
+    /// multi-writer mode a header lock and read each) instead of one per read. Fails as a
+    /// whole only if no transaction can begin.
     pub fn read_batch(
         &self,
         reads: &[(ObjID, u64, u64)],
@@ -395,210 +401,4 @@ fn backend(path: &Path, access: file::Access) -> Result<(FileBackend, File), Sto
     })?;
     let backend = FileBackend::new(file).map_err(|e| db_error(path, "open", e))?;
     Ok((backend, dup))
-}
-
-/// The name a process creates a new database under before it is complete.
-fn creation_name(pid: u32) -> String {
-    format!(".{DB_FILE}.{pid}.new")
-}
-
-/// Creates the database file at `path`, complete (tables and format version) before it gets
-/// its name: under a temporary name (mode 0600), initialised, fsynced, then linked to `path`,
-/// which fails if another process got there first (then theirs is kept). A process killed
-/// half-way leaves only a temporary file, which the next open removes; never a `path` that
-/// cannot be opened (redb writes its magic number last, and a file without it is refused for
-/// good).
-fn create_database(dir: &Path, path: &Path) -> Result<(), StoreError> {
-    let tmp = dir.join(creation_name(std::process::id()));
-    let io = |op: &'static str, p: &Path| {
-        let p = p.to_owned();
-        move |source| StoreError::Io {
-            id: None,
-            path: p,
-            op,
-            source,
-        }
-    };
-    // A file left by an earlier process with this pid, or anything planted under the name,
-    // goes; the new file is created, never opened (no link followed, no FIFO waited on).
-    let _ = fs::remove_file(&tmp);
-    let file = file::create_new(&tmp).map_err(io("create the database", &tmp))?;
-    let init = || -> Result<(), StoreError> {
-        let synced = file.try_clone().map_err(io("create the database", &tmp))?;
-        let backend = FileBackend::new(file).map_err(|e| db_error(&tmp, "create", e))?;
-        let db = builder()
-            .create_with_backend(backend)
-            .map_err(|e| db_error(&tmp, "create", e))?;
-        let e = |e: &dyn Display| db_error(&tmp, "initialise", e);
-        let w = db.begin_write().map_err(|x| e(&x))?;
-        {
-            w.open_table(INFO)
-                .map_err(|x| e(&x))?
-                .insert(layout::FORMAT_KEY, FORMAT_VERSION)
-                .map_err(|x| e(&x))?;
-            // The other tables too, so that readers find them.
-            w.open_table(OBJECTS).map_err(|x| e(&x))?;
-            w.open_table(PAGES).map_err(|x| e(&x))?;
-            w.open_table(NAMES).map_err(|x| e(&x))?;
-        }
-        w.commit().map_err(|x| e(&x))?;
-        drop(db);
-        synced.sync_all().map_err(io("sync the database", &tmp))
-    };
-    let result = init().and_then(|()| match fs::hard_link(&tmp, path) {
-        Ok(()) => Ok(()),
-        // Another process created it meanwhile: use theirs (the open that follows refuses
-        // anything there that is not a regular file).
-        Err(_) if file::exists(path).unwrap_or(false) => Ok(()),
-        Err(source) => Err(StoreError::Io {
-            id: None,
-            path: path.to_owned(),
-            op: "name the new database",
-            source,
-        }),
-    });
-    let _ = fs::remove_file(&tmp);
-    #[cfg(unix)]
-    if result.is_ok() {
-        let _ = fs::File::open(dir).and_then(|d| d.sync_all());
-    }
-    result
-}
-
-/// Removes what interrupted creations left (see [`create_database`]). Called once the
-/// database exists: a creation still in progress elsewhere then finds its file gone, and uses
-/// the database that exists.
-fn remove_stale_creations(dir: &Path) {
-    let Ok(entries) = fs::read_dir(dir) else {
-        return;
-    };
-    let prefix = format!(".{DB_FILE}.");
-    for e in entries.flatten() {
-        let name = e.file_name();
-        if let Some(n) = name.to_str()
-            && n.starts_with(&prefix)
-            && n.ends_with(".new")
-        {
-            let _ = fs::remove_file(e.path());
-        }
-    }
-}
-
-fn create_dir(dir: &Path) -> std::io::Result<()> {
-    let mut b = fs::DirBuilder::new();
-    b.recursive(true);
-    #[cfg(unix)]
-    std::os::unix::fs::DirBuilderExt::mode(&mut b, 0o700);
-    b.create(dir)
-}
-
-impl ObjectStore for DbStore {
-    fn transact<R, E: From<StoreError>>(
-        &self,
-        f: impl FnOnce(&mut dyn Txn) -> Result<R, E>,
-    ) -> Result<R, E> {
-        let Handle::ReadWrite(db) = &*self.db else {
-            return Err(self.err("write", "the store was opened read-only").into());
-        };
-        let w = db.begin_write().map_err(|e| self.err("begin a write", e))?;
-        let r = {
-            let mut t = DbTxn::open(&self.path, &w)?;
-            f(&mut t)?
-        };
-        // Returning the error drops (aborts) the transaction: nothing it did is kept.
-        w.commit().map_err(|e| self.err("commit", e))?;
-        Ok(r)
-    }
-
-    fn get(&self, id: ObjID) -> Result<Object, StoreError> {
-        let r = self.read()?;
-        let op = "read an object";
-        let objects = r.open_table(OBJECTS).map_err(|e| self.err(op, e))?;
-        let pages = r.open_table(PAGES).map_err(|e| self.err(op, e))?;
-        read::get(&objects, &pages, id).map_err(self.read_err(op))
-    }
-
-    fn info(&self, id: ObjID) -> Result<ObjInfo, StoreError> {
-        let r = self.read()?;
-        let op = "read metadata";
-        let objects = r.open_table(OBJECTS).map_err(|e| self.err(op, e))?;
-        read::info(&objects, id).map_err(self.read_err(op))
-    }
-
-    fn read_at(&self, id: ObjID, offset: u64, len: u64) -> Result<Vec<u8>, StoreError> {
-        let r = self.read()?;
-        let op = "read an object";
-        let objects = r.open_table(OBJECTS).map_err(|e| self.err(op, e))?;
-        let pages = r.open_table(PAGES).map_err(|e| self.err(op, e))?;
-        read::read_at(&objects, &pages, id, offset, len).map_err(self.read_err(op))
-    }
-
-    fn list(&self) -> Result<Vec<ObjID>, StoreError> {
-        let r = self.read()?;
-        let op = "list objects";
-        let objects = r.open_table(OBJECTS).map_err(|e| self.err(op, e))?;
-        objects
-            .iter()
-            .map_err(|e| self.err(op, e))?
-            .map(|e| e.map(|(k, _)| ObjID::new(k.value())))
-            .collect::<Result<_, _>>()
-            .map_err(|e| self.err(op, e))
-    }
-
-    fn name(&self, name: &str) -> Result<Option<ObjID>, StoreError> {
-        let r = self.read()?;
-        let op = "read a name";
-        let names = r.open_table(NAMES).map_err(|e| self.err(op, e))?;
-        Ok(names
-            .get(name)
-            .map_err(|e| self.err(op, e))?
-            .map(|v| ObjID::new(v.value())))
-    }
-
-    fn names(&self) -> Result<Vec<(String, ObjID)>, StoreError> {
-        let r = self.read()?;
-        let op = "list names";
-        let names = r.open_table(NAMES).map_err(|e| self.err(op, e))?;
-        names
-            .iter()
-            .map_err(|e| self.err(op, e))?
-            .map(|e| e.map(|(k, v)| (k.value().to_owned(), ObjID::new(v.value()))))
-            .collect::<Result<_, _>>()
-            .map_err(|e| self.err(op, e))
-    }
-}
-
-/// Copies every object of the directory store at `from` into `to`, in one transaction, and
-/// returns how many it copied; `progress` hears (objects done, objects in all) after each.
-/// Objects already in `to` with the same bytes and metadata are skipped (so a migration that
-/// was interrupted can be run again); one that differs is an error, and then nothing is
-/// copied. `from` is only read, one object at a time.
-pub fn migrate(
-    from: &crate::DirStore,
-    to: &DbStore,
-    mut progress: impl FnMut(usize, usize),
-) -> Result<usize, StoreError> {
-    let ids = from.list()?;
-    to.transact(|tx| {
-        let mut copied = 0;
-        for (done, &id) in ids.iter().enumerate() {
-            let obj = from.get(id)?;
-            match tx.get(id) {
-                Ok(existing) if existing == obj => {}
-                Ok(_) => {
-                    return Err(StoreError::Rejected {
-                        id,
-                        why: "the database store holds a different object with this id".into(),
-                    });
-                }
-                Err(StoreError::NotFound(_)) => {
-                    tx.create(&obj)?;
-                    copied += 1;
-                }
-                Err(e) => return Err(e),
-            }
-            progress(done + 1, ids.len());
-        }
-        Ok(copied)
-    })
 }
