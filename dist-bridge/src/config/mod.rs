@@ -1,5 +1,5 @@
 //! The `dist-bridge` binary's configuration: a TOML file ([`FileConfig`]), overridable by
-//! flags, resolved into a [`NodeConfig`].
+//! flags, resolved into a [`NodeConfig`](crate::node::NodeConfig).
 //!
 //! ```toml
 //! node_id = 1
@@ -52,15 +52,14 @@
 //!
 //! Unknown keys are errors, so a misspelt key cannot silently fall back to a default.
 
+mod effective;
+mod resolve;
+
 use std::fmt;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-
-use crate::node::{NodeConfig, Peer};
-use crate::tls::{TlsFiles, Transport};
 
 /// The default listen address of the binary.
 pub const DEFAULT_LISTEN: SocketAddr = SocketAddr::V4(std::net::SocketAddrV4::new(
@@ -348,240 +347,6 @@ impl FileConfig {
             },
         }
     }
-
-    /// The node configuration and the log format; missing required values are errors.
-    pub fn resolve(self) -> Result<(NodeConfig, LogFormat), ConfigFileError> {
-        let missing = |what: &str, flag: &str| {
-            ConfigFileError(format!(
-                "no {what}: set `{what}` in the config file or pass --{flag}"
-            ))
-        };
-        let node_id = self.node_id.ok_or_else(|| missing("node_id", "node-id"))?;
-        let store_dir = self
-            .store_dir
-            .ok_or_else(|| missing("store_dir", "store-dir"))?;
-        let version_file = self
-            .version_file
-            .ok_or_else(|| missing("version_file", "version-file"))?;
-        let mut config = NodeConfig::new(node_id, store_dir, version_file);
-        config.listen = self.listen.unwrap_or(DEFAULT_LISTEN);
-        if let Some(t) = self.guard_table {
-            let g = &mut config.guard_table;
-            g.capacity = t.capacity.unwrap_or(g.capacity);
-            g.batch_size = t.batch_size.unwrap_or(g.batch_size);
-            g.max_version = t.max_version.unwrap_or(g.max_version);
-            g.ranges = t.ranges.unwrap_or(g.ranges);
-            g.max_derived = t.max_derived.unwrap_or(g.max_derived);
-        }
-        config.transport = Some(match (self.tls, self.insecure.unwrap_or(false)) {
-            (Some(_), true) => {
-                return Err(ConfigFileError(
-                    "both [tls] and insecure = true: choose one".into(),
-                ));
-            }
-            (Some(t), false) => {
-                config.revoked_certs = t.revoked;
-                Transport::Tls(TlsFiles {
-                    ca: t.ca,
-                    cert: t.cert,
-                    key: t.key,
-                })
-            }
-            (None, true) => Transport::Insecure,
-            (None, false) => {
-                return Err(ConfigFileError(
-                    "no [tls] section (ca, cert, key): make them with `dist-bridge certs`, \
-                     or set insecure = true for a test without authentication"
-                        .into(),
-                ));
-            }
-        });
-        if let Some(ms) = self.handshake_timeout_ms {
-            config.handshake_timeout = Duration::from_millis(ms);
-        }
-        if let Some(ms) = self.export_skew_ms {
-            config.export_skew = Duration::from_millis(ms);
-        }
-        if let Some(n) = self.export_nonces {
-            config.export_nonces = n;
-        }
-        if let Some(n) = self.export_nonces_per_key {
-            config.export_nonces_per_key = n;
-        }
-        config.metrics_listen = self.metrics_listen;
-        if let Some(v) = self.max_io_bytes {
-            config.max_io_bytes = v;
-        }
-        if let Some(v) = self.max_object_bytes {
-            config.max_object_bytes = v;
-        }
-        if let Some(ms) = self.maintenance_interval_ms {
-            if ms == 0 {
-                return Err(ConfigFileError(
-                    "maintenance_interval_ms must be at least 1".into(),
-                ));
-            }
-            config.maintenance_interval = Duration::from_millis(ms);
-        }
-        if let Some(ms) = self.peer_timeout_ms {
-            if ms == 0 {
-                return Err(ConfigFileError("peer_timeout_ms must be at least 1".into()));
-            }
-            config.peer_timeout = Duration::from_millis(ms);
-        }
-        if let Some(n) = self.notice_buffer {
-            config.notice_buffer = n;
-        }
-        if let Some(ms) = self.shutdown_deadline_ms {
-            config.shutdown_deadline = Duration::from_millis(ms);
-        }
-        if let Some(ms) = self.request_timeout_ms {
-            config.request_timeout = Duration::from_millis(ms);
-        }
-        if let Some(n) = self.max_streams_per_connection {
-            config.max_streams_per_connection = n;
-        }
-        if let Some(ms) = self.keepalive_interval_ms {
-            config.keepalive_interval = Duration::from_millis(ms);
-        }
-        if let Some(ms) = self.keepalive_timeout_ms {
-            config.keepalive_timeout = Duration::from_millis(ms);
-        }
-        if let Some(n) = self.max_message_bytes {
-            config.max_message_bytes = n;
-        }
-        if let Some(n) = self.max_pending_request_bytes {
-            config.max_pending_request_bytes = n;
-        }
-        if let Some(n) = self.max_connections {
-            config.max_connections = n;
-        }
-        if let Some(ms) = self.max_connection_age_ms {
-            config.max_connection_age = Duration::from_millis(ms);
-        }
-        if let Some(ms) = self.max_connection_idle_ms {
-            config.max_connection_idle = Duration::from_millis(ms);
-        }
-        if let Some(d) = self.difc {
-            for (tag, nodes) in d.trusted_nodes {
-                let id = tag.parse::<twizzler_capsec::ObjID>().map_err(|e| {
-                    ConfigFileError(format!(
-                        "[difc] trusted_nodes: {tag:?} is not a tag id ({e})"
-                    ))
-                })?;
-                config
-                    .difc
-                    .trusted_nodes
-                    .entry(id)
-                    .or_default()
-                    .extend(nodes);
-            }
-        }
-        config.peers = self
-            .peers
-            .into_iter()
-            .map(|p| Peer {
-                id: p.id,
-                addr: p.addr,
-            })
-            .collect();
-        Ok((config, self.log_format.unwrap_or_default()))
-    }
-}
-
-/// Whole milliseconds of `d` (the file's unit; every duration a file or a flag sets is whole).
-fn millis(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
-}
-
-/// `p` made absolute against the current directory (without touching the file system), so
-/// that the printed configuration means the same files wherever it is saved: a file's
-/// relative paths are read relative to the file.
-fn absolute(p: &Path) -> PathBuf {
-    std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf())
-}
-
-impl FileConfig {
-    /// The file that configures exactly `config` and `log_format`: every setting written
-    /// out, defaults included, paths absolute. Read back and resolved, it gives the same
-    /// configuration; `dist-bridge --check-config` prints it.
-    pub fn effective(config: &NodeConfig, log_format: LogFormat) -> FileConfig {
-        let g = &config.guard_table;
-        let (insecure, tls) = match &config.transport {
-            Some(Transport::Tls(files)) => (
-                None,
-                Some(TlsSection {
-                    ca: absolute(&files.ca),
-                    cert: absolute(&files.cert),
-                    key: absolute(&files.key),
-                    revoked: config.revoked_certs.as_deref().map(absolute),
-                }),
-            ),
-            Some(Transport::Insecure) => (Some(true), None),
-            None => (None, None),
-        };
-        FileConfig {
-            node_id: Some(config.node_id),
-            listen: Some(config.listen),
-            store_dir: Some(absolute(&config.store_dir)),
-            version_file: Some(absolute(&config.version_file)),
-            insecure,
-            tls,
-            handshake_timeout_ms: Some(millis(config.handshake_timeout)),
-            export_skew_ms: Some(millis(config.export_skew)),
-            export_nonces: Some(config.export_nonces),
-            export_nonces_per_key: Some(config.export_nonces_per_key),
-            metrics_listen: config.metrics_listen,
-            max_io_bytes: Some(config.max_io_bytes),
-            max_object_bytes: Some(config.max_object_bytes),
-            maintenance_interval_ms: Some(millis(config.maintenance_interval)),
-            peer_timeout_ms: Some(millis(config.peer_timeout)),
-            notice_buffer: Some(config.notice_buffer),
-            shutdown_deadline_ms: Some(millis(config.shutdown_deadline)),
-            request_timeout_ms: Some(millis(config.request_timeout)),
-            max_streams_per_connection: Some(config.max_streams_per_connection),
-            keepalive_interval_ms: Some(millis(config.keepalive_interval)),
-            keepalive_timeout_ms: Some(millis(config.keepalive_timeout)),
-            max_message_bytes: Some(config.max_message_bytes),
-            max_pending_request_bytes: Some(config.max_pending_request_bytes),
-            max_connections: Some(config.max_connections),
-            max_connection_age_ms: Some(millis(config.max_connection_age)),
-            max_connection_idle_ms: Some(millis(config.max_connection_idle)),
-            log_format: Some(log_format),
-            guard_table: Some(TableSection {
-                capacity: Some(g.capacity),
-                batch_size: Some(g.batch_size),
-                // TOML integers stop at 2^63 - 1; the default (the whole 64-bit space) is
-                // what an absent key means.
-                max_version: i64::try_from(g.max_version).ok().map(|_| g.max_version),
-                ranges: Some(g.ranges),
-                max_derived: Some(g.max_derived),
-            }),
-            difc: (!config.difc.trusted_nodes.is_empty()).then(|| DifcSection {
-                trusted_nodes: config
-                    .difc
-                    .trusted_nodes
-                    .iter()
-                    .map(|(t, n)| (t.to_string(), n.iter().copied().collect()))
-                    .collect(),
-            }),
-            peers: config
-                .peers
-                .iter()
-                .map(|p| PeerEntry {
-                    id: p.id,
-                    addr: p.addr.clone(),
-                })
-                .collect(),
-        }
-    }
-
-    /// This configuration as TOML, in the file's own keys, that [`FileConfig::parse`] reads
-    /// back.
-    pub fn to_toml(&self) -> Result<String, ConfigFileError> {
-        toml::to_string(self)
-            .map_err(|e| ConfigFileError(format!("cannot write the configuration as TOML: {e}")))
-    }
 }
 
 /// Parses a `--peer ID=ADDR` flag.
@@ -606,6 +371,7 @@ pub fn parse_peer(s: &str) -> Result<PeerEntry, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tls::{TlsFiles, Transport};
 
     #[test]
     fn the_documented_example_parses() {
