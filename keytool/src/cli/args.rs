@@ -78,7 +78,7 @@ pub(crate) struct GrantArgs {
     /// The rights granted, as rwx (e.g. rw-, r--)
     #[arg(long, value_name = "PROTS", value_parser = parse::prots)]
     pub prots: Protections,
-    /// The byte range (data) or entry points (code), OFFSET:LENGTH[:ALIGN]
+    /// The byte range (data) or entry points (code), `OFFSET:LENGTH[:ALIGN]`
     #[arg(long, value_name = "GATE", value_parser = parse::gate)]
     pub gate: Option<Gate>,
     /// When it stops granting: TIME or `never`
