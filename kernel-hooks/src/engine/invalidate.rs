@@ -172,7 +172,6 @@ impl<H: Host> Engine<H> {
         let labels = self.host.ctx_label(ctx);
         let reads_unsafe = class.reads_unsafe || labels.is_none();
         let old = self.epoch.fetch_add(1, Ordering::AcqRel);
-        let new = old.wrapping_add(1);
         // The objects whose entries lost `W`, for a per-object host (the cache holds at most
         // `SETS * WAYS` entries, so the list never overflows).
         let mut narrowed: Vec<ObjID, { SETS * WAYS }> = Vec::new();
@@ -180,14 +179,7 @@ impl<H: Host> Engine<H> {
         let mut inv = Invalidation::default();
         self.cache.retain(
             |e| {
-                let restamp = |e: &mut CachedPerms| {
-                    if e.snap.stamp.epoch == old {
-                        e.snap.stamp.epoch = new;
-                        Retain::Restamped
-                    } else {
-                        Retain::Keep
-                    }
-                };
+                let restamp = |e: &mut CachedPerms| restamp(e, old);
                 if e.snap.ctx != ctx {
                     return restamp(e);
                 }
@@ -270,16 +262,11 @@ impl<H: Host> Engine<H> {
     /// After the epoch moved from `old`: removes (and unmaps) the entries `affected` says may
     /// depend on what changed, and re-stamps the others with the new epoch.
     fn sweep(&self, old: u64, affected: impl Fn(&CachedPerms) -> bool) -> Invalidation {
-        let new = old.wrapping_add(1);
         self.retain_where(|e| {
             if affected(e) {
                 return Retain::Remove;
             }
-            if e.snap.stamp.epoch == old {
-                e.snap.stamp.epoch = new;
-                return Retain::Restamped;
-            }
-            Retain::Keep
+            restamp(e, old)
         })
     }
 
@@ -305,5 +292,16 @@ impl<H: Host> Engine<H> {
         };
         self.host.unmap(u);
         inv.push(u);
+    }
+}
+
+/// An entry made before the epoch moved from `old` to `old + 1`, and still valid after the
+/// change, takes the new epoch (so it hits again); one made since keeps its own.
+fn restamp(e: &mut CachedPerms, old: u64) -> Retain {
+    if e.snap.stamp.epoch == old {
+        e.snap.stamp.epoch = old.wrapping_add(1);
+        Retain::Restamped
+    } else {
+        Retain::Keep
     }
 }
