@@ -107,9 +107,9 @@ impl Kt {
                 );
                 std::thread::sleep(Duration::from_millis(20));
             }
-            // rpassword prints the prompt, then turns echo off: let it, so the answer is not
-            // echoed by the terminal before keytool reads it.
-            std::thread::sleep(Duration::from_millis(250));
+            // rpassword prints the prompt, then turns echo off: wait until it has, so the
+            // answer is not echoed by the terminal before keytool reads it.
+            wait_echo_off(child.id(), deadline, &text);
             stdin
                 .write_all(format!("{answer}\n").as_bytes())
                 .expect("type an answer");
@@ -295,4 +295,68 @@ pub(crate) fn objects(kt: &Kt) -> usize {
     use secctx::ObjectStore;
     let store = secctx::DbStore::open(kt.store()).expect("open the store");
     store.list().expect("list the store").len()
+}
+
+/// Waits until the terminal of the `keytool` process below `script` (pid `script`) has echo
+/// turned off: `stty -F` on the pseudo-terminal keytool reads, found through `/proc`. Panics
+/// with what the terminal showed if that does not happen by `deadline`.
+fn wait_echo_off(script: u32, deadline: Instant, shown: &dyn Fn() -> String) {
+    loop {
+        if let Some(tty) = keytool_tty(script) {
+            let out = Command::new("stty")
+                .args(["-F", &tty, "-a"])
+                .stdin(Stdio::null())
+                .output()
+                .expect("run stty");
+            let flags = String::from_utf8_lossy(&out.stdout);
+            if flags.split_whitespace().any(|f| f == "-echo") {
+                return;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "keytool never turned echo off; the terminal showed {:?}",
+            shown()
+        );
+        std::thread::yield_now();
+    }
+}
+
+/// The terminal (its path under `/dev/pts`) on which a `keytool` descendant of `root` reads.
+fn keytool_tty(root: u32) -> Option<String> {
+    let parent_of = |pid: u32| -> Option<u32> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        // `pid (comm) state ppid ...`: comm may hold spaces, so read after the last ')'.
+        stat.rsplit_once(')')?
+            .1
+            .split_whitespace()
+            .nth(1)?
+            .parse()
+            .ok()
+    };
+    for entry in std::fs::read_dir("/proc").ok()?.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+        if comm.trim() != "keytool" {
+            continue;
+        }
+        let mut p = pid;
+        let below_root = std::iter::from_fn(|| {
+            p = parent_of(p)?;
+            Some(p)
+        })
+        .take(8)
+        .any(|a| a == root);
+        if below_root {
+            let tty = std::fs::read_link(format!("/proc/{pid}/fd/0")).ok()?;
+            return Some(tty.to_string_lossy().into_owned());
+        }
+    }
+    None
 }
