@@ -141,6 +141,8 @@ pub struct RunningNode {
     controller: ControllerId,
     shutdown: ShutdownHandle,
     serve: Option<JoinHandle<()>>,
+    /// The metrics listener's task: joined too, so a stopped node no longer accepts there.
+    metrics: Option<JoinHandle<()>>,
     maintenance: Option<JoinHandle<()>>,
     cert_revocations: Option<Arc<CertRevocations>>,
 }
@@ -180,7 +182,7 @@ impl RunningNode {
     }
 
     /// Asks the node to stop and waits until it has: the listener is closed, in-flight
-    /// requests have finished, and the version file is unlocked.
+    /// requests have finished, the metrics listener is closed, and the version file is unlocked.
     pub async fn shutdown(mut self) -> Result<(), ServeError> {
         self.shutdown.shutdown();
         self.join().await
@@ -199,10 +201,13 @@ impl RunningNode {
             },
             None => Ok(()),
         };
-        // The server is gone; stop the maintenance task too (it may already have seen the
-        // signal).
+        // The server is gone; stop the metrics listener and the maintenance task too (they
+        // may already have seen the signal).
         self.shutdown.shutdown();
-        if let Some(task) = self.maintenance.take() {
+        for task in [self.metrics.take(), self.maintenance.take()]
+            .into_iter()
+            .flatten()
+        {
             let _ = task.await;
         }
         info!(controller = %self.controller, "node stopped");
@@ -438,10 +443,14 @@ impl Node {
             // Only now may another life of this controller start.
             drop(version);
         });
-        let mut metrics_addr = None;
+        let (mut metrics_addr, mut metrics_task) = (None, None);
         if let Some(listener) = metrics_listener {
             metrics_addr = listener.local_addr().ok();
-            tokio::spawn(metrics::serve(listener, shared.clone(), rx.clone()));
+            metrics_task = Some(tokio::spawn(metrics::serve(
+                listener,
+                shared.clone(),
+                rx.clone(),
+            )));
             info!(addr = ?metrics_addr, "serving metrics");
         }
         let maintenance = tokio::spawn(maintain(shared, config.maintenance_interval, rx));
@@ -458,6 +467,7 @@ impl Node {
             controller,
             shutdown,
             serve: Some(serve),
+            metrics: metrics_task,
             maintenance: Some(maintenance),
             cert_revocations,
         })

@@ -160,6 +160,29 @@ async fn metrics_count_invocations_refusals_revocations_and_the_table() {
     .await;
 }
 
+/// `shutdown` returns only once the metrics listener is closed: a metrics task that
+/// `shutdown` did not wait for may not have run again when it returns, and its listener still
+/// accepts (a race CI once lost). Many rounds on two workers, so losing it is likely.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_waits_for_the_metrics_listener_to_close() {
+    bounded(async {
+        for round in 0..40 {
+            let net = Net::start("metrics-close", 1, |c| {
+                c.metrics_listen = Some(SocketAddr::from(([127, 0, 0, 1], 0)));
+            })
+            .await;
+            let at = net.nodes[0].metrics_addr().expect("metrics address");
+            assert!(http(at, "GET", "/metrics").await.0.contains("200"));
+            net.shutdown().await;
+            assert!(
+                tokio::net::TcpStream::connect(at).await.is_err(),
+                "round {round}: metrics still accepted after shutdown returned"
+            );
+        }
+    })
+    .await;
+}
+
 /// A metrics address that cannot be bound is a start-up error that touches nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unusable_metrics_address_stops_the_start() {
