@@ -58,8 +58,10 @@ impl Keys {
         }
     }
 
-    fn auth(&self) -> MapAuth {
-        let mut a = MapAuth::new().with_key(OBJ, &self.obj).with_key(Q, &self.q);
+    fn auth(&self) -> TestAuth {
+        let mut a = TestAuth::new()
+            .with_key(OBJ, &self.obj)
+            .with_key(Q, &self.q);
         for (i, k) in self.ctx.iter().enumerate() {
             a = a.with_key(ctx(i), k);
         }
@@ -302,12 +304,12 @@ fn depth_8_verifies_and_depth_9_is_too_deep() {
     }
 }
 
-/// `MapAuth` as a `key_for` closure for `Del::verify_signatures`.
+/// `TestAuth` as a `key_for` closure for `Del::verify_signatures`.
 trait KeyFor {
     fn key_for_obj(&self, obj: ObjID) -> Result<&twizzler_capsec::VerifyingKey, KeyLookupError>;
 }
 
-impl KeyFor for MapAuth {
+impl KeyFor for TestAuth {
     fn key_for_obj(&self, obj: ObjID) -> Result<&twizzler_capsec::VerifyingKey, KeyLookupError> {
         twizzler_capsec::Authority::key_for(self, obj)
     }

@@ -16,7 +16,7 @@ use twizzler_capsec::{
     Verdict, VerifyError, VerifyingKey, evaluate, evaluate_explained, evaluate_labelled, owns,
 };
 
-use crate::common_keys::{MapAuth, key};
+use crate::common_keys::{TestAuth, key};
 
 const T: ObjID = ObjID::new(0x7a9);
 const A: ObjID = ObjID::new(0xa);
@@ -29,8 +29,8 @@ static TAG_KEY: LazyLock<SigningKey> = LazyLock::new(|| key(SigningScheme::Ed255
 static A_KEY: LazyLock<SigningKey> = LazyLock::new(|| key(SigningScheme::Ed25519, 72));
 static OBJ_KEY: LazyLock<SigningKey> = LazyLock::new(|| key(SigningScheme::Ed25519, 73));
 
-fn auth() -> MapAuth {
-    MapAuth::new()
+fn auth() -> TestAuth {
+    TestAuth::new()
         .with_key(T, &TAG_KEY)
         .with_key(A, &A_KEY)
         .with_key(OBJ, &OBJ_KEY)
@@ -225,7 +225,7 @@ fn ownership_delegates_by_attenuation() {
         Err(Verdict::Invalid(VerifyError::Expired { .. }))
     ));
     // Revoking the root revokes the delegation.
-    let revoked = auth().with_revoked(root.id());
+    let revoked = auth().with_revoked_record(root.id());
     assert_eq!(
         owns(B, &ctx, T, Right::Minus, &revoked, 1),
         Err(Verdict::Invalid(VerifyError::Revoked))
@@ -304,7 +304,7 @@ fn masks_remove_ownership_only_through_per_tag_rows() {
 }
 
 /// An authority whose verification budget is `budget` signatures.
-struct Budget(MapAuth, Cell<u32>);
+struct Budget(TestAuth, Cell<u32>);
 
 impl Authority for Budget {
     fn key_for(&self, obj: ObjID) -> Result<&VerifyingKey, KeyLookupError> {

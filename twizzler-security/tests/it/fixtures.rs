@@ -34,6 +34,8 @@
 use std::fmt::Debug;
 use std::sync::OnceLock;
 
+use crate::common_keys::hex;
+
 use twizzler_capsec::ctx::{
     CTX_VERSION_OVERFLOW, ENTRY_LEN, HEADER_LEN, HEADER_LEN_V3, MASK_LEN, field,
 };
@@ -104,13 +106,6 @@ fn ctx_a_key() -> SigningKey {
 
 fn ctx_b_key() -> SigningKey {
     SigningKey::from_raw(SigningScheme::Ed25519, &CTX_B_SEED).expect("fixed seed")
-}
-
-fn hex(s: &str) -> Vec<u8> {
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).expect("hex literal"))
-        .collect()
 }
 
 fn cap_grant() -> CapGrant {

@@ -4,7 +4,7 @@
 
 use std::sync::LazyLock;
 
-use crate::common_keys::{MapAuth, key};
+use crate::common_keys::{TestAuth, key};
 use proptest::prelude::*;
 use proptest::test_runner::Config;
 use twizzler_capsec::{
@@ -182,10 +182,10 @@ fn build_del(
     root: CapGrant,
     root_scheme: SigningScheme,
     seeds: &[LinkSeed],
-) -> (Del, Option<MapAuth>) {
+) -> (Del, Option<TestAuth>) {
     let cap = Cap::mint(root, key_of(root_scheme)).unwrap();
-    let mut auth = Some(MapAuth::new().with_key(root.target, key_of(root_scheme)));
-    let add = |auth: &mut Option<MapAuth>, obj: ObjID, k: &SigningKey| {
+    let mut auth = Some(TestAuth::new().with_key(root.target, key_of(root_scheme)));
+    let add = |auth: &mut Option<TestAuth>, obj: ObjID, k: &SigningKey| {
         if let Some(a) = auth.as_mut() {
             match a.keys.get(&obj) {
                 Some(existing) if *existing != k.verifying_key() => *auth = None,
@@ -583,7 +583,7 @@ proptest! {
         }
         let kind = if *what == "cap" { RecordKind::Cap } else { RecordKind::Del };
         // Every key any valid record was signed with, under every id it uses.
-        let mut auth = MapAuth::new();
+        let mut auth = TestAuth::new();
         if let Ok(Record::Del(d)) = Record::decode(RecordKind::Del, valid) {
             for (i, link) in d.links().enumerate() {
                 let s = if i.is_multiple_of(2) { SigningScheme::Ed25519 } else { SigningScheme::EcdsaP256 };

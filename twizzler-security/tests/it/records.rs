@@ -69,7 +69,7 @@ fn mint_and_verify_every_scheme_and_hash() {
             assert_eq!(g.signed_message(), by_hand);
             messages.push(by_hand);
 
-            let auth = MapAuth::new().with_key(OBJ, &sk);
+            let auth = TestAuth::new().with_key(OBJ, &sk);
             assert_eq!(Record::Cap(cap).verify(&auth, NOW), Ok(()));
 
             // Wrong key of the same scheme.
@@ -79,7 +79,7 @@ fn mint_and_verify_every_scheme_and_hash() {
                 Err(VerifyError::BadSignature),
                 "{s}/{h:?}: wrong key"
             );
-            let auth = MapAuth::new().with_key(OBJ, &wrong);
+            let auth = TestAuth::new().with_key(OBJ, &wrong);
             assert_eq!(
                 Record::Cap(cap).verify(&auth, NOW),
                 Err(VerifyError::BadSignature)
@@ -91,14 +91,14 @@ fn mint_and_verify_every_scheme_and_hash() {
                 Err(VerifyError::SchemeMismatch)
             );
             // No key at all for the target.
-            let auth = MapAuth::new().with_key(CTX, &sk);
+            let auth = TestAuth::new().with_key(CTX, &sk);
             assert_eq!(
                 Record::Cap(cap).verify(&auth, NOW),
                 Err(VerifyError::Key(KeyLookupError::NoKuid(OBJ)))
             );
             // Signed by the accessor's key instead of the target's.
             let by_accessor = Cap::mint(g, &key(s, 4)).unwrap();
-            let auth = MapAuth::new().with_key(OBJ, &sk).with_key(CTX, &key(s, 4));
+            let auth = TestAuth::new().with_key(OBJ, &sk).with_key(CTX, &key(s, 4));
             assert_eq!(
                 Record::Cap(by_accessor).verify(&auth, NOW),
                 Err(VerifyError::BadSignature)
@@ -114,7 +114,7 @@ fn mint_and_verify_every_scheme_and_hash() {
 fn expiry_boundaries() {
     let sk = key(SigningScheme::Ed25519, 5);
     let vk = sk.verifying_key();
-    let auth = MapAuth::new().with_key(OBJ, &sk);
+    let auth = TestAuth::new().with_key(OBJ, &sk);
     for t in [1u64, 1_000, NOW, u64::MAX] {
         let mut g = grant(HashAlg::Blake3);
         g.expires = Expiry::from_raw(t);
@@ -222,7 +222,7 @@ fn delegation_signatures_do_not_verify_as_capability_messages() {
             let mut g = grant(h);
             g.target = CTX;
             let forged = Cap::from_parts(g, *link.signature());
-            let auth = MapAuth::new().with_key(CTX, &ctx_key);
+            let auth = TestAuth::new().with_key(CTX, &ctx_key);
             assert_eq!(
                 Record::Cap(forged).verify(&auth, NOW),
                 Err(VerifyError::BadSignature)
@@ -252,8 +252,8 @@ fn accepted_bit_flips(valid: &[u8], reject: impl Fn(&[u8]) -> bool) -> (usize, V
 /// An authority that knows `key` for `OBJ` and for every object one bit away from it (as if
 /// they all shared one `kuid`), so a flipped target is rejected by the signature, not by the
 /// key lookup.
-fn auth_with_neighbours(key: &SigningKey) -> MapAuth {
-    let mut auth = MapAuth::new().with_key(OBJ, key);
+fn auth_with_neighbours(key: &SigningKey) -> TestAuth {
+    let mut auth = TestAuth::new().with_key(OBJ, key);
     for bit in 0..128 {
         auth = auth.with_key(ObjID::new(OBJ.raw() ^ (1 << bit)), key);
     }
@@ -299,7 +299,7 @@ fn every_bit_flip_of_a_capability_is_rejected() {
 
 /// A depth-2 delegation: root capability (OBJ's key, `root_scheme`) for CTX, then CTX → CTX2
 /// and CTX2 → CTX3. Returns it with an authority that knows every key.
-fn depth2(root_scheme: SigningScheme, link_scheme: SigningScheme) -> (Del, MapAuth) {
+fn depth2(root_scheme: SigningScheme, link_scheme: SigningScheme) -> (Del, TestAuth) {
     let obj_key = key(root_scheme, 10);
     let k1 = key(link_scheme, 11);
     let k2 = key(other_scheme(link_scheme), 12);
@@ -390,11 +390,13 @@ fn revoked_records_do_not_verify() {
         let sk = key(s, 13);
         let cap = Cap::mint(grant(HashAlg::Blake3), &sk).unwrap();
         let other = Cap::mint(grant(HashAlg::Sha256), &sk).unwrap();
-        let auth = MapAuth::new().with_key(OBJ, &sk);
+        let auth = TestAuth::new().with_key(OBJ, &sk);
         assert_eq!(Record::Cap(cap).verify(&auth, NOW), Ok(()));
         assert!(!Record::Cap(cap).is_revoked(&auth));
 
-        let auth = MapAuth::new().with_key(OBJ, &sk).with_revoked(cap.id());
+        let auth = TestAuth::new()
+            .with_key(OBJ, &sk)
+            .with_revoked_record(cap.id());
         assert_eq!(
             Record::Cap(cap).verify(&auth, NOW),
             Err(VerifyError::Revoked),
@@ -437,7 +439,7 @@ fn revoking_any_ancestor_revokes_a_delegation() {
         ("an unrelated capability", unrelated.id(), false, false),
     ];
     for (name, id, d1_revoked, d2_revoked) in cases {
-        let mut revoking = MapAuth::new().with_revoked(id);
+        let mut revoking = TestAuth::new().with_revoked_record(id);
         revoking.keys = auth.keys.clone();
         for (del, expect_revoked, which) in [(&d1, d1_revoked, "d1"), (&d2, d2_revoked, "d2")] {
             let got = Record::Del(del.clone()).verify(&revoking, NOW);
@@ -453,9 +455,10 @@ fn revoking_any_ancestor_revokes_a_delegation() {
         }
     }
     // The root capability itself, as a record, is revoked by its id only.
-    let revoking = MapAuth {
+    let revoking = TestAuth {
         keys: auth.keys.clone(),
-        revoked: [d1.id()].into(),
+        revoked_records: [d1.id()].into(),
+        ..TestAuth::default()
     };
     assert_eq!(Record::Cap(*d2.root()).verify(&revoking, NOW), Ok(()));
 }

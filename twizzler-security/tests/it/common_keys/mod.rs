@@ -1,10 +1,10 @@
-//! Shared setup for the key, record, delegation and codec tests: deterministic keys, a
-//! map-backed [`Authority`] with revocation by record id, hex helpers, and byte-level helpers
-//! to forge delegation chains (re-signing links after editing their bytes).
-//!
-//! Each test binary uses a different subset of these helpers.
+//! Shared setup for every test module of this crate's test binary: deterministic keys, the one
+//! map-backed test [`Authority`] (`TestAuth`: keys, revoked keys and records, an optional
+//! verification memo), hex helpers, and byte-level helpers to forge delegation chains
+//! (re-signing links after editing their bytes). `fixture` adds the context builders.
 #![allow(dead_code)]
 
+use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, HashSet};
 
 use rand_chacha::ChaCha20Rng;
@@ -54,14 +54,25 @@ pub fn hex(s: &str) -> Vec<u8> {
         .collect()
 }
 
-/// A test authority: verifying keys by object, and revoked record ids.
+/// A test authority: `kuid` keys by object, revoked keys (by the object whose key it is),
+/// revoked record ids, and an optional memo of verified records.
 #[derive(Default)]
-pub struct MapAuth {
+pub struct TestAuth {
     pub keys: HashMap<ObjID, VerifyingKey>,
-    pub revoked: HashSet<RecordId>,
+    pub revoked_keys: HashSet<ObjID>,
+    pub revoked_records: HashSet<RecordId>,
+    /// `Some` to enable the memo (`is_verified` / `remember_verified`).
+    pub memo: Option<RefCell<HashSet<RecordId>>>,
+    /// Every id passed to `remember_verified`, in call order.
+    pub remembered: RefCell<Vec<RecordId>>,
+    /// How many times `is_verified` answered `true`.
+    pub memo_hits: Cell<usize>,
+    /// When set, `is_verified` answers `true` for every id (a memo that vouches for
+    /// everything), to observe that a vouched-for record's signature is not checked.
+    pub vouch_all: bool,
 }
 
-impl MapAuth {
+impl TestAuth {
     pub fn new() -> Self {
         Self::default()
     }
@@ -71,19 +82,56 @@ impl MapAuth {
         self
     }
 
-    pub fn with_revoked(mut self, id: RecordId) -> Self {
-        self.revoked.insert(id);
+    pub fn with_revoked_key(mut self, obj: ObjID) -> Self {
+        self.revoked_keys.insert(obj);
         self
+    }
+
+    pub fn with_revoked_record(mut self, id: RecordId) -> Self {
+        self.revoked_records.insert(id);
+        self
+    }
+
+    pub fn with_memo(mut self) -> Self {
+        self.memo = Some(RefCell::new(HashSet::new()));
+        self
+    }
+
+    pub fn remembered(&self) -> Vec<RecordId> {
+        self.remembered.borrow().clone()
+    }
+
+    pub fn clear_log(&self) {
+        self.remembered.borrow_mut().clear();
+        self.memo_hits.set(0);
     }
 }
 
-impl Authority for MapAuth {
+impl Authority for TestAuth {
     fn key_for(&self, obj: ObjID) -> Result<&VerifyingKey, KeyLookupError> {
+        if self.revoked_keys.contains(&obj) {
+            return Err(KeyLookupError::KeyRevoked(obj));
+        }
         self.keys.get(&obj).ok_or(KeyLookupError::NoKuid(obj))
     }
 
     fn is_revoked(&self, id: &RecordId) -> bool {
-        self.revoked.contains(id)
+        self.revoked_records.contains(id)
+    }
+
+    fn is_verified(&self, id: &RecordId) -> bool {
+        let hit = self.vouch_all || self.memo.as_ref().is_some_and(|m| m.borrow().contains(id));
+        if hit {
+            self.memo_hits.set(self.memo_hits.get() + 1);
+        }
+        hit
+    }
+
+    fn remember_verified(&self, id: &RecordId) {
+        self.remembered.borrow_mut().push(*id);
+        if let Some(m) = &self.memo {
+            m.borrow_mut().insert(*id);
+        }
     }
 }
 
