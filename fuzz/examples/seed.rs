@@ -367,6 +367,7 @@ fn main() {
     };
     let dist = [
         (0, "token-v1.bin"),
+        (0, "token-v2.bin"),
         (1, "version-file-v1.bin"),
         (2, "upgrade-notice-v1.bin"),
         (3, "broadcast-revoke-v1.bin"),
@@ -382,8 +383,9 @@ fn main() {
     let store = [
         (0, "revocations-v1.bin"),
         (1, "verifying-key-object-v1.bin"),
-        (2, "signing-key-object-v1.bin"),
-        (2, "signing-key-object-sealed-v1.bin"),
+        (2, "label-table-v1.bin"),
+        (3, "signing-key-object-v1.bin"),
+        (3, "signing-key-object-sealed-v1.bin"),
     ];
     write_all(
         &root,
@@ -392,6 +394,13 @@ fn main() {
             .iter()
             .map(|(sel, f)| with(*sel, &fixture("secctx", f))),
     );
+    // The information-flow formats' golden files (`docs/DIFC.md`): a version-3 context with
+    // its label section, and an ownership (`TAG`) capability. Signed with the library's
+    // fixture keys, not these: they seed the parsers, not the signature paths.
+    let difc = |f: &str| fixture("twizzler-security", f);
+    write_all(&root, "ctx_parse", [difc("context-v3.bin")]);
+    write_all(&root, "cap_decode", [difc("tag-cap-v1.bin")]);
+    write_all(&root, "record_decode", [difc("tag-cap-v1.bin")]);
 }
 
 /// `n` deterministic pseudo-random bytes (BLAKE3-derived record ids of a counter).

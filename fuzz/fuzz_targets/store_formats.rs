@@ -1,6 +1,6 @@
 //! secctx's byte formats read from a store another party may have written, selected by the
-//! first input byte: the revocation list, a verifying-key object and a signing-key object's
-//! header (its key is `key_decode`'s; unsealing is left out: a hostile sealed key may ask
+//! first input byte: the revocation list, a verifying-key object, the label table (`TZLT`,
+//! whose rows hold `TLBL` labels) and a signing-key object's header (its key is `key_decode`'s; unsealing is left out: a hostile sealed key may ask
 //! Argon2 for up to 4 GiB, which is refused past that bound before any allocation).
 //!
 //! Oracles: no panic; whatever a decoder accepts re-encodes to exactly the input (one
@@ -9,6 +9,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use secctx::keypair::{parse_verifying_key, signing_key_info, verifying_key_object};
+use secctx::labels::LabelTable;
 use secctx::revocations::RevocationList;
 use secctx::{ObjMeta, Object};
 use twizzler_capsec::ObjID;
@@ -23,7 +24,7 @@ fuzz_target!(|data: &[u8]| {
         meta: ObjMeta::plain(),
         data: rest.to_vec(),
     };
-    match sel % 3 {
+    match sel % 4 {
         0 => {
             if let Ok(list) = RevocationList::decode(rest) {
                 let again = list.encode();
@@ -47,6 +48,13 @@ fuzz_target!(|data: &[u8]| {
                     "verifying-key object is not canonical"
                 );
                 assert!(parse_verifying_key(&again).is_ok_and(|k| k == key));
+            }
+        }
+        2 => {
+            if let Ok(table) = LabelTable::decode(rest) {
+                let again = table.encode();
+                assert_eq!(&again[..], rest, "label table encoding is not canonical");
+                assert!(LabelTable::decode(&again).is_ok_and(|t| t == table));
             }
         }
         _ => {

@@ -199,10 +199,7 @@ impl FuzzHost {
             (CTX[3], Some(KEY_ED)),
             (CTX_P256, Some(KEY_P256)),
         ] {
-            objects.insert(
-                obj,
-                ObjectInfo::new(kuid, Protections::empty()),
-            );
+            objects.insert(obj, ObjectInfo::new(kuid, Protections::empty()));
         }
         Self {
             objects: RefCell::new(objects),

@@ -1,7 +1,8 @@
 //! Frozen format fixtures: one golden file of bytes per format `secctx` reads, under
 //! `secctx/tests/fixtures/<format>-v<N>.bin`: the directory store's object file `TZOB`, the
 //! revocation list `TZRV`, the verifying-key object `TZVK` and the signing-key object `TZSK`,
-//! plain and passphrase-sealed. (The database store keeps its objects in redb, whose file
+//! plain and passphrase-sealed, and the label table `TZLT` (information flow, `docs/DIFC.md`
+//! §7.1). (The database store keeps its objects in redb, whose file
 //! format is redb's; its own metadata record is pinned by a unit test in
 //! `src/db_store/layout.rs`, since its codec is private to the store.)
 //!
@@ -32,9 +33,12 @@ use secctx::keypair::{
     KdfParams, KeyPairIds, load_signing_key, parse_verifying_key, signing_key_info, store_keypair,
     verifying_key_object,
 };
+use secctx::labels::{LabelTable, Principal, Row};
 use secctx::revocations::RevocationList;
 use secctx::{MemStore, ObjMeta, Object, ObjectStore};
-use twizzler_capsec::{ObjID, Protections, RecordId, SigningKey, SigningScheme, VerifyingKey};
+use twizzler_capsec::{
+    Label, ObjID, Protections, RecordId, SigningKey, SigningScheme, VerifyingKey,
+};
 
 /// The object of the object-file fixture, its `kuid` and its bytes.
 const OBJECT: ObjID = ObjID::new(0x0123_4567_89ab_cdef_fedc_ba98_7654_3210);
@@ -121,6 +125,66 @@ fn same<T: PartialEq + Debug>(what: &str, got: T, want: T) -> Result<(), String>
 
 fn err(e: impl Debug) -> String {
     format!("{e:?}")
+}
+
+/// The label table's rows: an object with a data label, and a context registered at a
+/// principal label that has changed twice (ids ascending). The tags are fixed ids.
+const LABELLED_OBJECT: ObjID = ObjID::new(0x0b1e_c700_0000_0000_0000_0000_0000_0001);
+const LABELLED_CONTEXT: ObjID = ObjID::new(0xc0c0_0000_0000_0000_0000_0000_0000_0002);
+const TAG_SECRET: ObjID = ObjID::new(0x7a90_0000_0000_0000_0000_0000_0000_0001);
+const TAG_VETTED: ObjID = ObjID::new(0x7a90_0000_0000_0000_0000_0000_0000_0002);
+const PRINCIPAL_GENERATION: u64 = 2;
+
+fn object_label() -> Label {
+    Label::from_tags(&[TAG_SECRET], &[TAG_VETTED]).expect("label")
+}
+
+fn principal_label() -> Label {
+    Label::from_tags(&[TAG_SECRET], &[]).expect("label")
+}
+
+fn label_table() -> LabelTable {
+    let mut t = LabelTable::default();
+    t.rows.insert(
+        LABELLED_OBJECT,
+        Row {
+            data: object_label(),
+            principal: None,
+        },
+    );
+    t.rows.insert(
+        LABELLED_CONTEXT,
+        Row {
+            data: Label::EMPTY,
+            principal: Some(Principal {
+                label: principal_label(),
+                generation: PRINCIPAL_GENERATION,
+            }),
+        },
+    );
+    t
+}
+
+fn check_label_table(bytes: &[u8]) -> Result<(), String> {
+    let t = LabelTable::decode(bytes).map_err(err)?;
+    same(
+        "ids",
+        t.rows.keys().copied().collect::<Vec<_>>(),
+        vec![LABELLED_OBJECT, LABELLED_CONTEXT],
+    )?;
+    let object = t.rows.get(&LABELLED_OBJECT).ok_or("no object row")?;
+    same("object's data label", &object.data, &object_label())?;
+    same("object's principal", &object.principal, &None)?;
+    let context = t.rows.get(&LABELLED_CONTEXT).ok_or("no context row")?;
+    same("context's data label", &context.data, &Label::EMPTY)?;
+    same(
+        "context's principal",
+        &context.principal,
+        &Some(Principal {
+            label: principal_label(),
+            generation: PRINCIPAL_GENERATION,
+        }),
+    )
 }
 
 fn check_object_file(bytes: &[u8]) -> Result<(), String> {
@@ -261,6 +325,14 @@ const SIGNING_KEY_OBJECT_V1: Fixture = Fixture {
     not_mutated: 0..0,
 };
 
+const LABEL_TABLE_V1: Fixture = Fixture {
+    file: "label-table-v1.bin",
+    encode: || label_table().encode(),
+    check: check_label_table,
+    reencode: Some(|b| LabelTable::decode(b).expect("decode").encode()),
+    not_mutated: 0..0,
+};
+
 /// Offset of the sealed object's Argon2 memory cost (a little-endian `u32`, in KiB).
 const SEALED_MEMORY_AT: usize = 24;
 
@@ -275,8 +347,9 @@ const SIGNING_KEY_OBJECT_SEALED_V1: Fixture = Fixture {
     not_mutated: SEALED_MEMORY_AT + 1..SEALED_MEMORY_AT + 4,
 };
 
-const ALL: [&Fixture; 5] = [
+const ALL: [&Fixture; 6] = [
     &OBJECT_FILE_V1,
+    &LABEL_TABLE_V1,
     &REVOCATIONS_V1,
     &VERIFYING_KEY_OBJECT_V1,
     &SIGNING_KEY_OBJECT_V1,
@@ -311,6 +384,11 @@ fn golden(f: &Fixture) {
 #[test]
 fn object_file_v1() {
     golden(&OBJECT_FILE_V1);
+}
+
+#[test]
+fn label_table_v1() {
+    golden(&LABEL_TABLE_V1);
 }
 
 #[test]

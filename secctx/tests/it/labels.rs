@@ -368,3 +368,85 @@ fn an_inactive_context_whose_bytes_are_secret_is_not_consulted() {
     let why = s.contexts[1].error.as_deref().unwrap();
     assert!(why.contains("not consulted"), "{why}");
 }
+
+/// The table's codec, for any table and any bytes: a table reads back as itself; bytes are
+/// refused or read as the one table that encodes to exactly them; a cut encoding is refused.
+mod codec {
+    use proptest::collection::{btree_map, vec};
+    use proptest::prelude::*;
+    use secctx::labels::{LabelTable, Principal, Row};
+    use twizzler_capsec::{Label, ObjID};
+
+    /// Tags from a small pool, so tables share them as real ones do.
+    fn tags() -> impl Strategy<Value = Vec<ObjID>> {
+        vec(0u128..8, 0..4).prop_map(|t| t.into_iter().map(|n| ObjID::new(0x7a90 + n)).collect())
+    }
+
+    fn label() -> impl Strategy<Value = Label> {
+        (tags(), tags()).prop_map(|(s, i)| {
+            let mut s = s;
+            let mut i = i;
+            s.sort();
+            s.dedup();
+            i.sort();
+            i.dedup();
+            Label::from_tags(&s, &i).expect("at most 4 tags")
+        })
+    }
+
+    fn table() -> impl Strategy<Value = LabelTable> {
+        let row = (label(), proptest::option::of((label(), any::<u64>()))).prop_map(
+            |(data, principal)| Row {
+                data,
+                principal: principal.map(|(label, generation)| Principal { label, generation }),
+            },
+        );
+        btree_map(any::<u128>().prop_map(ObjID::new), row, 0..6)
+            .prop_map(|rows| LabelTable { rows })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+
+        #[test]
+        fn a_table_reads_back_as_itself(t in table()) {
+            let bytes = t.encode();
+            prop_assert_eq!(LabelTable::decode(&bytes), Ok(t));
+            for cut in 0..bytes.len() {
+                prop_assert!(LabelTable::decode(&bytes[..cut]).is_err(), "cut at {}", cut);
+            }
+            let mut longer = bytes.clone();
+            longer.push(0);
+            prop_assert!(LabelTable::decode(&longer).is_err());
+        }
+
+        #[test]
+        fn changed_bytes_are_refused_or_canonical(
+            t in table(),
+            at in any::<prop::sample::Index>(),
+            v in any::<u8>(),
+        ) {
+            let mut bytes = t.encode();
+            let i = at.index(bytes.len());
+            bytes[i] = v;
+            if let Ok(other) = LabelTable::decode(&bytes) {
+                prop_assert_eq!(other.encode(), bytes);
+            }
+        }
+
+        #[test]
+        fn any_bytes_are_refused_or_canonical(
+            bytes in vec(any::<u8>(), 0..96),
+            magic in any::<bool>(),
+        ) {
+            let mut bytes = bytes;
+            if magic && bytes.len() >= 8 {
+                // Past the magic and version, where the rows are.
+                bytes[..8].copy_from_slice(b"TZLT\x01\x00\x00\x00");
+            }
+            if let Ok(t) = LabelTable::decode(&bytes) {
+                prop_assert_eq!(t.encode(), bytes);
+            }
+        }
+    }
+}
