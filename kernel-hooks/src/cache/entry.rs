@@ -64,27 +64,6 @@ impl FlowState {
     }
 }
 
-/// Why the flow rule refuses what it refuses, kept with the entry (all zero bytes when
-/// there is nothing, as [`Failure`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(u8)]
-pub enum FlowWhy {
-    /// Nothing refused (or not evaluated).
-    None = 0,
-    /// The flow rule's denial.
-    Some(FlowDenial) = 1,
-}
-
-impl FlowWhy {
-    /// As an `Option`.
-    pub fn get(self) -> Option<FlowDenial> {
-        match self {
-            Self::None => None,
-            Self::Some(d) => Some(d),
-        }
-    }
-}
-
 /// The keys and records an entry was derived from.
 ///
 /// Records are remembered by a 64-bit fingerprint of their id, so a revocation may also
@@ -173,27 +152,35 @@ impl Deps {
     }
 }
 
-/// The failure an entry keeps. Not an `Option<Verdict>`: that one's `None` is a niche value of
-/// `Verdict`'s tag, not zero bytes, and an unused entry must be all zero bytes so that a
-/// `static` engine lives in `.bss` (with `Option` it moved 194 KB into `.data`).
+/// An optional value an entry keeps. Not an `Option<T>`: that one's `None` may be a niche value
+/// of `T`'s tag, not zero bytes, and an unused entry must be all zero bytes so that a `static`
+/// engine lives in `.bss` (with `Option<Verdict>` it moved 194 KB into `.data`). `None` is
+/// tag 0 here, whatever `T` is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
-pub enum Failure {
-    /// No record failed.
+pub enum Kept<T> {
+    /// Nothing kept.
     None = 0,
-    /// The most telling failure.
-    Some(Verdict) = 1,
+    /// The value.
+    Some(T) = 1,
 }
 
-impl Failure {
+impl<T> Kept<T> {
     /// As an `Option`.
-    pub fn get(self) -> Option<Verdict> {
+    pub fn get(self) -> Option<T> {
         match self {
             Self::None => None,
             Self::Some(v) => Some(v),
         }
     }
 }
+
+/// The failure an entry keeps: the most telling record that did not count.
+pub type Failure = Kept<Verdict>;
+
+/// Why the flow rule refuses what it refuses, kept with the entry (nothing when it refuses
+/// nothing or was not evaluated).
+pub type FlowWhy = Kept<FlowDenial>;
 
 /// The verified grants of one context for one object: what lookups read ([`Snapshot`]), and
 /// what explains a denial and finds the entry at a revocation.

@@ -31,7 +31,7 @@ use crate::seqset::{SeqSet, Upsert};
 use crate::ticket::{MapTicket, Ticket};
 use twizzler_capsec::{Access, ObjID, Protections};
 
-pub use entry::{CachedPerms, Deps, Explanation, Failure, FlowState, FlowWhy, Stamp};
+pub use entry::{CachedPerms, Deps, Explanation, Failure, FlowState, FlowWhy, Kept, Stamp};
 pub use snapshot::{Evaluated, ObjectPerms, Snapshot};
 use words::key_words;
 pub use words::{Explained, FlowExplained, Granted, HOT_WORDS, Served};
