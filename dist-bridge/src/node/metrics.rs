@@ -39,6 +39,7 @@ use prometheus_client::metrics::{MetricType, TypedMetric};
 use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
+use tokio::task::JoinSet;
 use tracing::{debug, warn};
 
 use crate::rights::Op;
@@ -322,16 +323,21 @@ pub(super) async fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
     TcpListener::bind(addr).await
 }
 
-/// Serves `GET /metrics` on `listener` until `stop`.
+/// Serves `GET /metrics` on `listener` until `stop`; then ends every scrape connection
+/// still open (a kept-alive one too) before it returns, so a stopped node's state is neither
+/// held nor served after [`RunningNode::shutdown`](super::RunningNode::shutdown).
 pub(super) async fn serve(
     listener: TcpListener,
     shared: Arc<Shared>,
     mut stop: watch::Receiver<bool>,
 ) {
+    let mut conns = JoinSet::new();
     loop {
         let conn = tokio::select! {
             c = listener.accept() => c,
-            _ = stop.wait_for(|s| *s) => return,
+            // Reap finished connections as they end, so the set stays as small as the open ones.
+            Some(_) = conns.join_next(), if !conns.is_empty() => continue,
+            _ = stop.wait_for(|s| *s) => break,
         };
         let (io, peer) = match conn {
             Ok(c) => c,
@@ -342,7 +348,7 @@ pub(super) async fn serve(
             }
         };
         let shared = shared.clone();
-        tokio::spawn(async move {
+        conns.spawn(async move {
             let service = hyper::service::service_fn(move |req: Request<Incoming>| {
                 let shared = shared.clone();
                 async move { Ok::<_, Infallible>(answer(&req, &shared)) }
@@ -359,6 +365,9 @@ pub(super) async fn serve(
             }
         });
     }
+    drop(listener);
+    // Aborts each connection's task and waits until every one has dropped its socket.
+    conns.shutdown().await;
 }
 
 fn answer(req: &Request<Incoming>, shared: &Shared) -> Response<Full<Bytes>> {

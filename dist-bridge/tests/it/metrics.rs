@@ -183,6 +183,56 @@ async fn shutdown_waits_for_the_metrics_listener_to_close() {
     .await;
 }
 
+/// A scrape connection kept open (HTTP/1.1 keep-alive, as Prometheus keeps it) does not
+/// outlive the node: once `shutdown` returns, the connection is closed, and the stopped
+/// node's state (its store among it) is no longer held or served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kept_scrape_connection_ends_with_the_node() {
+    bounded(async {
+        let net = Net::start("metrics-keepalive", 1, |c| {
+            c.metrics_listen = Some(SocketAddr::from(([127, 0, 0, 1], 0)));
+        })
+        .await;
+        let at = net.nodes[0].metrics_addr().expect("metrics address");
+        let mut tcp = tokio::net::TcpStream::connect(at).await.unwrap();
+        let request = b"GET /metrics HTTP/1.1\r\nhost: x\r\n\r\n";
+        tcp.write_all(request).await.unwrap();
+        // One whole response (its length from the header), the connection left open.
+        let mut got = Vec::new();
+        let mut buf = [0u8; 4096];
+        let complete = |got: &[u8]| {
+            let text = String::from_utf8_lossy(got);
+            let Some((head, body)) = text.split_once("\r\n\r\n") else {
+                return false;
+            };
+            head.lines()
+                .find_map(|l| {
+                    l.to_ascii_lowercase()
+                        .strip_prefix("content-length:")
+                        .and_then(|n| n.trim().parse::<usize>().ok())
+                })
+                .is_some_and(|n| body.len() >= n)
+        };
+        while !complete(&got) {
+            let n = tcp.read(&mut buf).await.unwrap();
+            assert!(n > 0, "closed before the first response");
+            got.extend_from_slice(&buf[..n]);
+        }
+        assert!(got.starts_with(b"HTTP/1.1 200"));
+        net.shutdown().await;
+        // The same connection, asked again: closed, not answered by the stopped node.
+        let _ = tcp.write_all(request).await;
+        let mut rest = Vec::new();
+        let _ = tcp.read_to_end(&mut rest).await;
+        assert!(
+            rest.is_empty(),
+            "a stopped node answered: {}",
+            String::from_utf8_lossy(&rest)
+        );
+    })
+    .await;
+}
+
 /// A metrics address that cannot be bound is a start-up error that touches nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unusable_metrics_address_stops_the_start() {
