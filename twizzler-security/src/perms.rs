@@ -241,6 +241,30 @@ impl Grant {
         }
         Ok(c)
     }
+
+    /// Whether this grant adds a right in `want` to `access`: whether
+    /// [`Grant::contribution`] is `Ok` and shares a right with `want`. The same answer without
+    /// the verdict, for a scan that asks it of many records: a data access costs a page
+    /// comparison and a mask.
+    #[inline]
+    pub fn adds(&self, access: &Access, want: Protections) -> bool {
+        let data = if self.gate.covers_page(access.page()) {
+            self.prots & (Protections::READ | Protections::WRITE)
+        } else {
+            Protections::empty()
+        };
+        // A fetch's code rights; a fetch that enters off an entry point gets none (its data
+        // rights, if any, still count, as in `contribution`).
+        let code = if access.kind == AccessKind::Exec
+            && self.prots.contains(Protections::EXEC)
+            && (!access.entering || self.gate.allows_entry(access.offset))
+        {
+            self.prots & (Protections::READ | Protections::EXEC)
+        } else {
+            Protections::empty()
+        };
+        (data | code).intersects(want)
+    }
 }
 
 /// The rights context `ctx`'s masks let through for `target`:

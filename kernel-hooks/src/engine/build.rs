@@ -181,24 +181,25 @@ impl<H: Host> Engine<H> {
             let (Some((access, needed)), Some((provided, _))) = (need, provided) else {
                 return true;
             };
-            grant.contribution(access).is_ok_and(|c| {
-                !(c & entry.snap.allowed & needed)
-                    .difference(provided)
-                    .is_empty()
-            })
+            grant.adds(access, (entry.snap.allowed & needed).difference(provided))
         };
         let mut entries = ctx.entries_for(target);
         loop {
             // Looking for a grant: pass over the capabilities that cannot add a right the
             // access needs (the checks below, read in place), without making an entry of
             // each; the first one that might, or that is not a capability, comes next.
-            if need.is_some() && !provided.is_some_and(|(_, granted)| granted) {
-                let skipped = entries.skip_caps(|t, holder, grant| {
-                    t == target
-                        && holder == ctx_id
-                        && !entry.subsumes(grant)
-                        && !useful(grant, entry, provided)
-                });
+            if let (Some((access, needed)), Some((provided, false))) = (need, provided) {
+                // `useful` below, with what depends only on the access and the entry worked
+                // out once: the rights wanted, and whether the entry has a grant that could
+                // subsume a record.
+                let want = (entry.snap.allowed & needed).difference(provided);
+                let subsumed = entry
+                    .snap
+                    .grants()
+                    .next()
+                    .is_some()
+                    .then_some(|grant: &Grant| entry.subsumes(grant));
+                let skipped = entries.skip_useless_caps(ctx_id, access, want, subsumed);
                 if skipped > 0 {
                     entry.seen = true;
                     judged_all = false;

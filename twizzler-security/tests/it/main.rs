@@ -30,3 +30,4 @@ mod perms;
 mod proptest_codec;
 mod records;
 mod reopen;
+mod skip;

@@ -1,0 +1,378 @@
+//! The lazy scan's fast path: `Grant::adds` answers what `Grant::contribution` does, and
+//! `EntryIter::skip_useless_caps` passes over exactly what `EntryIter::skip_caps` does with the
+//! same question asked of each peeked capability, over hostile contexts (damaged bodies, wrong
+//! holders and targets, gates at the edges, ownership records, delegations, overflow-table
+//! rows) and every kind of access.
+
+use crate::fixture::*;
+use proptest::prelude::*;
+use twizzler_capsec::ctx::{CTX_VERSION_OVERFLOW, ENTRY_LEN, EntryIter, HEADER_LEN};
+use twizzler_capsec::{
+    Access, Cap, CapGrant, Del, DelGrant, Entry, Expiry, Gate, Grant, MAX_OBJECT_SIZE, ObjID,
+    PAGE_SIZE, Protections, Record, SecCtx, SecCtxEditor, SigningScheme,
+};
+
+const C: ObjID = ObjID::new(0xc0);
+const P: ObjID = ObjID::new(0xb0);
+
+/// Offsets near the edges of an object and of the address space.
+fn edge_offset() -> impl Strategy<Value = u64> {
+    prop_oneof![
+        0u64..6 * PAGE_SIZE,
+        Just(PAGE_SIZE - 1),
+        Just(MAX_OBJECT_SIZE - PAGE_SIZE),
+        Just(MAX_OBJECT_SIZE - 1),
+        Just(MAX_OBJECT_SIZE),
+        Just(MAX_OBJECT_SIZE + PAGE_SIZE),
+        Just(u64::MAX - PAGE_SIZE),
+        Just(u64::MAX - 1),
+        Just(u64::MAX),
+    ]
+}
+
+fn access() -> impl Strategy<Value = Access> {
+    (0u8..4, edge_offset()).prop_map(|(k, offset)| match k {
+        0 => Access::read(offset),
+        1 => Access::write(offset),
+        2 => Access::exec(offset),
+        _ => Access::enter(offset),
+    })
+}
+
+fn prots() -> impl Strategy<Value = Protections> {
+    (0u16..8).prop_map(Protections::from_bits_truncate)
+}
+
+/// A valid gate, often at an edge (one page, the last page, the whole object, odd alignments).
+fn gate() -> impl Strategy<Value = Gate> {
+    prop_oneof![
+        (0u64..6, 1u64..3, 1u64..5).prop_map(|(p, n, a)| Gate::new(
+            p * PAGE_SIZE,
+            n * PAGE_SIZE,
+            a * 8 - 7
+        )
+        .unwrap()),
+        (0u64..6 * PAGE_SIZE, 1u64..3 * PAGE_SIZE, 1u64..64)
+            .prop_map(|(o, l, a)| Gate::new(o, l, a).unwrap()),
+        Just(Gate::new(MAX_OBJECT_SIZE - PAGE_SIZE, PAGE_SIZE, 1).unwrap()),
+        Just(Gate::new(MAX_OBJECT_SIZE - 1, 1, 1).unwrap()),
+        Just(Gate::WHOLE),
+    ]
+}
+
+/// The lazy scan's question asked the long way: does `contribution` share a right with
+/// `want`.
+fn adds_by_contribution(g: &Grant, access: &Access, want: Protections) -> bool {
+    g.contribution(access).is_ok_and(|c| c.intersects(want))
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 2048, failure_persistence: None, ..ProptestConfig::default() })]
+
+    /// `Grant::adds` is `contribution` intersected with the rights wanted, for data and code
+    /// accesses, entries on and off an entry point, pages at the edges.
+    #[test]
+    fn adds_is_contribution_intersecting_want(
+        prots in prots(),
+        gate in gate(),
+        access in access(),
+        want in prots(),
+    ) {
+        let g = Grant { prots, gate };
+        prop_assert_eq!(g.adds(&access, want), adds_by_contribution(&g, &access, want));
+    }
+}
+
+/// One record of a generated context.
+#[derive(Clone, Debug)]
+enum Item {
+    /// A capability for target `0x70 + target`, held by `C` (or `P` when `foreign`).
+    Cap {
+        target: u8,
+        foreign: bool,
+        prots: Protections,
+        gate: Gate,
+    },
+    /// A delegation (never a capability to the peek).
+    Del { target: u8 },
+}
+
+fn item() -> impl Strategy<Value = Item> {
+    prop_oneof![
+        8 => (0u8..2, prop::bool::weighted(0.15), prots(), gate()).prop_map(
+            |(target, foreign, prots, gate)| Item::Cap { target, foreign, prots, gate }
+        ),
+        1 => (0u8..2).prop_map(|target| Item::Del { target }),
+    ]
+}
+
+/// A damage done to the bytes of an encoded capability: `(field, value)`.
+fn damage() -> impl Strategy<Value = (u8, u64)> {
+    (
+        0u8..10,
+        prop_oneof![
+            Just(0u64),
+            Just(1),
+            Just(MAX_OBJECT_SIZE),
+            Just(MAX_OBJECT_SIZE + 1),
+            Just(u64::MAX),
+            any::<u64>()
+        ],
+    )
+}
+
+fn target(t: u8) -> ObjID {
+    ObjID::new(0x70 + u128::from(t))
+}
+
+fn record(item: &Item, n: u64) -> Record {
+    let k = key(SigningScheme::Ed25519, 44);
+    let sig = *cap(target(0), C, Protections::READ, &k).signature();
+    match item {
+        Item::Cap {
+            target: t,
+            foreign,
+            prots,
+            gate,
+        } => {
+            let holder = if *foreign { P } else { C };
+            let mut g = CapGrant::new(target(*t), holder, *prots);
+            g.gate = *gate;
+            g.expires = Expiry::from_raw(1_000 + n);
+            Record::Cap(Cap::from_parts(g, sig))
+        }
+        Item::Del { target: t } => Record::Del(
+            Del::from_cap(
+                &cap(target(*t), P, Protections::READ, &k),
+                DelGrant::new(C, Protections::READ),
+                &key(SigningScheme::Ed25519, 42),
+            )
+            .unwrap(),
+        ),
+    }
+}
+
+/// A context of `main` through the editor, laid out with room, then (if any) `extra` appended
+/// by hand as a version-2 overflow table (rows sorted by target, stably; items at the heap's
+/// end), as `ctx_overflow.rs` builds them.
+fn context(main: &[Record], extra: &[Record]) -> Vec<u8> {
+    let mut ed = SecCtxEditor::new();
+    for r in main {
+        ed.add_record(r);
+    }
+    if extra.is_empty() {
+        return encode(&ed);
+    }
+    let mut b = ed.encode_for_update(None).expect("encode");
+    let heap_len = get_u32(&b, 40) as usize;
+    let overflow_at = HEADER_LEN + main.len() * ENTRY_LEN;
+    let mut rows: Vec<(u128, u32, u32, u32)> = Vec::new();
+    let mut heap_end = heap_len;
+    for r in extra {
+        let item = match r {
+            Record::Cap(c) => c.encode().to_vec(),
+            Record::Del(d) => d.encode().to_vec(),
+        };
+        rows.push((
+            r.target().raw(),
+            r.kind().raw(),
+            heap_end as u32,
+            item.len() as u32,
+        ));
+        heap_end += item.len();
+        b.extend_from_slice(&item);
+    }
+    rows.sort_by_key(|r| r.0);
+    for (i, (t, kind, off, len)) in rows.iter().enumerate() {
+        let at = overflow_at + i * ENTRY_LEN;
+        b[at..at + 16].copy_from_slice(&t.to_le_bytes());
+        put_u32(&mut b, at + 16, *kind);
+        put_u32(&mut b, at + 20, *off);
+        put_u32(&mut b, at + 24, *len);
+    }
+    put_u16(&mut b, 4, CTX_VERSION_OVERFLOW);
+    put_u32(&mut b, 40, heap_end as u32);
+    put_u32(&mut b, 44, extra.len() as u32);
+    b
+}
+
+/// Damages the record at `at` (its entry row at `row`): a body field, or the row's length.
+fn damage_at(bytes: &mut [u8], at: usize, row: usize, (field, v): (u8, u64)) {
+    let put =
+        |b: &mut [u8], off: usize, v: &[u8]| b[at + off..at + off + v.len()].copy_from_slice(v);
+    match field {
+        0 => put(bytes, 0, &[(v as u8) | 1]),          // magic
+        1 => put(bytes, 6, &[bytes[at + 6] | 4]),      // the ownership (TAG) flag
+        2 => put(bytes, 6, &(v as u16).to_le_bytes()), // any flags
+        3 => put(bytes, 8 + (v % 16) as usize, &[(v >> 8) as u8 ^ 0x5a]), // the target
+        4 => put(bytes, 24 + (v % 16) as usize, &[(v >> 8) as u8 ^ 0x5a]), // the holder
+        5 => put(bytes, 40, &(v as u16).to_le_bytes()), // protections, unknown bits too
+        6 => put(bytes, 42, &v.to_le_bytes()),         // gate offset
+        7 => put(bytes, 50, &v.to_le_bytes()),         // gate length
+        8 => put(bytes, 58, &v.to_le_bytes()),         // gate alignment
+        // The row's length: one byte short (still inside the heap).
+        _ => {
+            let len = get_u32(bytes, row + 24);
+            put_u32(bytes, row + 24, len.saturating_sub(1));
+        }
+    }
+}
+
+/// Where each entry's row and record lie in `bytes`, in table order.
+fn layout(bytes: &[u8]) -> Vec<(usize, usize)> {
+    let ctx = SecCtx::parse(bytes).unwrap();
+    let main = ctx.entry_count() - ctx.overflow_count();
+    let overflow_at = HEADER_LEN + main * ENTRY_LEN;
+    ctx.entries()
+        .map(|e| {
+            let row = if e.index < main {
+                HEADER_LEN + e.index * ENTRY_LEN
+            } else {
+                overflow_at + (e.index - main) * ENTRY_LEN
+            };
+            (row, e.bytes().as_ptr() as usize - bytes.as_ptr() as usize)
+        })
+        .collect()
+}
+
+/// A scan as the engine makes it: a pass of `skip`, then one entry, until the run ends.
+/// Returns, in order, each entry passed over (`true`) or returned (`false`).
+fn scan(
+    ctx: &SecCtx<'_>,
+    t: ObjID,
+    mut skip: impl FnMut(&mut EntryIter<'_>) -> usize,
+) -> Vec<(usize, bool)> {
+    let mut seen = Vec::new();
+    let mut it = ctx.entries_for(t);
+    loop {
+        let before = it.clone();
+        let n = skip(&mut it);
+        seen.extend(before.take(n).map(|e| (e.index, true)));
+        match it.next() {
+            Some(e) => seen.push((e.index, false)),
+            None => return seen,
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, failure_persistence: None, ..ProptestConfig::default() })]
+
+    /// `skip_useless_caps` passes over exactly the entries `skip_caps` does when asked the same
+    /// question of each peeked capability (same target, same holder, adds nothing wanted, not
+    /// kept), in contexts with damaged records and overflow rows, for every kind of access;
+    /// every entry passed over peeks as such a capability, and every entry of the run is
+    /// either passed over or returned, in order.
+    #[test]
+    fn skip_useless_caps_is_skip_caps_asking_contribution(
+        items in prop::collection::vec(item(), 0..20),
+        overflow in prop::collection::vec(item(), 0..6),
+        damages in prop::collection::vec((any::<prop::sample::Index>(), damage()), 0..4),
+        access in access(),
+        want in prots(),
+        keep_offset in prop::option::of(0u64..6 * PAGE_SIZE),
+    ) {
+        let (main, extra): (Vec<_>, Vec<_>) = (
+            items.iter().enumerate().map(|(i, it)| record(it, i as u64)).collect(),
+            overflow.iter().enumerate().map(|(i, it)| record(it, 100 + i as u64)).collect(),
+        );
+        let mut bytes = context(&main, &extra);
+        let places = layout(&bytes);
+        if !places.is_empty() {
+            for (i, d) in &damages {
+                let (row, at) = places[i.index(places.len())];
+                damage_at(&mut bytes, at, row, *d);
+            }
+        }
+        let ctx = SecCtx::parse(&bytes).unwrap();
+        // `keep`: a grant whose gate starts at `keep_offset` (if any) is kept.
+        let keep = |g: &Grant| keep_offset.is_some_and(|o| g.gate.offset() == o);
+        let skippable = |e: &Entry<'_>, t: ObjID| {
+            e.peek_cap().is_some_and(|(a, h, g)| {
+                a == t && h == C && !adds_by_contribution(&g, &access, want) && !keep(&g)
+            })
+        };
+        for t in [target(0), target(1), target(2)] {
+            let fast = scan(&ctx, t, |it| {
+                it.skip_useless_caps(C, &access, want, keep_offset.map(|_| keep))
+            });
+            let slow = scan(&ctx, t, |it| {
+                it.skip_caps(|a, h, g| {
+                    a == t && h == C && !adds_by_contribution(g, &access, want) && !keep(g)
+                })
+            });
+            prop_assert_eq!(&fast, &slow);
+            let all: Vec<_> = ctx.entries_for(t).collect();
+            prop_assert_eq!(
+                fast.iter().map(|(i, _)| *i).collect::<Vec<_>>(),
+                all.iter().map(|e| e.index).collect::<Vec<_>>()
+            );
+            for ((_, passed), e) in fast.iter().zip(&all) {
+                if *passed {
+                    prop_assert!(skippable(e, t), "passed over an entry that matters: {:?}", e);
+                }
+            }
+        }
+    }
+}
+
+/// Records a fetch could use are never passed over: a code grant whose entry points include
+/// the fetch's offset, or any code grant for a fetch that does not enter; a data grant whose
+/// gate covers the page. The ones around them are.
+#[test]
+fn skip_useless_caps_stops_at_the_record_that_adds() {
+    let sig = *cap(
+        target(0),
+        C,
+        Protections::READ,
+        &key(SigningScheme::Ed25519, 44),
+    )
+    .signature();
+    let t = target(0);
+    let rx = Protections::READ | Protections::EXEC;
+    let mk = |prots, gate: Gate, n: u64| {
+        let mut g = CapGrant::new(t, C, prots);
+        g.gate = gate;
+        g.expires = Expiry::from_raw(1_000 + n);
+        Cap::from_parts(g, sig)
+    };
+    let caps = [
+        mk(Protections::READ, Gate::new(0x1000, 0x1000, 1).unwrap(), 0),
+        mk(rx, Gate::new(0x2000, 0x100, 16).unwrap(), 1),
+        mk(Protections::READ, Gate::new(0x3000, 0x1000, 1).unwrap(), 2),
+    ];
+    let bytes = ctx_with_caps(&caps);
+    let ctx = SecCtx::parse(&bytes).unwrap();
+    let skipped = |access: Access, want| {
+        ctx.entries_for(t)
+            .skip_useless_caps(C, &access, want, None::<fn(&Grant) -> bool>)
+    };
+    let all = Protections::all();
+    // A read of page 3: the first two add nothing to it.
+    assert_eq!(skipped(Access::read(0x3000), all), 2);
+    // A fetch at an entry point of the code gate stops at it; off an entry point, it passes.
+    assert_eq!(skipped(Access::enter(0x2010), all), 1);
+    assert_eq!(skipped(Access::enter(0x2008), all), 3);
+    // A fetch that does not enter may run the code anywhere.
+    assert_eq!(skipped(Access::exec(0x9000), all), 1);
+    // Nothing wanted: every capability is passed over.
+    assert_eq!(skipped(Access::read(0x1000), Protections::empty()), 3);
+    // Another holder's view: nothing is passed over.
+    assert_eq!(
+        ctx.entries_for(t).skip_useless_caps(
+            P,
+            &Access::read(0x3000),
+            all,
+            None::<fn(&Grant) -> bool>
+        ),
+        0
+    );
+    // `keep` keeps the first record that it is asked about.
+    assert_eq!(
+        ctx.entries_for(t)
+            .skip_useless_caps(C, &Access::read(0x3000), all, Some(|_: &Grant| true)),
+        0
+    );
+    // A read at the last page of the address space: no data grant covers it.
+    assert_eq!(skipped(Access::read(u64::MAX), all), 3);
+}
