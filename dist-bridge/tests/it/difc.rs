@@ -8,7 +8,7 @@ use dist_bridge::*;
 use secctx::keypair::{self, KdfParams};
 use secctx::labels;
 use secctx::revocations::RevocationList;
-use secctx::{AccessSimulator, MemStore, ObjMeta, Object, SimAccess, context};
+use secctx::{AccessSimulator, MemStore, ObjMeta, Object, ObjectStore, SimAccess, context};
 use twizzler_capsec::{
     AccessKind, Cap, CapGrant, Del, DelGrant, FlowDenial, Label, ObjID, OwnRights, OwnershipGrant,
     Protections, SigningKey, SigningScheme,
@@ -16,8 +16,8 @@ use twizzler_capsec::{
 
 /// A store with a secrecy tag `medical`, a `{medical}` object `diagnoses`, a public object
 /// `notes`, and a context `reader` (unlabelled) holding rw capabilities for both.
-struct World {
-    store: MemStore,
+struct World<S: ObjectStore = MemStore> {
+    store: S,
     key: SigningKey,
     medical: ObjID,
     diagnoses: ObjID,
@@ -29,7 +29,10 @@ struct World {
 }
 
 fn world() -> World {
-    let store = MemStore::new();
+    world_in(MemStore::new())
+}
+
+fn world_in<S: ObjectStore>(store: S) -> World<S> {
     let mut rng = rng(24);
     let (ids, key) = keypair::create_keypair(
         &store,
@@ -76,7 +79,7 @@ fn secret(t: ObjID) -> Label {
     Label::from_tags(&[t], &[]).unwrap()
 }
 
-impl World {
+impl<S: ObjectStore> World<S> {
     fn export(&self, cap: &Cap, rights: Rights) -> Result<GuardedToken, ExportError> {
         let keys = StoreKeys::new(&self.store).unwrap();
         let labels = StoreLabels::new(&self.store).unwrap();
@@ -306,6 +309,69 @@ fn a_store_without_labels_exports_version_1_tokens() {
         .unwrap();
     assert!(t.labels().is_none());
     assert_eq!(t.encode()[4..6], [1, 0]);
+}
+
+/// The node's label source, a [`LabelCache`] over a kept read snapshot, decides as reading the
+/// store anew does, after every change another handle of the store commits between two
+/// invocations of the same token: nothing decoded from an earlier snapshot is reused.
+#[test]
+fn labels_from_a_kept_snapshot_follow_another_handles_commits() {
+    use dist_bridge::difc::LabelCache;
+    use secctx::DbStore;
+    let dir = crate::net::scratch("difc-cache");
+    let w = world_in(DbStore::open(&dir).unwrap());
+    // The node's own handle and reader; `w.store` is another handle, as `keytool` would be.
+    let node = DbStore::open(&dir).unwrap();
+    let cache = LabelCache::new(node.snapshot_reader(std::time::Duration::from_secs(3600)));
+    let none = DifcPolicy::default();
+    let decide = |t: &GuardedToken, op| {
+        let cached = cache.labels().unwrap();
+        let fresh = StoreLabels::new(&node).unwrap();
+        let a = w
+            .owner
+            .check_labelled(t, op, 0x100, 16, NOW, &cached, &none, None);
+        let b = w
+            .owner
+            .check_labelled(t, op, 0x100, 16, NOW, &fresh, &none, None);
+        assert_eq!(a, b, "the cached labels decide as fresh ones");
+        a
+    };
+    let t = w.export(&w.notes_cap, Rights::DATA).unwrap();
+    assert!(decide(&t, Op::Write).is_ok());
+    assert!(
+        decide(&t, Op::Write).is_ok(),
+        "again, from the same snapshot"
+    );
+    // A label raised: the write down is refused at the next call.
+    w.own(OwnRights::PLUS);
+    labels::relabel(&w.store, w.reader, &secret(w.medical), NOW).unwrap();
+    assert!(matches!(
+        decide(&t, Op::Write),
+        Err(InvokeError::Flow(FlowRefusal::Rule(
+            FlowDenial::SecrecyWrite { .. }
+        )))
+    ));
+    assert!(decide(&t, Op::Read).is_ok());
+    // Ownership of medical− added: allowed again; revoked: refused again.
+    let minus = w.own(OwnRights::MINUS);
+    assert!(decide(&t, Op::Write).is_ok());
+    RevocationList::add(&w.store, |l| l.records.insert(minus.id())).unwrap();
+    assert!(matches!(
+        decide(&t, Op::Write),
+        Err(InvokeError::Flow(FlowRefusal::Rule(
+            FlowDenial::Ownership { .. }
+        )))
+    ));
+    // A principal label the store cannot establish (the table object damaged): refused, not
+    // decided as unlabelled.
+    w.store
+        .update(labels::LABELS_ID, |o| {
+            o.data.truncate(3);
+            Ok::<_, secctx::StoreError>(())
+        })
+        .unwrap();
+    assert!(cache.labels().is_err());
+    assert!(StoreLabels::new(&node).is_err());
 }
 
 mod decoding {

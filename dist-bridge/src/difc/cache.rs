@@ -1,0 +1,141 @@
+//! A node's labels from its kept read snapshot ([`LabelCache`]): the label table decoded once
+//! per snapshot instead of read and decoded at every invocation.
+//!
+//! # Why a decision from the cache is never stale
+//!
+//! The promise is today's: an invocation (or export) sees every label, principal generation,
+//! ownership record and revocation committed, by this process or another, before it began.
+//!
+//! 1. [`LabelCache::labels`] first takes a [`SnapshotView`] from the node's [`SnapshotReader`],
+//!    which shows every commit that completed before the call began (the reader's own promise:
+//!    it compares the database header, which every commit rewrites, before reusing a
+//!    snapshot; see `secctx/src/db_store/snapshot.rs`).
+//! 2. Everything the decision reads comes from that one view: the label table (decoded, or
+//!    the one decoded earlier from the same snapshot), the context's bytes, the keys its
+//!    records name and the revocation list ([`secctx::labels::owns_in`]).
+//! 3. A decoded table is reused only for a view with the serial it was decoded from. A
+//!    reader's snapshots have distinct serials and never change, so the reused table is
+//!    exactly what decoding the view's own table object would give.
+//!
+//! So the decision equals one made from a fresh read transaction begun at the call, and is,
+//! unlike the reads it replaces (the table, the context and the revocation list each in a
+//! transaction of its own), made from one commit throughout.
+//!
+//! The cache's lock is held only to compare and clone or replace the kept table: the view is
+//! taken and the table read and decoded with no lock held.
+
+use std::sync::{Arc, Mutex};
+
+use secctx::labels::{LABELS_ID, LabelTable, principal_of};
+use secctx::{SnapshotReader, SnapshotView, StoreError};
+use twizzler_capsec::{Label, ObjID, Right, Verdict};
+
+use super::{LabelSource, LabelSourceError};
+
+/// The label table of a [`SnapshotReader`]'s latest snapshot, decoded once per snapshot.
+/// Clones share the kept table.
+#[derive(Clone, Debug)]
+pub struct LabelCache {
+    reader: SnapshotReader,
+    kept: Arc<Mutex<Option<Decoded>>>,
+}
+
+/// A table and the serial of the snapshot it was decoded from.
+#[derive(Debug)]
+struct Decoded {
+    serial: u64,
+    table: Arc<LabelTable>,
+}
+
+impl LabelCache {
+    /// A cache over `reader` (the node's: its snapshot is re-taken after any commit).
+    pub fn new(reader: SnapshotReader) -> Self {
+        Self {
+            reader,
+            kept: Arc::new(Mutex::new(None)),
+        }
+    }
+
+    /// The labels and ownership of the latest commit (see the module documentation), to
+    /// decide one request with. Fails if the snapshot cannot be read or the table is corrupt.
+    pub fn labels(&self) -> Result<SnapshotLabels, StoreError> {
+        let view = self.reader.view()?;
+        let serial = view.serial();
+        let kept = match self.kept.lock() {
+            Ok(k) => k
+                .as_ref()
+                .filter(|d| d.serial == serial)
+                .map(|d| d.table.clone()),
+            Err(_) => None,
+        };
+        let table = match kept {
+            Some(t) => t,
+            None => {
+                let t = Arc::new(load(&view)?);
+                if let Ok(mut k) = self.kept.lock() {
+                    // A slower reader of an older snapshot does not replace a newer table.
+                    if k.as_ref().is_none_or(|d| d.serial < serial) {
+                        *k = Some(Decoded {
+                            serial,
+                            table: t.clone(),
+                        });
+                    }
+                }
+                t
+            }
+        };
+        Ok(SnapshotLabels { view, table })
+    }
+}
+
+/// The table object of `view` (empty if the store has none).
+fn load(view: &SnapshotView) -> Result<LabelTable, StoreError> {
+    match view.get(LABELS_ID) {
+        Ok(obj) => Ok(LabelTable::decode(&obj.data)?),
+        Err(StoreError::NotFound(_)) => Ok(LabelTable::default()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Labels and ownership as one snapshot holds them ([`LabelCache::labels`]): hold it for one
+/// request (it keeps the snapshot's pages).
+#[derive(Debug)]
+pub struct SnapshotLabels {
+    view: SnapshotView,
+    table: Arc<LabelTable>,
+}
+
+impl LabelSource for SnapshotLabels {
+    fn active(&self) -> bool {
+        !self.table.rows.is_empty()
+    }
+
+    fn object_label(&self, object: ObjID) -> Result<Label, LabelSourceError> {
+        Ok(self.table.data_label(object))
+    }
+
+    fn principal(&self, ctx: ObjID) -> Result<(Label, u64), LabelSourceError> {
+        // A registered context's principal is its row: its bytes are not needed.
+        let p = match self.table.principal(ctx) {
+            Some(p) => p.clone(),
+            None => {
+                let bytes = self
+                    .view
+                    .get(ctx)
+                    .map_err(|e| LabelSourceError(e.to_string()))?
+                    .data;
+                principal_of(&self.table, ctx, &bytes)
+                    .map_err(|e| LabelSourceError(e.to_string()))?
+            }
+        };
+        Ok((p.label, p.generation))
+    }
+
+    fn owns(&self, ctx: ObjID, tag: ObjID, right: Right, now: u64) -> Result<bool, Verdict> {
+        match secctx::labels::owns_in(&mut &self.view, ctx, tag, right, now) {
+            Ok(r) => r,
+            // The context could not be read: nothing it holds counts.
+            Err(_) => Ok(false),
+        }
+    }
+}
