@@ -15,7 +15,9 @@
 //!    records name and the revocation list ([`secctx::labels::owns_in`]).
 //! 3. A decoded table is reused only for a view with the serial it was decoded from. A
 //!    reader's snapshots have distinct serials and never change, so the reused table is
-//!    exactly what decoding the view's own table object would give.
+//!    exactly what decoding the view's own table object would give. The same holds for the
+//!    principals of contexts without a row, which are kept with the table: each is derived
+//!    from that snapshot's table and the context's bytes in that snapshot.
 //!
 //! So the decision equals one made from a fresh read transaction begun at the call, and is,
 //! unlike the reads it replaces (the table, the context and the revocation list each in a
@@ -24,9 +26,10 @@
 //! The cache's lock is held only to compare and clone or replace the kept table: the view is
 //! taken and the table read and decoded with no lock held.
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use secctx::labels::{LABELS_ID, LabelTable, principal_of};
+use secctx::labels::{LABELS_ID, LabelTable, Principal, principal_of};
 use secctx::{SnapshotReader, SnapshotView, StoreError};
 use twizzler_capsec::{Label, ObjID, Right, Verdict};
 
@@ -40,11 +43,24 @@ pub struct LabelCache {
     kept: Arc<Mutex<Option<Decoded>>>,
 }
 
+/// How many principals of contexts without a row one snapshot's cache keeps (each is a label
+/// and a counter; past this, further ones are read from the snapshot every time).
+const MAX_DERIVED_PRINCIPALS: usize = 4096;
+
 /// A table and the serial of the snapshot it was decoded from.
 #[derive(Debug)]
 struct Decoded {
     serial: u64,
-    table: Arc<LabelTable>,
+    table: Arc<Tables>,
+}
+
+/// What one snapshot's labels decode to.
+#[derive(Debug)]
+struct Tables {
+    table: LabelTable,
+    /// The principals of contexts without a row, parsed from their bytes in the same snapshot
+    /// (an unlabelled context's: the empty label at generation 0).
+    derived: Mutex<HashMap<ObjID, Principal>>,
 }
 
 impl LabelCache {
@@ -71,7 +87,10 @@ impl LabelCache {
         let table = match kept {
             Some(t) => t,
             None => {
-                let t = Arc::new(load(&view)?);
+                let t = Arc::new(Tables {
+                    table: load(&view)?,
+                    derived: Mutex::new(HashMap::new()),
+                });
                 if let Ok(mut k) = self.kept.lock() {
                     // A slower reader of an older snapshot does not replace a newer table.
                     if k.as_ref().is_none_or(|d| d.serial < serial) {
@@ -102,32 +121,52 @@ fn load(view: &SnapshotView) -> Result<LabelTable, StoreError> {
 #[derive(Debug)]
 pub struct SnapshotLabels {
     view: SnapshotView,
-    table: Arc<LabelTable>,
+    table: Arc<Tables>,
+}
+
+impl SnapshotLabels {
+    /// `ctx`'s principal: its row, or derived from its bytes (once per snapshot).
+    fn principal_of(&self, ctx: ObjID) -> Result<Principal, LabelSourceError> {
+        let tables = &*self.table;
+        if let Some(p) = tables.table.principal(ctx) {
+            return Ok(p.clone());
+        }
+        let kept = tables
+            .derived
+            .lock()
+            .ok()
+            .and_then(|d| d.get(&ctx).cloned());
+        if let Some(p) = kept {
+            return Ok(p);
+        }
+        // Read and parsed with no lock held; refusals are not kept.
+        let bytes = self
+            .view
+            .get(ctx)
+            .map_err(|e| LabelSourceError(e.to_string()))?
+            .data;
+        let p = principal_of(&tables.table, ctx, &bytes)
+            .map_err(|e| LabelSourceError(e.to_string()))?;
+        if let Ok(mut d) = tables.derived.lock()
+            && d.len() < MAX_DERIVED_PRINCIPALS
+        {
+            d.insert(ctx, p.clone());
+        }
+        Ok(p)
+    }
 }
 
 impl LabelSource for SnapshotLabels {
     fn active(&self) -> bool {
-        !self.table.rows.is_empty()
+        !self.table.table.rows.is_empty()
     }
 
     fn object_label(&self, object: ObjID) -> Result<Label, LabelSourceError> {
-        Ok(self.table.data_label(object))
+        Ok(self.table.table.data_label(object))
     }
 
     fn principal(&self, ctx: ObjID) -> Result<(Label, u64), LabelSourceError> {
-        // A registered context's principal is its row: its bytes are not needed.
-        let p = match self.table.principal(ctx) {
-            Some(p) => p.clone(),
-            None => {
-                let bytes = self
-                    .view
-                    .get(ctx)
-                    .map_err(|e| LabelSourceError(e.to_string()))?
-                    .data;
-                principal_of(&self.table, ctx, &bytes)
-                    .map_err(|e| LabelSourceError(e.to_string()))?
-            }
-        };
+        let p = self.principal_of(ctx)?;
         Ok((p.label, p.generation))
     }
 
