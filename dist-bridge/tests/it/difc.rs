@@ -342,6 +342,22 @@ fn labels_from_a_kept_snapshot_follow_another_handles_commits() {
         decide(&t, Op::Write).is_ok(),
         "again, from the same snapshot"
     );
+    // The row-less context's bytes edited to propose a label: it is unregistered now, and its
+    // principal (derived from its bytes, and kept per snapshot) cannot be established.
+    let propose = |label: Label| {
+        context::edit(&w.store, w.reader, |ed| {
+            ed.set_initial_label(label);
+            Ok(())
+        })
+        .unwrap()
+    };
+    propose(secret(w.medical));
+    assert_eq!(
+        decide(&t, Op::Write),
+        Err(InvokeError::Flow(FlowRefusal::Labels))
+    );
+    propose(Label::EMPTY);
+    assert!(decide(&t, Op::Write).is_ok());
     // A label raised: the write down is refused at the next call.
     w.own(OwnRights::PLUS);
     labels::relabel(&w.store, w.reader, &secret(w.medical), NOW).unwrap();
