@@ -12,7 +12,9 @@
 //!   a version-1 token (`Owner::check`) and for a labelled version-2 one (`StoreLabels::new`
 //!   over a `DbStore` plus `Owner::check_labelled`: the label table, the context's principal
 //!   and the flow rule at every call, `docs/DIFC.md` §5.9), the same read of a public object
-//!   by an unlabelled context, alternated in one run.
+//!   by an unlabelled context, alternated in one run; and `difc_check/cached`, what `invoke`
+//!   does since: `LabelCache::labels` (the node's kept read snapshot, the table decoded once per
+//!   snapshot) plus `Owner::check_labelled`.
 
 // A benchmark harness: a failed setup stops the run, and its shared fixtures are public
 // to its modules only.
@@ -174,6 +176,9 @@ fn bench_difc(c: &mut Criterion) {
         .unwrap();
     assert!(plain.labels().is_none() && labelled.labels().is_some());
     let policy = DifcPolicy::default();
+    let cache = dist_bridge::difc::LabelCache::new(
+        store.snapshot_reader(secctx::db_store::DEFAULT_MAX_AGE),
+    );
     let mut g = c.benchmark_group("difc_check");
     g.measurement_time(Duration::from_secs(3));
     // Alternated: criterion runs one function's samples at a time, so each pair is measured
@@ -203,8 +208,26 @@ fn bench_difc(c: &mut Criterion) {
                     .unwrap()
             })
         });
+        g.bench_function(BenchmarkId::new("cached", round), |b| {
+            b.iter(|| {
+                let l = cache.labels().unwrap();
+                owner
+                    .check_labelled(
+                        black_box(&labelled),
+                        Op::Read,
+                        0,
+                        64,
+                        NOW,
+                        &l,
+                        &policy,
+                        None,
+                    )
+                    .unwrap()
+            })
+        });
     }
     g.finish();
+    drop(cache);
     drop(store);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -13,6 +13,10 @@
 //!   `[difc] trusted_nodes` configuration; default: none). Integrity: a write into an object
 //!   with integrity tags likewise.
 
+mod cache;
+
+pub use cache::{LabelCache, SnapshotLabels};
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
@@ -21,7 +25,7 @@ use secctx::labels::{DifcError, LabelTable, principal_of};
 use twizzler_capsec::{FlowDenial, Label, ObjID, Ownership, Right, Verdict};
 
 /// Where the owner's labels and ownership come from: its store's label table, in a real node
-/// ([`StoreLabels`]).
+/// (read from the node's kept read snapshot, [`LabelCache`]; or read anew, [`StoreLabels`]).
 pub trait LabelSource {
     /// Whether any label exists: without, the owner exports version-1 tokens, as before
     /// DIFC.

@@ -46,7 +46,7 @@ use twizzler_capsec::{
 
 use crate::keypair::parse_verifying_key;
 use crate::revocations::{REVOCATIONS_ID, RevocationList};
-use crate::store::{ObjMeta, Object, ObjectStore, StoreError, Txn};
+use crate::store::{ObjMeta, Object, ObjectStore, ReadState, StoreError, Txn};
 
 /// The id of the label-table object.
 pub const LABELS_ID: ObjID = ObjID::new(0x4c41_4245_4c53_0000_0000_0000_0000_0001);
@@ -334,6 +334,15 @@ impl StoreAuthority {
     /// Loads what `ctx`'s records need, within `tx`. Missing or damaged objects are simply
     /// absent (their records then do not count).
     pub fn load_in(tx: &mut dyn Txn, ctx: &SecCtx<'_>) -> Result<Self, StoreError> {
+        Self::load_from(tx, ctx)
+    }
+
+    /// [`StoreAuthority::load_in`], from any consistent state (a transaction, or a kept read
+    /// snapshot).
+    pub fn load_from<R: ReadState + ?Sized>(
+        tx: &mut R,
+        ctx: &SecCtx<'_>,
+    ) -> Result<Self, StoreError> {
         let mut wanted = Vec::new();
         for e in ctx.entries() {
             wanted.push(e.target);
@@ -344,7 +353,7 @@ impl StoreAuthority {
         let mut me = Self {
             kuids: HashMap::new(),
             keys: HashMap::new(),
-            revoked: match tx.get(REVOCATIONS_ID) {
+            revoked: match tx.object(REVOCATIONS_ID) {
                 Ok(o) => RevocationList::decode(&o.data).map_err(StoreError::from)?,
                 Err(StoreError::NotFound(_)) => RevocationList::default(),
                 Err(e) => return Err(e),
@@ -354,7 +363,7 @@ impl StoreAuthority {
             if me.kuids.contains_key(&id) {
                 continue;
             }
-            let kuid = match tx.info(id) {
+            let kuid = match tx.object_info(id) {
                 Ok(i) => i.meta.kuid,
                 Err(StoreError::NotFound(_) | StoreError::Corrupt { .. }) => None,
                 Err(e) => return Err(e),
@@ -364,7 +373,7 @@ impl StoreAuthority {
             if me.keys.contains_key(&kuid) {
                 continue;
             }
-            match tx.get(kuid) {
+            match tx.object(kuid) {
                 Ok(k) => {
                     if let Ok(vk) = parse_verifying_key(&k) {
                         me.keys.insert(kuid, vk);
@@ -393,18 +402,18 @@ impl Authority for StoreAuthority {
 }
 
 /// One context's ownership, judged as the kernel judges it at `now`.
-fn with_ownership<R>(
-    tx: &mut dyn Txn,
+fn with_ownership<R, S: ReadState + ?Sized>(
+    tx: &mut S,
     ctx: ObjID,
     now: u64,
     f: impl FnOnce(&mut dyn Ownership) -> R,
 ) -> Result<R, DifcError> {
-    let obj = tx.get(ctx)?;
+    let obj = tx.object(ctx)?;
     let parsed = SecCtx::parse(&obj.data).map_err(|e| DifcError::NotAContext {
         id: ctx,
         why: e.to_string(),
     })?;
-    let auth = StoreAuthority::load_in(tx, &parsed)?;
+    let auth = StoreAuthority::load_from(tx, &parsed)?;
     let mut own = CtxOwnership::new(ctx, &parsed, &auth, now);
     Ok(f(&mut own))
 }
@@ -428,6 +437,19 @@ pub fn owns<S: ObjectStore>(
     now: u64,
 ) -> Result<Result<bool, Verdict>, DifcError> {
     store.transact(|tx| with_ownership(tx, ctx, now, |o| o.owns(tag, right)))
+}
+
+/// [`owns`], judged from `state` (a kept read snapshot, say, whose one consistent state also
+/// gave the caller its label table) instead of a transaction of its own: the context, the keys
+/// its records name and the revocation list are all read from `state`.
+pub fn owns_in<R: ReadState + ?Sized>(
+    state: &mut R,
+    ctx: ObjID,
+    tag: ObjID,
+    right: Right,
+    now: u64,
+) -> Result<Result<bool, Verdict>, DifcError> {
+    with_ownership(state, ctx, now, |o| o.owns(tag, right))
 }
 
 /// Creates object `obj` at data label `label` (`None`: the creator's principal label), as

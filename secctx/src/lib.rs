@@ -47,8 +47,8 @@ pub mod revocations;
 pub mod sim;
 pub mod store;
 
-pub use db_store::{DbStore, SnapshotReader};
+pub use db_store::{DbStore, SnapshotReader, SnapshotView};
 pub use dir_store::DirStore;
 pub use mem_store::MemStore;
 pub use sim::{AccessSimulator, SimAccess, Simulation};
-pub use store::{ObjInfo, ObjMeta, Object, ObjectStore, StoreError, Txn};
+pub use store::{ObjInfo, ObjMeta, Object, ObjectStore, ReadState, StoreError, Txn};

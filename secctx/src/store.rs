@@ -213,6 +213,27 @@ pub trait Txn {
     fn set_name(&mut self, name: &str, id: ObjID) -> Result<(), StoreError>;
 }
 
+/// Whole-object reads from one consistent state of a store: a transaction (every [`Txn`]), or
+/// one kept read snapshot ([`crate::db_store::SnapshotView`]). What judging a context's
+/// ownership reads (`labels::owns_in`).
+pub trait ReadState {
+    /// Reads object `id`, whole.
+    fn object(&mut self, id: ObjID) -> Result<Object, StoreError>;
+
+    /// Object `id`'s metadata and length.
+    fn object_info(&mut self, id: ObjID) -> Result<ObjInfo, StoreError>;
+}
+
+impl ReadState for dyn Txn + '_ {
+    fn object(&mut self, id: ObjID) -> Result<Object, StoreError> {
+        self.get(id)
+    }
+
+    fn object_info(&mut self, id: ObjID) -> Result<ObjInfo, StoreError> {
+        self.info(id)
+    }
+}
+
 /// A store of objects.
 ///
 /// Every change is a transaction ([`ObjectStore::transact`]): it commits whole or not at all,

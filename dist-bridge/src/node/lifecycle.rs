@@ -382,6 +382,7 @@ impl Node {
             refusals: Mutex::new(Refusals::default()),
             log_limit: LogLimit::default(),
             metrics,
+            labels: crate::difc::LabelCache::new(reader.clone()),
             reader,
             max_io_bytes: config.max_io_bytes,
             difc: config.difc.clone(),

@@ -113,8 +113,7 @@ impl Service {
         let labelled =
             token.labels().is_some() || sh.labels_seen.load(std::sync::atomic::Ordering::Acquire);
         let grant = if labelled {
-            let labels =
-                crate::difc::StoreLabels::new(&sh.store).map_err(|e| wire::store_status(&e))?;
+            let labels = sh.labels.labels().map_err(|e| wire::store_status(&e))?;
             sh.owner.check_labelled(
                 &token,
                 op,
@@ -267,8 +266,7 @@ impl NodeRpc for Service {
                 .proofs
                 .admit(&proof, Signer::of(&key), now)
                 .map_err(|e| proof_status(&e))?;
-            let labels =
-                crate::difc::StoreLabels::new(&shared.store).map_err(|e| wire::store_status(&e))?;
+            let labels = shared.labels.labels().map_err(|e| wire::store_status(&e))?;
             if crate::difc::LabelSource::active(&labels) {
                 shared
                     .labels_seen

@@ -41,6 +41,9 @@ pub(super) struct Shared {
     /// Small reads come from a kept read snapshot of `store`, taken again after any commit
     /// (see [`SnapshotReader`]): no transaction, header lock or hand-off per read.
     pub(super) reader: SnapshotReader,
+    /// The label table of `reader`'s snapshot, decoded once per snapshot: what the flow rule
+    /// reads at export and invocation (`docs/DIFC.md` §5.9).
+    pub(super) labels: crate::difc::LabelCache,
     pub(super) max_io_bytes: u64,
     /// The nodes trusted with each tag.
     pub(super) difc: crate::difc::DifcPolicy,

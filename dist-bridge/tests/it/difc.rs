@@ -8,7 +8,7 @@ use dist_bridge::*;
 use secctx::keypair::{self, KdfParams};
 use secctx::labels;
 use secctx::revocations::RevocationList;
-use secctx::{AccessSimulator, MemStore, ObjMeta, Object, SimAccess, context};
+use secctx::{AccessSimulator, MemStore, ObjMeta, Object, ObjectStore, SimAccess, context};
 use twizzler_capsec::{
     AccessKind, Cap, CapGrant, Del, DelGrant, FlowDenial, Label, ObjID, OwnRights, OwnershipGrant,
     Protections, SigningKey, SigningScheme,
@@ -16,8 +16,8 @@ use twizzler_capsec::{
 
 /// A store with a secrecy tag `medical`, a `{medical}` object `diagnoses`, a public object
 /// `notes`, and a context `reader` (unlabelled) holding rw capabilities for both.
-struct World {
-    store: MemStore,
+struct World<S: ObjectStore = MemStore> {
+    store: S,
     key: SigningKey,
     medical: ObjID,
     diagnoses: ObjID,
@@ -29,7 +29,10 @@ struct World {
 }
 
 fn world() -> World {
-    let store = MemStore::new();
+    world_in(MemStore::new())
+}
+
+fn world_in<S: ObjectStore>(store: S) -> World<S> {
     let mut rng = rng(24);
     let (ids, key) = keypair::create_keypair(
         &store,
@@ -76,7 +79,7 @@ fn secret(t: ObjID) -> Label {
     Label::from_tags(&[t], &[]).unwrap()
 }
 
-impl World {
+impl<S: ObjectStore> World<S> {
     fn export(&self, cap: &Cap, rights: Rights) -> Result<GuardedToken, ExportError> {
         let keys = StoreKeys::new(&self.store).unwrap();
         let labels = StoreLabels::new(&self.store).unwrap();
@@ -308,6 +311,85 @@ fn a_store_without_labels_exports_version_1_tokens() {
     assert_eq!(t.encode()[4..6], [1, 0]);
 }
 
+/// The node's label source, a [`LabelCache`] over a kept read snapshot, decides as reading the
+/// store anew does, after every change another handle of the store commits between two
+/// invocations of the same token: nothing decoded from an earlier snapshot is reused.
+#[test]
+fn labels_from_a_kept_snapshot_follow_another_handles_commits() {
+    use dist_bridge::difc::LabelCache;
+    use secctx::DbStore;
+    let dir = crate::net::scratch("difc-cache");
+    let w = world_in(DbStore::open(&dir).unwrap());
+    // The node's own handle and reader; `w.store` is another handle, as `keytool` would be.
+    let node = DbStore::open(&dir).unwrap();
+    let cache = LabelCache::new(node.snapshot_reader(std::time::Duration::from_secs(3600)));
+    let none = DifcPolicy::default();
+    let decide = |t: &GuardedToken, op| {
+        let cached = cache.labels().unwrap();
+        let fresh = StoreLabels::new(&node).unwrap();
+        let a = w
+            .owner
+            .check_labelled(t, op, 0x100, 16, NOW, &cached, &none, None);
+        let b = w
+            .owner
+            .check_labelled(t, op, 0x100, 16, NOW, &fresh, &none, None);
+        assert_eq!(a, b, "the cached labels decide as fresh ones");
+        a
+    };
+    let t = w.export(&w.notes_cap, Rights::DATA).unwrap();
+    assert!(decide(&t, Op::Write).is_ok());
+    assert!(
+        decide(&t, Op::Write).is_ok(),
+        "again, from the same snapshot"
+    );
+    // The row-less context's bytes edited to propose a label: it is unregistered now, and its
+    // principal (derived from its bytes, and kept per snapshot) cannot be established.
+    let propose = |label: Label| {
+        context::edit(&w.store, w.reader, |ed| {
+            ed.set_initial_label(label);
+            Ok(())
+        })
+        .unwrap()
+    };
+    propose(secret(w.medical));
+    assert_eq!(
+        decide(&t, Op::Write),
+        Err(InvokeError::Flow(FlowRefusal::Labels))
+    );
+    propose(Label::EMPTY);
+    assert!(decide(&t, Op::Write).is_ok());
+    // A label raised: the write down is refused at the next call.
+    w.own(OwnRights::PLUS);
+    labels::relabel(&w.store, w.reader, &secret(w.medical), NOW).unwrap();
+    assert!(matches!(
+        decide(&t, Op::Write),
+        Err(InvokeError::Flow(FlowRefusal::Rule(
+            FlowDenial::SecrecyWrite { .. }
+        )))
+    ));
+    assert!(decide(&t, Op::Read).is_ok());
+    // Ownership of medical− added: allowed again; revoked: refused again.
+    let minus = w.own(OwnRights::MINUS);
+    assert!(decide(&t, Op::Write).is_ok());
+    RevocationList::add(&w.store, |l| l.records.insert(minus.id())).unwrap();
+    assert!(matches!(
+        decide(&t, Op::Write),
+        Err(InvokeError::Flow(FlowRefusal::Rule(
+            FlowDenial::Ownership { .. }
+        )))
+    ));
+    // A principal label the store cannot establish (the table object damaged): refused, not
+    // decided as unlabelled.
+    w.store
+        .update(labels::LABELS_ID, |o| {
+            o.data.truncate(3);
+            Ok::<_, secctx::StoreError>(())
+        })
+        .unwrap();
+    assert!(cache.labels().is_err());
+    assert!(StoreLabels::new(&node).is_err());
+}
+
 mod decoding {
     use super::*;
     use proptest::prelude::*;
@@ -352,5 +434,233 @@ mod decoding {
                 prop_assert_eq!(t.encode(), b);
             }
         }
+    }
+}
+
+/// A running node decides every invocation with the labels, ownership and revocations of the
+/// latest commit, also when another store handle or another process made it (the node may keep
+/// what it read between invocations only while no commit intervened).
+mod through_a_node {
+    use std::path::{Path, PathBuf};
+    use std::process::{Command, Stdio};
+
+    use crate::net::{CTX, Net, bounded};
+    use dist_bridge::{ClientError, ErrorKind, GuardedToken, Rights, Scope, now_ns};
+    use secctx::labels;
+    use secctx::revocations::RevocationList;
+    use secctx::{DbStore, ObjMeta, Object, ObjectStore, StoreError, context};
+    use twizzler_capsec::{Cap, Expiry, Label, ObjID, OwnRights, OwnershipGrant, RecordId};
+
+    /// Set in the child process: the store's directory.
+    const CHILD_STORE: &str = "DIST_BRIDGE_TEST_DIFC_CHILD_STORE";
+    /// Set in the child process: the change to commit ([`Change::to_arg`]).
+    const CHILD_CHANGE: &str = "DIST_BRIDGE_TEST_DIFC_CHILD_CHANGE";
+
+    /// The secrecy tag of the tests.
+    const MEDICAL: ObjID = ObjID::new(0x03ed_1ca1);
+    /// An object at {MEDICAL}: it makes the store's label table non-empty from the start.
+    const DIAGNOSES: ObjID = ObjID::new(0xd1a9);
+
+    fn medical() -> Label {
+        Label::from_tags(&[MEDICAL], &[]).expect("a label")
+    }
+
+    /// One committed change of the node's store, made outside the node.
+    enum Change {
+        /// An ownership record added to [`CTX`].
+        AddCap(Cap),
+        /// [`CTX`]'s principal label changed to {MEDICAL}.
+        RaiseToMedical,
+        /// A record listed in the store's revocation list.
+        Revoke(RecordId),
+    }
+
+    fn hex(bytes: &[u8]) -> String {
+        bytes.iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    fn unhex(s: &str) -> Vec<u8> {
+        (0..s.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).expect("hex"))
+            .collect()
+    }
+
+    impl Change {
+        fn to_arg(&self) -> String {
+            match self {
+                Self::AddCap(c) => format!("cap:{}", hex(&c.encode())),
+                Self::RaiseToMedical => "raise".into(),
+                Self::Revoke(r) => format!("revoke:{}", hex(&r.0)),
+            }
+        }
+
+        fn from_arg(s: &str) -> Change {
+            match s.split_once(':') {
+                Some(("cap", h)) => Self::AddCap(Cap::decode(&unhex(h)).expect("a capability")),
+                Some(("revoke", h)) => {
+                    Self::Revoke(RecordId(unhex(h).try_into().expect("32 bytes")))
+                }
+                _ if s == "raise" => Self::RaiseToMedical,
+                _ => panic!("unknown change {s:?}"),
+            }
+        }
+
+        /// Commits the change through `store`.
+        fn commit(&self, store: &DbStore) {
+            match self {
+                Self::AddCap(c) => {
+                    context::add_cap(store, CTX, c).expect("add the record");
+                }
+                Self::RaiseToMedical => {
+                    labels::relabel(store, CTX, &medical(), now_ns()).expect("relabel");
+                }
+                Self::Revoke(r) => {
+                    RevocationList::add(store, |l| l.records.insert(*r)).expect("revoke");
+                }
+            }
+        }
+    }
+
+    /// How the tests change the store: through a second handle of their own (as the node's
+    /// is another), or from another process.
+    #[derive(Clone, Copy)]
+    enum Via {
+        Handle,
+        Process,
+    }
+
+    fn commit(via: Via, store: &DbStore, dir: &Path, change: Change) {
+        match via {
+            Via::Handle => change.commit(store),
+            Via::Process => {
+                let out = Command::new(std::env::current_exe().expect("current exe"))
+                    .args([
+                        "--exact",
+                        &crate::test_path(module_path!(), "child_store_change"),
+                        "--nocapture",
+                        "--test-threads=1",
+                    ])
+                    .env(CHILD_STORE, dir)
+                    .env(CHILD_CHANGE, change.to_arg())
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::piped())
+                    .output()
+                    .expect("run the changing process");
+                assert!(
+                    out.status.success(),
+                    "the child failed: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
+        }
+    }
+
+    /// The child of [`decisions_follow_changes_made`]: commits one [`Change`] to the store.
+    #[test]
+    fn child_store_change() {
+        let (Some(dir), Ok(change)) = (std::env::var_os(CHILD_STORE), std::env::var(CHILD_CHANGE))
+        else {
+            return;
+        };
+        let store = DbStore::open(PathBuf::from(dir)).expect("the child opens the store");
+        Change::from_arg(&change).commit(&store);
+    }
+
+    /// Makes [`CTX`] a real (empty) context, and adds the tag and a {MEDICAL} object.
+    fn label_the_store(store: &DbStore, kuid: ObjID) {
+        let ctx = context::empty(CTX, Some(crate::net::CTX_KUID)).expect("a context");
+        store
+            .update(CTX, |o| {
+                o.data = ctx.data;
+                Ok::<_, StoreError>(())
+            })
+            .expect("rewrite the context");
+        for (id, label) in [(MEDICAL, None), (DIAGNOSES, Some(medical()))] {
+            let obj = Object {
+                id,
+                meta: ObjMeta::signed_by(kuid),
+                data: vec![0; 64],
+            };
+            labels::create_object(store, &obj, label.as_ref(), None, now_ns()).expect("create");
+        }
+    }
+
+    fn scope(rights: Rights) -> Scope {
+        Scope::new(rights, dist_bridge::ByteRange::WHOLE, Expiry::NEVER)
+    }
+
+    #[track_caller]
+    fn assert_flow<T: std::fmt::Debug>(r: Result<T, ClientError>) {
+        crate::net::assert_refused(r, ErrorKind::Flow, "information flow");
+    }
+
+    /// The write of the public object, then its read; both through the node.
+    async fn write_then_read(net: &Net, t: &GuardedToken) -> Result<(), ClientError> {
+        net.cluster.write(t, 0, b"w").await?;
+        net.cluster.read(t, 0, 1).await.map(|_| ())
+    }
+
+    /// Each change, committed outside the node between two invocations of the same token (or
+    /// two exports), changes the next decision.
+    async fn decisions_follow_changes_made(via: Via) {
+        let net = Net::start("difc-fresh", 1, |_| {}).await;
+        let site = &net.sites[0];
+        let dir = site.dir.join("store");
+        label_the_store(&site.store, site.kuid);
+        let client = net.client(0);
+        let key = &crate::net::ctx_key();
+        let export = |cap, rights| client.export(cap, CTX, key, scope(rights));
+
+        // The unlabelled context may write the public object, not export the secret one.
+        let t = export(&site.cap, Rights::DATA).await.expect("export");
+        assert!(t.labels().is_some(), "a labelled (format 2) token");
+        write_then_read(&net, &t)
+            .await
+            .expect("an unlabelled write");
+        let secret = Cap::mint(
+            twizzler_capsec::CapGrant::new(DIAGNOSES, CTX, twizzler_capsec::Protections::READ),
+            &site.key,
+        )
+        .expect("a capability");
+        assert_flow(export(&secret, Rights::READ).await);
+
+        // Raised to {MEDICAL} (with medical+): the write down is refused, the read allowed,
+        // and the secret object exports.
+        let own = |rights| {
+            Cap::mint_ownership(OwnershipGrant::new(MEDICAL, CTX, rights), &site.key)
+                .expect("an ownership record")
+        };
+        commit(via, &site.store, &dir, Change::AddCap(own(OwnRights::PLUS)));
+        write_then_read(&net, &t).await.expect("still unlabelled");
+        commit(via, &site.store, &dir, Change::RaiseToMedical);
+        assert_flow(net.cluster.write(&t, 0, b"w").await);
+        net.cluster.read(&t, 0, 1).await.expect("a read up");
+        export(&secret, Rights::READ)
+            .await
+            .expect("the secret exports now");
+
+        // medical− added to the context (a context edit): it may write down again ...
+        let minus = own(OwnRights::MINUS);
+        let minus_id = minus.id();
+        commit(via, &site.store, &dir, Change::AddCap(minus));
+        write_then_read(&net, &t)
+            .await
+            .expect("a declassifier's write");
+        // ... until the record is revoked.
+        commit(via, &site.store, &dir, Change::Revoke(minus_id));
+        assert_flow(net.cluster.write(&t, 0, b"w").await);
+        net.cluster.read(&t, 0, 1).await.expect("a read up");
+        net.shutdown().await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_change_by_another_handle_decides_the_next_invocation() {
+        bounded(decisions_follow_changes_made(Via::Handle)).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_change_by_another_process_decides_the_next_invocation() {
+        bounded(decisions_follow_changes_made(Via::Process)).await;
     }
 }

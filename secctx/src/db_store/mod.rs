@@ -74,7 +74,7 @@ pub use layout::{FORMAT_VERSION, PAGE};
 use layout::{INFO, NAMES, OBJECTS, PAGES};
 pub use migration::migrate;
 use read::ReadError;
-pub use snapshot::{DEFAULT_MAX_AGE, SnapshotReader};
+pub use snapshot::{DEFAULT_MAX_AGE, SnapshotReader, SnapshotView};
 
 use crate::store::StoreError;
 

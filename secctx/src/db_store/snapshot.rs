@@ -1,5 +1,6 @@
-//! [`SnapshotReader`]: ranged reads from one read snapshot, kept while no commit has changed
-//! the database file.
+//! [`SnapshotReader`]: ranged and whole-object reads from one read snapshot, kept while no
+//! commit has changed the database file; [`SnapshotView`]: one such snapshot, named by its
+//! serial, for several reads from one commit (and for caching what was derived from it).
 //!
 //! In redb's multi-writer mode every read transaction costs a lock of the file header (an
 //! in-process mutex and an `fcntl` range lock, taken and released), a read of the header, and
@@ -54,7 +55,7 @@ use twizzler_capsec::ObjID;
 use super::DbStore;
 use super::layout::{OBJECTS, PAGES};
 use super::read;
-use crate::store::StoreError;
+use crate::store::{ObjInfo, Object, ReadState, StoreError};
 
 /// How many bytes at the start of the database file are compared: redb 4.6's header (its god
 /// byte, and both commit slots with their transaction ids) is the first 320; the rest of the
@@ -71,6 +72,8 @@ pub const DEFAULT_MAX_AGE: Duration = Duration::from_millis(200);
 struct Snapshot {
     header: Header,
     taken: Instant,
+    /// Which snapshot of its reader this is: 1 for the first, then one more for each.
+    serial: u64,
     // Dropped before the transaction (fields drop in order).
     objects: ReadOnlyTable<u128, &'static [u8]>,
     pages: ReadOnlyTable<(u128, u32), &'static [u8]>,
@@ -135,6 +138,21 @@ impl SnapshotReader {
             .map_err(store.read_err("read an object"))
     }
 
+    /// Object `id`, whole, as [`crate::ObjectStore::get`] reads it, from the latest commit.
+    pub fn get(&self, id: ObjID) -> Result<Object, StoreError> {
+        self.view()?.get(id)
+    }
+
+    /// The latest commit, to read several objects from (all from that one commit), and to
+    /// know it again: see [`SnapshotView`]. The same promise as every read of this reader: the
+    /// view shows every commit that completed (in any process) before this call began.
+    pub fn view(&self) -> Result<SnapshotView, StoreError> {
+        Ok(SnapshotView {
+            snap: self.snapshot()?,
+            reader: self.clone(),
+        })
+    }
+
     /// Drops the kept snapshot if it is older than [`SnapshotReader::max_age`], so that it pins
     /// no pages (a read in progress keeps it until it is done).
     pub fn release_stale(&self) {
@@ -179,10 +197,11 @@ impl SnapshotReader {
         let txn = store.read()?;
         let objects = txn.open_table(OBJECTS).map_err(|e| store.err(op, e))?;
         let pages = txn.open_table(PAGES).map_err(|e| store.err(op, e))?;
-        self.inner.taken.fetch_add(1, Ordering::Relaxed);
+        let serial = self.inner.taken.fetch_add(1, Ordering::Relaxed) + 1;
         let snap = Arc::new(Snapshot {
             header: header.unwrap_or([0; HEADER_BYTES]),
             taken: Instant::now(),
+            serial,
             objects,
             pages,
             _txn: txn,
@@ -199,6 +218,65 @@ impl SnapshotReader {
     }
 }
 
+/// One snapshot of a [`SnapshotReader`]: every read through it sees the same commit, and
+/// [`SnapshotView::serial`] names that snapshot, so that what a caller derived from one view (a
+/// decoded table, say) can be reused for a later view with the same serial and is then exactly
+/// what reading that view would give. A view keeps its snapshot's pages (see *Pinning*): hold
+/// it for one request, not longer.
+#[derive(Clone)]
+pub struct SnapshotView {
+    snap: Arc<Snapshot>,
+    reader: SnapshotReader,
+}
+
+impl std::fmt::Debug for SnapshotView {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SnapshotView")
+            .field("serial", &self.snap.serial)
+            .finish()
+    }
+}
+
+impl SnapshotView {
+    /// Which snapshot of its reader (and the reader's clones) this is: each snapshot the
+    /// reader takes gets a larger serial than every one before it, and a snapshot's contents
+    /// never change. Two views of one reader with the same serial therefore read the same
+    /// commit; views with different serials may or may not.
+    pub fn serial(&self) -> u64 {
+        self.snap.serial
+    }
+
+    /// Object `id`, whole, in this snapshot.
+    pub fn get(&self, id: ObjID) -> Result<Object, StoreError> {
+        let store = &self.reader.inner.store;
+        read::get(&self.snap.objects, &self.snap.pages, id)
+            .map_err(store.read_err("read an object"))
+    }
+
+    /// Object `id`'s metadata and length, in this snapshot.
+    pub fn info(&self, id: ObjID) -> Result<ObjInfo, StoreError> {
+        let store = &self.reader.inner.store;
+        read::info(&self.snap.objects, id).map_err(store.read_err("read metadata"))
+    }
+
+    /// `len` bytes of object `id` at `offset`, in this snapshot.
+    pub fn read_at(&self, id: ObjID, offset: u64, len: u64) -> Result<Vec<u8>, StoreError> {
+        let store = &self.reader.inner.store;
+        read::read_at(&self.snap.objects, &self.snap.pages, id, offset, len)
+            .map_err(store.read_err("read an object"))
+    }
+}
+
+impl ReadState for &SnapshotView {
+    fn object(&mut self, id: ObjID) -> Result<Object, StoreError> {
+        self.get(id)
+    }
+
+    fn object_info(&mut self, id: ObjID) -> Result<ObjInfo, StoreError> {
+        self.info(id)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -209,6 +287,40 @@ mod tests {
     fn a_reader_is_send_and_sync() {
         fn check<T: Send + Sync>() {}
         check::<SnapshotReader>();
+    }
+
+    /// A view names its snapshot: the same serial while nothing is committed, a larger one
+    /// after a commit by another handle, whose data the new view reads and the old one does not.
+    #[test]
+    fn a_view_names_its_snapshot_and_a_commit_makes_a_new_one() {
+        let dir = std::env::temp_dir().join(format!("secctx-view-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let store = DbStore::open(&dir).expect("open");
+        let id = ObjID::new(7);
+        store
+            .create(&Object {
+                id,
+                meta: ObjMeta::plain(),
+                data: vec![1; 100],
+            })
+            .expect("create");
+        let reader = store.snapshot_reader(Duration::from_secs(3600));
+        let a = reader.view().expect("view");
+        let b = reader.view().expect("view");
+        assert_eq!(a.serial(), b.serial());
+        assert_eq!(reader.get(id).expect("get").data, vec![1; 100]);
+        let other = DbStore::open(&dir).expect("a second handle");
+        other.write_at(id, 0, &[2]).expect("write");
+        let c = reader.view().expect("view");
+        assert!(c.serial() > a.serial());
+        assert_eq!(c.get(id).expect("get").data[0], 2);
+        assert_eq!(c.info(id).expect("info").len, 100);
+        assert_eq!(c.read_at(id, 0, 2).expect("read"), vec![2, 1]);
+        // The old view still reads its own commit.
+        assert_eq!(a.get(id).expect("get").data[0], 1);
+        assert!(matches!(c.get(ObjID::new(8)), Err(StoreError::NotFound(_))));
+        drop((a, b, c, reader, other, store));
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     /// The premise of the module (1): every commit leaves the first [`HEADER_BYTES`] of the file
