@@ -191,39 +191,30 @@ fn bench_difc(c: &mut Criterion) {
                     .unwrap()
             })
         });
+        // The same labelled check, its labels read per call (`StoreLabels`) or from the
+        // node's cache of its kept snapshot (`LabelCache`).
+        fn check(
+            owner: &Owner,
+            token: &dist_bridge::GuardedToken,
+            labels: &impl dist_bridge::difc::LabelSource,
+            policy: &DifcPolicy,
+        ) -> dist_bridge::Grant {
+            owner
+                .check_labelled(black_box(token), Op::Read, 0, 64, NOW, labels, policy, None)
+                .unwrap()
+        }
         g.bench_function(BenchmarkId::new("labelled", round), |b| {
             b.iter(|| {
-                let l = StoreLabels::new(&store).unwrap();
-                owner
-                    .check_labelled(
-                        black_box(&labelled),
-                        Op::Read,
-                        0,
-                        64,
-                        NOW,
-                        &l,
-                        &policy,
-                        None,
-                    )
-                    .unwrap()
+                check(
+                    &owner,
+                    &labelled,
+                    &StoreLabels::new(&store).unwrap(),
+                    &policy,
+                )
             })
         });
         g.bench_function(BenchmarkId::new("cached", round), |b| {
-            b.iter(|| {
-                let l = cache.labels().unwrap();
-                owner
-                    .check_labelled(
-                        black_box(&labelled),
-                        Op::Read,
-                        0,
-                        64,
-                        NOW,
-                        &l,
-                        &policy,
-                        None,
-                    )
-                    .unwrap()
-            })
+            b.iter(|| check(&owner, &labelled, &cache.labels().unwrap(), &policy))
         });
     }
     g.finish();
