@@ -22,7 +22,8 @@
 //! `cargo bench -p dist-bridge --bench mtls_paired [-- [--test] [--secs N] [FILTER]]`:
 //! `--test` runs two tiny rounds per depth (a smoke test); `--secs` sets the time per depth
 //! (default 8); FILTER keeps the depths whose name (`mtls/1`, `mtls/8`, `mtls/64`) contains
-//! it. Criterion's other flags are accepted and ignored. The table goes to stderr and to
+//! it. `--only node` or `--only echo` loads one side alone for the time per depth and
+//! prints its rate (for a profiler). Criterion's other flags are accepted and ignored. The table goes to stderr and to
 //! `target/criterion/dist_mtls_paired.txt`.
 
 // A benchmark harness: a failed setup stops the run, and its shared fixtures are public
@@ -118,12 +119,21 @@ fn main() {
         .and_then(|i| args.get(i + 1))
         .and_then(|s| s.parse::<f64>().ok())
         .unwrap_or(8.0);
-    // The first free argument that is not `--secs`' value, as criterion's filter would be.
+    let only = args
+        .iter()
+        .position(|a| a == "--only")
+        .and_then(|i| args.get(i + 1))
+        .cloned();
+    // The first free argument that is no option's value, as criterion's filter would be.
     let filter = args
         .iter()
         .enumerate()
         .find(|(i, a)| {
-            !a.starts_with('-') && (*i == 0 || args.get(i - 1).is_none_or(|p| p != "--secs"))
+            !a.starts_with('-')
+                && (*i == 0
+                    || args
+                        .get(i - 1)
+                        .is_none_or(|p| p != "--secs" && p != "--only"))
         })
         .map(|(_, a)| a.clone());
     let budget = Duration::from_secs_f64(if quick { 0.0 } else { secs });
@@ -157,6 +167,19 @@ fn main() {
         for _ in 0..if quick { 1 } else { 3 } {
             rt.block_on(load(&node, &token, depth, block));
             rt.block_on(load(&echo, &token, depth, block));
+        }
+        if let Some(side) = &only {
+            let clients = if side == "echo" { &echo } else { &node };
+            let (mut served, start) = (0usize, Instant::now());
+            while start.elapsed() < budget || served == 0 {
+                rt.block_on(load(clients, &token, depth, block));
+                served += block;
+            }
+            eprintln!(
+                "{side} alone at {depth} in flight: {:.0}/s",
+                served as f64 / start.elapsed().as_secs_f64()
+            );
+            continue;
         }
         let (mut n_side, mut e_side) = (Side::default(), Side::default());
         let mut ratios = Vec::new();
