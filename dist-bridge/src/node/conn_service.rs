@@ -11,7 +11,7 @@ use std::future::{Future, poll_fn};
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use prometheus_client::metrics::counter::Counter;
 use rustls_pki_types::CertificateDer;
@@ -41,6 +41,10 @@ pub(super) struct ConnInfo {
     pub(super) activity: Arc<Activity>,
     /// Its certificate's standing against the revocation list.
     pub(super) cert: Arc<Verdict>,
+    /// When this request was dispatched to the node's services, before any of it was served
+    /// ([`ConnService`] sets it for each request): a read may use the store's check of its
+    /// snapshot made after this (`secctx::SnapshotReader::read_at_arrived`).
+    pub(super) arrived: Instant,
 }
 
 /// What every connection's [`ConnService`] shares: the revocation list, the request time
@@ -101,7 +105,9 @@ where
         let busy = self.conn.activity.begin();
         // Its message, while it arrives, is charged to the node's budget.
         let mut request = request.map(|body| Budgeted::new(body, rules.pending.clone()));
-        request.extensions_mut().insert(self.conn.clone());
+        let mut conn = self.conn.clone();
+        conn.arrived = Instant::now();
+        request.extensions_mut().insert(conn);
         let mut inner = self.inner.clone();
         let timeout = rules.timeout;
         Box::pin(async move {
@@ -164,6 +170,7 @@ mod tests {
             certs: None,
             activity: activity.clone(),
             cert: Arc::default(),
+            arrived: Instant::now(),
         };
         let rules = RequestRules {
             revocations: None,

@@ -35,6 +35,14 @@
 //! 5. The kept transaction holds its pages: redb never reuses pages a live read transaction in
 //!    any process can reach, so the snapshot stays readable however long it is kept.
 //!
+//! 6. A read made for a request may skip the header read when a header read that **began
+//!    after the request arrived** ([`SnapshotReader::read_at_arrived`]) found the kept bytes:
+//!    by (2) that read saw every commit that completed before the request arrived, so the
+//!    snapshot shows them all, as if this read had read the header itself. Under load several
+//!    requests arrive before any of them is served, and one header read answers for all of
+//!    them. The times are the monotonic clock's, the same in every thread; a check that began
+//!    at the very nanosecond the request arrived does not count.
+//!
 //! Anything unusual (the header cannot be read) makes a read begin a fresh transaction, which
 //! then reports the error if there is one.
 //!
@@ -74,6 +82,9 @@ struct Snapshot {
     taken: Instant,
     /// Which snapshot of its reader this is: 1 for the first, then one more for each.
     serial: u64,
+    /// When the latest header read that found [`Snapshot::header`] began, in ns since the
+    /// reader's epoch ([`Inner::epoch`]); see the module documentation (6).
+    checked_ns: AtomicU64,
     // Dropped before the transaction (fields drop in order).
     objects: ReadOnlyTable<u128, &'static [u8]>,
     pages: ReadOnlyTable<(u128, u32), &'static [u8]>,
@@ -94,6 +105,10 @@ struct Inner {
     max_age: Duration,
     current: Mutex<Option<Arc<Snapshot>>>,
     taken: AtomicU64,
+    /// Header reads made (each one `pread`).
+    header_reads: AtomicU64,
+    /// The origin of [`Snapshot::checked_ns`].
+    epoch: Instant,
 }
 
 impl std::fmt::Debug for SnapshotReader {
@@ -114,6 +129,8 @@ impl SnapshotReader {
                 max_age,
                 current: Mutex::new(None),
                 taken: AtomicU64::new(0),
+                header_reads: AtomicU64::new(0),
+                epoch: Instant::now(),
             }),
         }
     }
@@ -129,10 +146,39 @@ impl SnapshotReader {
         self.inner.taken.load(Ordering::Relaxed)
     }
 
+    /// How many times this reader has read the file's header (one `pread` each).
+    pub fn header_reads(&self) -> u64 {
+        self.inner.header_reads.load(Ordering::Relaxed)
+    }
+
     /// `len` bytes of object `id` at `offset`, as [`crate::ObjectStore::read_at`] reads them,
     /// from the latest commit.
     pub fn read_at(&self, id: ObjID, offset: u64, len: u64) -> Result<Vec<u8>, StoreError> {
-        let snap = self.snapshot()?;
+        self.read(None, id, offset, len)
+    }
+
+    /// [`SnapshotReader::read_at`] for a request that arrived at `arrived`: it sees every
+    /// commit that completed before `arrived`, and skips the header read when one that began
+    /// after `arrived` found the kept snapshot current (the module documentation, 6). A server
+    /// passes the moment it received the request, before serving any of it.
+    pub fn read_at_arrived(
+        &self,
+        arrived: Instant,
+        id: ObjID,
+        offset: u64,
+        len: u64,
+    ) -> Result<Vec<u8>, StoreError> {
+        self.read(Some(arrived), id, offset, len)
+    }
+
+    fn read(
+        &self,
+        arrived: Option<Instant>,
+        id: ObjID,
+        offset: u64,
+        len: u64,
+    ) -> Result<Vec<u8>, StoreError> {
+        let snap = self.snapshot(arrived)?;
         let store = &self.inner.store;
         read::read_at(&snap.objects, &snap.pages, id, offset, len)
             .map_err(store.read_err("read an object"))
@@ -148,7 +194,7 @@ impl SnapshotReader {
     /// view shows every commit that completed (in any process) before this call began.
     pub fn view(&self) -> Result<SnapshotView, StoreError> {
         Ok(SnapshotView {
-            snap: self.snapshot()?,
+            snap: self.snapshot(None)?,
             reader: self.clone(),
         })
     }
@@ -169,29 +215,49 @@ impl SnapshotReader {
 
     /// The kept snapshot if the file's header still holds the bytes it was taken with (and it
     /// is young enough), else a new one, kept.
-    fn snapshot(&self) -> Result<Arc<Snapshot>, StoreError> {
+    fn snapshot(&self, arrived: Option<Instant>) -> Result<Arc<Snapshot>, StoreError> {
         let store = &self.inner.store;
+        if let Some(arrived) = arrived {
+            // A header read that began after the request arrived answers for it (6).
+            let arrived_ns = self.ns_since_epoch(arrived);
+            if let Some(s) = self.kept(|s| s.checked_ns.load(Ordering::Acquire) > arrived_ns) {
+                return Ok(s);
+            }
+        }
+        // Taken before the header read, which therefore began no earlier.
+        let began_ns = self.ns_since_epoch(Instant::now());
         // Read before anything else, and outside the lock: see the module documentation (3).
+        self.inner.header_reads.fetch_add(1, Ordering::Relaxed);
         let Some(header) = store.header_bytes() else {
             // Not comparable: a fresh transaction, not kept.
-            return self.begin(None);
+            return self.begin(None, began_ns);
         };
-        let kept = match self.inner.current.lock() {
-            Ok(cur) => cur
-                .as_ref()
-                .filter(|s| s.header == header && !self.too_old(s))
-                .cloned(),
-            Err(_) => None,
-        };
-        if let Some(s) = kept {
+        if let Some(s) = self.kept(|s| s.header == header) {
+            s.checked_ns.fetch_max(began_ns, Ordering::AcqRel);
             return Ok(s);
         }
-        self.begin(Some(header))
+        self.begin(Some(header), began_ns)
+    }
+
+    /// The kept snapshot, if there is one, it is young enough and it `fits`.
+    fn kept(&self, fits: impl Fn(&Snapshot) -> bool) -> Option<Arc<Snapshot>> {
+        match self.inner.current.lock() {
+            Ok(cur) => cur
+                .as_ref()
+                .filter(|s| fits(s) && !self.too_old(s))
+                .cloned(),
+            Err(_) => None,
+        }
+    }
+
+    /// `at` in ns since the reader's epoch (0 for a moment before it).
+    fn ns_since_epoch(&self, at: Instant) -> u64 {
+        u64::try_from(at.saturating_duration_since(self.inner.epoch).as_nanos()).unwrap_or(u64::MAX)
     }
 
     /// Begins a read transaction; keeps it (replacing the kept one) when `header`, read before
-    /// it began, is known.
-    fn begin(&self, header: Option<Header>) -> Result<Arc<Snapshot>, StoreError> {
+    /// it began (a read that began at `began_ns`), is known.
+    fn begin(&self, header: Option<Header>, began_ns: u64) -> Result<Arc<Snapshot>, StoreError> {
         let store = &self.inner.store;
         let op = "read an object";
         let txn = store.read()?;
@@ -202,6 +268,7 @@ impl SnapshotReader {
             header: header.unwrap_or([0; HEADER_BYTES]),
             taken: Instant::now(),
             serial,
+            checked_ns: AtomicU64::new(began_ns),
             objects,
             pages,
             _txn: txn,
@@ -351,6 +418,60 @@ mod tests {
         let h = store.header_bytes().expect("header");
         store.read_at(id, 0, 1).expect("read");
         assert_eq!(store.header_bytes().expect("header"), h);
+        drop(store);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// (6): a request's read reuses a header read that began after it arrived, and reads the
+    /// header itself otherwise; one that arrived after a commit sees it.
+    #[test]
+    fn a_read_reuses_a_header_read_made_after_its_request_arrived() {
+        let dir = std::env::temp_dir().join(format!("secctx-arrived-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let store = DbStore::open(&dir).expect("open");
+        let id = ObjID::new(9);
+        store
+            .create(&Object {
+                id,
+                meta: ObjMeta::plain(),
+                data: vec![1; 8],
+            })
+            .expect("create");
+        let reader = store.snapshot_reader(Duration::from_secs(3600));
+        let early = Instant::now();
+        // The header read below must begin strictly after `early` (the clock counts ns).
+        while Instant::now() <= early {
+            std::hint::spin_loop();
+        }
+        assert_eq!(reader.read_at(id, 0, 1).expect("read"), [1]);
+        assert_eq!(reader.header_reads(), 1);
+        // Arrived before that header read began: answered by it.
+        for _ in 0..3 {
+            assert_eq!(reader.read_at_arrived(early, id, 0, 1).expect("read"), [1]);
+        }
+        assert_eq!(
+            reader.header_reads(),
+            1,
+            "no header read for early requests"
+        );
+        // Arrived after it: reads the header (and is then itself a check for later ones).
+        let late = Instant::now();
+        assert_eq!(reader.read_at_arrived(late, id, 0, 1).expect("read"), [1]);
+        assert_eq!(reader.header_reads(), 2);
+        // A commit, then a request: it sees the commit.
+        store.write_at(id, 0, &[2]).expect("write");
+        let after = Instant::now();
+        assert_eq!(reader.read_at_arrived(after, id, 0, 1).expect("read"), [2]);
+        assert_eq!(reader.header_reads(), 3);
+        assert_eq!(
+            reader.snapshots_taken(),
+            2,
+            "a new transaction after the commit"
+        );
+        // A plain read always reads the header.
+        assert_eq!(reader.read_at(id, 0, 1).expect("read"), [2]);
+        assert_eq!(reader.header_reads(), 4);
+        drop(reader);
         drop(store);
         let _ = std::fs::remove_dir_all(&dir);
     }
