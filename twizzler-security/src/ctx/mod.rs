@@ -44,12 +44,19 @@
 //! is not empty, so a context without a label is byte-for-byte a version 1 context. Versions 1
 //! and 2 read with the empty initial label ([`SecCtx::initial_label`]).
 
+mod bytes;
+mod entry;
+mod error;
+mod iter;
 mod layout;
 mod mem;
 mod reader;
+pub use entry::{Entry, MAX_RECORD_LEN};
+pub use error::CtxError;
+pub use iter::EntryIter;
 pub use layout::{EntryRow, HeaderFields};
 pub use mem::CtxMem;
-pub use reader::{CtxError, CtxHeader, Entry, EntryIter, MAX_RECORD_LEN, Mask, SecCtx, Validated};
+pub use reader::{CtxHeader, Mask, SecCtx, Validated};
 
 #[cfg(feature = "alloc")]
 mod editor;

@@ -1,4 +1,5 @@
-//! The validating reader.
+//! The validating reader: the header ([`CtxHeader`]), the regions of the context it checks
+//! ([`SecCtx::parse`]) and the lookups of the validated view ([`SecCtx`]).
 //!
 //! It reads through [`CtxMem`], copying the header, one table row or one record at a time into
 //! buffers of its own, so it is sound over memory a writer changes concurrently; over a plain
@@ -6,119 +7,19 @@
 
 use core::fmt;
 
+use super::bytes::{le_u16, le_u32, le_u128};
+use super::entry::Entry;
+use super::error::CtxError;
+use super::iter::EntryIter;
 use super::mem::CtxMem;
 use super::{
     CTX_MAGIC, CTX_VERSION, CTX_VERSION_LABEL, CTX_VERSION_OVERFLOW, CtxFlags, ENTRY_LEN,
     HEADER_LEN, HEADER_LEN_V3, HeaderFields, MASK_LEN, WRITING,
 };
-use crate::cap::{CAP_BODY_LEN, CAP_LEN, CAP_MAGIC, FLAG_TAG};
-use crate::del::MAX_DEL_LEN;
 use crate::error::DecodeError;
-use crate::gate::Gate;
-use crate::ids::{MAX_OBJECT_SIZE, ObjID, PAGE_SIZE, Protections};
+use crate::ids::{ObjID, Protections};
 use crate::label::{Label, MAX_LABEL_LEN};
-use crate::perms::{Access, AccessKind, Grant};
-use crate::record::{Record, RecordKind};
-
-/// Why context bytes were rejected.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum CtxError {
-    /// The header itself is malformed (short, bad magic, unsupported version).
-    Header(DecodeError),
-    /// Flags with unknown bits.
-    UnknownFlags(u16),
-    /// A global mask with unknown bits.
-    UnknownGlobalMask(u16),
-    /// A reserved header field is not zero.
-    NonZeroReserved,
-    /// A table lies (partly) outside the buffer, or its size overflows.
-    TableOutOfBounds(&'static str),
-    /// Entry `index` has a smaller target than the entry before it.
-    UnsortedEntries {
-        /// Index of the offending entry.
-        index: usize,
-    },
-    /// Entry `index` has an unknown kind.
-    BadEntryKind {
-        /// Index of the offending entry.
-        index: usize,
-        /// The kind found.
-        kind: u32,
-    },
-    /// Entry `index` points outside the item heap.
-    ItemOutOfBounds {
-        /// Index of the offending entry.
-        index: usize,
-    },
-    /// Mask `index` does not have a strictly greater target than the mask before it.
-    UnsortedMasks {
-        /// Index of the offending mask.
-        index: usize,
-    },
-    /// Mask `index` has unknown protection bits.
-    BadMask {
-        /// Index of the offending mask.
-        index: usize,
-    },
-    /// [`SecCtx::reopen`]: the bytes are no longer those validated (another generation or
-    /// length); parse them again.
-    Changed,
-    /// The generation has the [`WRITING`] bit set: a writer is rewriting the context in
-    /// place. Read it again once the writer is done.
-    WriteInProgress,
-    /// A version 3 context whose label section is empty (a context without a label is
-    /// written as version 1 or 2).
-    EmptyLabelSection,
-    /// The label section overlaps the named part of the context.
-    LabelOverlaps(&'static str),
-    /// The label section is not exactly one valid `TLBL` encoding.
-    BadLabel(DecodeError),
-}
-
-impl fmt::Display for CtxError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Header(e) => write!(f, "context header: {e}"),
-            Self::UnknownFlags(b) => write!(f, "context flags {b:#x} have unknown bits"),
-            Self::UnknownGlobalMask(b) => write!(f, "global mask {b:#x} has unknown bits"),
-            Self::NonZeroReserved => f.write_str("a reserved context header field is not zero"),
-            Self::Changed => f.write_str("the context changed since it was validated"),
-            Self::WriteInProgress => f.write_str("the context is being rewritten"),
-            Self::TableOutOfBounds(t) => write!(f, "the {t} lies outside the context"),
-            Self::UnsortedEntries { index } => {
-                write!(
-                    f,
-                    "entry {index} is out of order (entries must be sorted by target)"
-                )
-            }
-            Self::BadEntryKind { index, kind } => {
-                write!(f, "entry {index} has unknown record kind {kind}")
-            }
-            Self::ItemOutOfBounds { index } => {
-                write!(f, "entry {index} points outside the item heap")
-            }
-            Self::UnsortedMasks { index } => write!(
-                f,
-                "mask {index} is out of order or duplicated (masks must be strictly sorted)"
-            ),
-            Self::BadMask { index } => write!(f, "mask {index} has unknown protection bits"),
-            Self::EmptyLabelSection => {
-                f.write_str("a version 3 context has an empty label section")
-            }
-            Self::LabelOverlaps(what) => write!(f, "the label section overlaps the {what}"),
-            Self::BadLabel(e) => write!(f, "the label section is not a label: {e}"),
-        }
-    }
-}
-
-impl core::error::Error for CtxError {}
-
-impl From<DecodeError> for CtxError {
-    fn from(e: DecodeError) -> Self {
-        Self::Header(e)
-    }
-}
+use crate::record::RecordKind;
 
 /// A per-object mask of a context.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -132,152 +33,11 @@ pub struct Mask {
     pub ovrmask: Protections,
 }
 
-/// The largest record the reader decodes: a delegation of the greatest depth. A longer item
-/// cannot decode as any record.
-pub const MAX_RECORD_LEN: usize = MAX_DEL_LEN;
-
-/// One entry of a context: a record's kind and where its (not yet decoded) bytes lie.
-pub struct Entry<'a, M: ?Sized + CtxMem = [u8]> {
-    /// Index in the entry table.
-    pub index: usize,
-    /// The target the entry is filed under.
-    pub target: ObjID,
-    /// The record's kind.
-    pub kind: RecordKind,
-    mem: &'a M,
-    /// Absolute offset of the record's bytes in the context (checked to lie inside the heap).
-    pub(super) at: usize,
-    pub(super) len: usize,
-}
-
-impl<M: ?Sized + CtxMem> Clone for Entry<'_, M> {
-    fn clone(&self) -> Self {
-        *self
-    }
-}
-
-impl<M: ?Sized + CtxMem> Copy for Entry<'_, M> {}
-
-impl<M: ?Sized + CtxMem> fmt::Debug for Entry<'_, M> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Entry")
-            .field("index", &self.index)
-            .field("target", &self.target)
-            .field("kind", &self.kind)
-            .field("len", &self.len)
-            .finish()
-    }
-}
-
-impl<M: ?Sized + CtxMem> Entry<'_, M> {
-    /// The length of the record's bytes.
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    /// Whether the record's bytes are empty (such a record never decodes).
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
-    /// Copies the record's bytes out and decodes them.
-    pub fn record(&self) -> Result<Record, DecodeError> {
-        if self.kind == RecordKind::Cap && self.len <= CAP_LEN {
-            // The common case, in a buffer its size: a scan decodes one record after
-            // another, and clearing a buffer for the largest record (a delegation chain of the
-            // greatest depth) for each capability is wasted work.
-            let mut buf = [0u8; CAP_LEN];
-            return self.decode_in(&mut buf);
-        }
-        let mut buf = [0u8; MAX_RECORD_LEN];
-        self.decode_in(&mut buf)
-    }
-
-    /// What a capability's entry grants, to whom, read from its body alone (the signature is
-    /// not decoded): its target, its holder (the accessor) and its [`Grant`]. `None` for a
-    /// delegation, or bytes that do not read as a capability's body: [`Entry::record`] then
-    /// says why. For a scan that decides whether a record is worth decoding and verifying;
-    /// what it returns is unverified. An ownership record (`TAG` flag) grants no data rights:
-    /// its grant's protections are empty.
-    pub fn peek_cap(&self) -> Option<(ObjID, ObjID, Grant)> {
-        if self.kind != RecordKind::Cap || self.len != CAP_LEN {
-            return None;
-        }
-        // Read in place when the memory allows it (no one else writes it), else copied out.
-        let mut copy = [0u8; CAP_BODY_LEN];
-        let body: &[u8] = match self.mem.direct() {
-            Some(all) => all.get(self.at..self.at.checked_add(CAP_BODY_LEN)?)?,
-            None => {
-                if !self.mem.read(self.at, &mut copy) {
-                    return None;
-                }
-                &copy
-            }
-        };
-        // The body's fixed offsets (the layout table in `cap.rs`): magic 0, flags 6, target 8,
-        // accessor 24, protections 40, gate 42 (offset, length, align).
-        if le_u32(body, 0) != CAP_MAGIC {
-            return None;
-        }
-        let prots = data_prots(le_u16(body, 6), le_u16(body, 40))?;
-        let gate = Gate::new(le_u64(body, 42), le_u64(body, 50), le_u64(body, 58)).ok()?;
-        Some((
-            ObjID::new(le_u128(body, 8)),
-            ObjID::new(le_u128(body, 24)),
-            Grant { prots, gate },
-        ))
-    }
-
-    fn decode_in(&self, buf: &mut [u8]) -> Result<Record, DecodeError> {
-        let dst = buf.get_mut(..self.len).ok_or(DecodeError::BadLength {
-            what: "record",
-            len: self.len,
-        })?;
-        if !self.mem.read(self.at, dst) {
-            return Err(DecodeError::Truncated {
-                at: 0,
-                needed: self.len,
-                available: 0,
-            });
-        }
-        Record::decode(self.kind, dst)
-    }
-}
-
-/// The data rights a capability body's flags and protections fields grant: none for an
-/// ownership record (its protections field holds `PLUS`/`MINUS`), `None` for unknown bits.
-fn data_prots(flags: u16, raw: u16) -> Option<Protections> {
-    let prots = Protections::from_raw(raw)?;
-    Some(if flags & FLAG_TAG != 0 {
-        Protections::empty()
-    } else {
-        prots
-    })
-}
-
-impl PartialEq for Entry<'_, [u8]> {
-    fn eq(&self, other: &Self) -> bool {
-        (self.index, self.target, self.kind, self.bytes())
-            == (other.index, other.target, other.kind, other.bytes())
-    }
-}
-
-impl Eq for Entry<'_, [u8]> {}
-
-impl<'a> Entry<'a, [u8]> {
-    /// The record's encoded bytes, inside the item heap (for contexts read from memory no one
-    /// else writes).
-    pub fn bytes(&self) -> &'a [u8] {
-        // `at .. at + len` was checked to lie inside the heap, which lies inside `mem`.
-        self.mem.get(self.at..self.at + self.len).unwrap_or(&[])
-    }
-}
-
 /// A region of the context: `offset .. offset + len`, checked to lie inside it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Region {
-    offset: usize,
-    len: usize,
+pub(super) struct Region {
+    pub(super) offset: usize,
+    pub(super) len: usize,
 }
 
 impl Region {
@@ -300,7 +60,7 @@ impl Region {
 
     /// The sub-region `offset .. offset + len` of this one, in absolute terms.
     #[inline]
-    fn sub(&self, offset: u32, len: u32) -> Option<Self> {
+    pub(super) fn sub(&self, offset: u32, len: u32) -> Option<Self> {
         let inner = Self::inside(self.len, u64::from(offset), u64::from(len))?;
         Some(Self {
             offset: self.offset.checked_add(inner.offset)?,
@@ -310,13 +70,13 @@ impl Region {
 
     /// The region's bytes within `all` (`None` if they are not all there).
     #[inline]
-    fn bytes<'m>(&self, all: &'m [u8]) -> Option<&'m [u8]> {
+    pub(super) fn bytes<'m>(&self, all: &'m [u8]) -> Option<&'m [u8]> {
         all.get(self.offset..self.offset.checked_add(self.len)?)
     }
 
     /// The absolute offset of row `index` of `row_len` bytes, if the whole row is inside.
     #[inline]
-    fn row(&self, index: usize, row_len: usize) -> Option<usize> {
+    pub(super) fn row(&self, index: usize, row_len: usize) -> Option<usize> {
         let start = index.checked_mul(row_len)?;
         (start.checked_add(row_len)? <= self.len).then(|| self.offset + start)
     }
@@ -462,14 +222,14 @@ impl CtxHeader {
 /// be one the writer actually wrote keep the bytes still while they read (see
 /// `kernel-hooks`' host contract) and compare [`CtxHeader`]s before and after.
 pub struct SecCtx<'a, M: ?Sized + CtxMem = [u8]> {
-    mem: &'a M,
+    pub(super) mem: &'a M,
     len: usize,
     header: CtxHeader,
     entries: Region,
     masks: Region,
     /// Version 2's overflow table (empty in version 1): right after the mask table.
-    overflow: Region,
-    heap: Region,
+    pub(super) overflow: Region,
+    pub(super) heap: Region,
     /// Version 3's label section (empty in versions 1 and 2).
     label: Region,
 }
@@ -494,88 +254,6 @@ impl Validated {
     /// The generation that was validated.
     pub fn generation(&self) -> u64 {
         self.generation
-    }
-}
-
-/// The `N` bytes at `at` of a row already copied out (zeros past its end, which the callers'
-/// fixed row layouts never reach).
-#[inline]
-fn le<const N: usize>(b: &[u8], at: usize) -> [u8; N] {
-    let mut a = [0u8; N];
-    if let Some(s) = at.checked_add(N).and_then(|end| b.get(at..end)) {
-        a.copy_from_slice(s);
-    }
-    a
-}
-
-#[inline]
-fn le_u32(b: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes(le(b, at))
-}
-
-#[inline]
-fn le_u64(b: &[u8], at: usize) -> u64 {
-    u64::from_le_bytes(le(b, at))
-}
-
-#[inline]
-fn le_u16(b: &[u8], at: usize) -> u16 {
-    u16::from_le_bytes(le(b, at))
-}
-
-#[inline]
-fn le_u128(b: &[u8], at: usize) -> u128 {
-    u128::from_le_bytes(le(b, at))
-}
-
-/// What [`Grant::adds`] asks of every record of a scan, worked out once for the access: the
-/// rights wanted for data (none if the access's page ends past the last address), the page's
-/// bytes, and the rights wanted for code (none unless the access is a fetch).
-struct Wants {
-    data: Protections,
-    page: (u64, u64),
-    code: Protections,
-    entering: bool,
-    offset: u64,
-}
-
-impl Wants {
-    #[inline]
-    fn new(access: &Access, want: Protections) -> Self {
-        // The page's first byte (`page() * PAGE_SIZE`, which cannot overflow).
-        let start = access.offset & !(PAGE_SIZE - 1);
-        let (data, end) = match start.checked_add(PAGE_SIZE) {
-            Some(end) => (want & (Protections::READ | Protections::WRITE), end),
-            None => (Protections::empty(), u64::MAX),
-        };
-        let code = if access.kind == AccessKind::Exec {
-            want & (Protections::READ | Protections::EXEC)
-        } else {
-            Protections::empty()
-        };
-        Self {
-            data,
-            page: (start, end),
-            code,
-            entering: access.entering,
-            offset: access.offset,
-        }
-    }
-
-    /// [`Grant::adds`] for a grant of `prots` over `offset .. end` with entry alignment
-    /// `align` (a valid gate's fields).
-    #[inline]
-    fn adds(&self, prots: Protections, offset: u64, end: u64, align: u64) -> bool {
-        let covers = offset <= self.page.0 && self.page.1 <= end;
-        if covers && prots.intersects(self.data) {
-            return true;
-        }
-        prots.contains(Protections::EXEC)
-            && prots.intersects(self.code)
-            && (!self.entering
-                || (self.offset >= offset
-                    && self.offset < end
-                    && self.offset.is_multiple_of(align)))
     }
 }
 
@@ -778,7 +456,7 @@ impl<'a, M: ?Sized + CtxMem> SecCtx<'a, M> {
     }
 
     /// Rows of the entry table (without the overflow table's).
-    fn main_count(&self) -> usize {
+    pub(super) fn main_count(&self) -> usize {
         self.entries.len / ENTRY_LEN
     }
 
@@ -941,7 +619,7 @@ impl<'a, M: ?Sized + CtxMem> SecCtx<'a, M> {
     /// Row `row` of `table`, whose first row is entry `first`, as an [`Entry`], if its target
     /// is `only` (any target when `None`) and the row checks out.
     #[inline]
-    fn entry(
+    pub(super) fn entry(
         &self,
         table: Region,
         first: usize,
@@ -1052,185 +730,5 @@ impl<M: ?Sized + CtxMem> fmt::Debug for SecCtx<'_, M> {
             .field("entries", &self.entry_count())
             .field("masks", &self.mask_count())
             .finish()
-    }
-}
-
-/// Iterator over context entries (all of them, or those of one target).
-pub struct EntryIter<'a, M: ?Sized + CtxMem = [u8]> {
-    ctx: SecCtx<'a, M>,
-    /// The table of the run in progress, the entry index of its first row, and the next row.
-    table: Region,
-    first: usize,
-    row: usize,
-    /// Where the second run (in the overflow table) starts, once the first is done; `None`
-    /// when there is none (no overflow table, or it is under way).
-    then: Option<usize>,
-    only: Option<ObjID>,
-}
-
-impl<M: ?Sized + CtxMem> Clone for EntryIter<'_, M> {
-    fn clone(&self) -> Self {
-        Self {
-            ctx: self.ctx,
-            table: self.table,
-            first: self.first,
-            row: self.row,
-            then: self.then,
-            only: self.only,
-        }
-    }
-}
-
-impl<M: ?Sized + CtxMem> EntryIter<'_, M> {
-    /// Passes over the entries at the front of the run that read as capabilities and that
-    /// `skip(target, holder, grant)` says to skip ([`Entry::peek_cap`]'s answer, read in place
-    /// from the body at its fixed offsets: nothing decoded, nothing copied); stops at the
-    /// first entry that does not read as a capability, that `skip` keeps, or that ends the
-    /// run, which the next call to `next` returns. Returns how many were passed over.
-    ///
-    /// For a scan that reads most of an object's records only to learn they cannot matter:
-    /// each costs a few loads and compares here, without an [`Entry`] made for it. Only over
-    /// memory read in place ([`CtxMem::direct`]) and for one target's run; elsewhere it passes
-    /// over nothing (the caller's `next` then sees every entry).
-    pub fn skip_caps(&mut self, mut skip: impl FnMut(ObjID, ObjID, &Grant) -> bool) -> usize {
-        let (Some(all), Some(only)) = (self.ctx.mem.direct(), self.only) else {
-            return 0;
-        };
-        let (heap, table) = (self.ctx.heap, self.table);
-        let mut passed = 0;
-        while table
-            .row(self.row, ENTRY_LEN)
-            .and_then(|at| all.get(at..at.checked_add(ENTRY_LEN)?))
-            .and_then(|row| {
-                // The run's target, a capability's kind and length (as `Entry::peek_cap`).
-                if le_u128(row, 0) != only.raw()
-                    || le_u32(row, 16) != RecordKind::Cap.raw()
-                    || le_u32(row, 24) as usize != CAP_LEN
-                {
-                    return None;
-                }
-                let item = heap.sub(le_u32(row, 20), le_u32(row, 24))?;
-                let body = all.get(item.offset..item.offset.checked_add(CAP_BODY_LEN)?)?;
-                if le_u32(body, 0) != CAP_MAGIC {
-                    return None;
-                }
-                let prots = data_prots(le_u16(body, 6), le_u16(body, 40))?;
-                let gate = Gate::new(le_u64(body, 42), le_u64(body, 50), le_u64(body, 58)).ok()?;
-                let grant = Grant { prots, gate };
-                let (target, holder) =
-                    (ObjID::new(le_u128(body, 8)), ObjID::new(le_u128(body, 24)));
-                skip(target, holder, &grant).then_some(())
-            })
-            .is_some()
-        {
-            self.row += 1;
-            passed += 1;
-        }
-        passed
-    }
-
-    /// [`EntryIter::skip_caps`] for the question a lazy scan asks: passes over the entries at
-    /// the front of the run that read as capabilities for the run's target, held by `holder`,
-    /// whose grant adds no right in `want` to `access` ([`Grant::adds`]) and that `keep` (if
-    /// given) does not keep; stops at the first other entry, which the next call to `next`
-    /// returns. Returns how many were passed over.
-    ///
-    /// The same as `skip_caps(|t, h, g| t == target && h == holder && !g.adds(access, want) &&
-    /// !keep.is_some_and(|k| k(g)))`, but cheaper per entry (about 50 instructions): the row
-    /// and the body are read in place at fixed offsets, the gate is checked as `Gate::new`
-    /// would and held against the access's page with what depends only on the access worked
-    /// out once, no [`Grant`] is built and nothing is called, and `keep` is asked only of
-    /// records that would otherwise be passed over. Only over memory read in place and for
-    /// one target's run, as `skip_caps`.
-    #[inline]
-    pub fn skip_useless_caps(
-        &mut self,
-        holder: ObjID,
-        access: &Access,
-        want: Protections,
-        mut keep: Option<impl FnMut(&Grant) -> bool>,
-    ) -> usize {
-        let (Some(all), Some(only)) = (self.ctx.mem.direct(), self.only) else {
-            return 0;
-        };
-        let (Some(rows), Some(heap)) = (self.table.bytes(all), self.ctx.heap.bytes(all)) else {
-            return 0;
-        };
-        let Some(rest) = self
-            .row
-            .checked_mul(ENTRY_LEN)
-            .and_then(|at| rows.get(at..))
-        else {
-            return 0;
-        };
-        let wants = Wants::new(access, want);
-        let mut id = [0u8; 32];
-        id[..16].copy_from_slice(&only.raw().to_le_bytes());
-        id[16..].copy_from_slice(&holder.raw().to_le_bytes());
-        let only = only.raw();
-        let mut passed = 0;
-        for row in rest.chunks_exact(ENTRY_LEN) {
-            // The row: the run's target, a capability's kind and length, inside the heap.
-            if le_u128(row, 0) != only
-                || le_u32(row, 16) != RecordKind::Cap.raw()
-                || le_u32(row, 24) as usize != CAP_LEN
-            {
-                break;
-            }
-            let at = le_u32(row, 20) as usize;
-            let Some(body) = at
-                .checked_add(CAP_LEN)
-                .and_then(|end| heap.get(at..end))
-                .and_then(|b| b.first_chunk::<CAP_BODY_LEN>())
-            else {
-                break;
-            };
-            // The body, at the offsets `Entry::peek_cap` reads: magic, then target and holder
-            // (32 bytes compared at once), protections and gate.
-            if le_u32(body, 0) != CAP_MAGIC || body.get(8..40) != Some(&id[..]) {
-                break;
-            }
-            let Some(prots) = data_prots(le_u16(body, 6), le_u16(body, 40)) else {
-                break;
-            };
-            let (offset, length, align) = (le_u64(body, 42), le_u64(body, 50), le_u64(body, 58));
-            // `Gate::new`'s checks (`0 < length <= MAX`, `offset <= MAX - length`, `align >
-            // 0`): the subtractions cannot wrap once `length` is in range, nor the sum once
-            // `offset` is.
-            if length.wrapping_sub(1) >= MAX_OBJECT_SIZE
-                || offset > MAX_OBJECT_SIZE - length
-                || align == 0
-                || wants.adds(prots, offset, offset + length, align)
-            {
-                break;
-            }
-            if let Some(keep) = keep.as_mut()
-                && Gate::new(offset, length, align).is_ok_and(|gate| keep(&Grant { prots, gate }))
-            {
-                break;
-            }
-            passed += 1;
-        }
-        self.row += passed;
-        passed
-    }
-}
-
-impl<'a, M: ?Sized + CtxMem> Iterator for EntryIter<'a, M> {
-    type Item = Entry<'a, M>;
-
-    #[inline]
-    fn next(&mut self) -> Option<Entry<'a, M>> {
-        loop {
-            // A row that is past the table, for another target or that does not check out
-            // ends the run.
-            if let Some(e) = self.ctx.entry(self.table, self.first, self.row, self.only) {
-                self.row += 1;
-                return Some(e);
-            }
-            self.row = self.then.take()?;
-            self.table = self.ctx.overflow;
-            self.first = self.ctx.main_count();
-        }
     }
 }
