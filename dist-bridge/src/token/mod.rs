@@ -421,49 +421,21 @@ impl GuardedToken {
         if reserved != 0 {
             return Err(TokenDecodeError::NonZeroReserved(reserved));
         }
-        let mut expected = MIN_TOKEN_LEN + usize::from(count) * SCOPE_LEN;
-        if format == TOKEN_FORMAT_LABELS {
-            // The label's length is in its own header: read the body first.
-            expected += LABELS_FIXED_LEN;
-            if bytes.len() < expected {
-                return Err(TokenDecodeError::Truncated {
-                    needed: expected,
-                    got: bytes.len(),
-                });
-            }
-        }
+        let scopes = usize::from(count) * SCOPE_LEN;
         let body = if format == TOKEN_FORMAT_LABELS {
+            // The label's length is in its own header: read the body first.
+            at_least(bytes.len(), MIN_TOKEN_LEN + scopes + LABELS_FIXED_LEN)?;
             let body = TokenBody::decode_from(&mut r, format)?;
-            expected = HEADER_LEN + body.encoded_len() + usize::from(count) * SCOPE_LEN + TAG_LEN;
+            exactly(
+                bytes.len(),
+                HEADER_LEN + body.encoded_len() + scopes + TAG_LEN,
+            )?;
             body
         } else {
             // Version 1: the length is known before the body is read.
-            if bytes.len() < expected {
-                return Err(TokenDecodeError::Truncated {
-                    needed: expected,
-                    got: bytes.len(),
-                });
-            }
-            if bytes.len() > expected {
-                return Err(TokenDecodeError::TrailingBytes {
-                    expected,
-                    got: bytes.len(),
-                });
-            }
+            exactly(bytes.len(), MIN_TOKEN_LEN + scopes)?;
             TokenBody::decode_from(&mut r, format)?
         };
-        if bytes.len() < expected {
-            return Err(TokenDecodeError::Truncated {
-                needed: expected,
-                got: bytes.len(),
-            });
-        }
-        if bytes.len() > expected {
-            return Err(TokenDecodeError::TrailingBytes {
-                expected,
-                got: bytes.len(),
-            });
-        }
         let mut caveats = Vec::with_capacity(usize::from(count));
         let mut last = body.scope;
         for n in 1..=count {
@@ -503,4 +475,21 @@ fn chain(root_tag: [u8; TAG_LEN], caveats: &[Scope]) -> [u8; TAG_LEN] {
         tag = crypto::caveat_tag(&tag, caveat_number(i), &c.encode());
     }
     tag
+}
+
+/// `got` bytes are at least the `needed` ones.
+fn at_least(got: usize, needed: usize) -> Result<(), TokenDecodeError> {
+    if got < needed {
+        return Err(TokenDecodeError::Truncated { needed, got });
+    }
+    Ok(())
+}
+
+/// `got` bytes are exactly the `expected` ones.
+fn exactly(got: usize, expected: usize) -> Result<(), TokenDecodeError> {
+    at_least(got, expected)?;
+    if got > expected {
+        return Err(TokenDecodeError::TrailingBytes { expected, got });
+    }
+    Ok(())
 }
