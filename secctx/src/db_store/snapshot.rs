@@ -350,6 +350,22 @@ mod tests {
 
     use crate::{ObjMeta, Object, ObjectStore};
 
+    /// A fresh store in this process's scratch directory `name`, holding object `id` of `len`
+    /// bytes of 1.
+    fn store_with_object(name: &str, id: ObjID, len: usize) -> (std::path::PathBuf, DbStore) {
+        let dir = std::env::temp_dir().join(format!("secctx-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let store = DbStore::open(&dir).expect("open");
+        store
+            .create(&Object {
+                id,
+                meta: ObjMeta::plain(),
+                data: vec![1; len],
+            })
+            .expect("create");
+        (dir, store)
+    }
+
     #[test]
     fn a_reader_is_send_and_sync() {
         fn check<T: Send + Sync>() {}
@@ -360,17 +376,8 @@ mod tests {
     /// after a commit by another handle, whose data the new view reads and the old one does not.
     #[test]
     fn a_view_names_its_snapshot_and_a_commit_makes_a_new_one() {
-        let dir = std::env::temp_dir().join(format!("secctx-view-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        let store = DbStore::open(&dir).expect("open");
         let id = ObjID::new(7);
-        store
-            .create(&Object {
-                id,
-                meta: ObjMeta::plain(),
-                data: vec![1; 100],
-            })
-            .expect("create");
+        let (dir, store) = store_with_object("view", id, 100);
         let reader = store.snapshot_reader(Duration::from_secs(3600));
         let a = reader.view().expect("view");
         let b = reader.view().expect("view");
@@ -426,17 +433,8 @@ mod tests {
     /// header itself otherwise; one that arrived after a commit sees it.
     #[test]
     fn a_read_reuses_a_header_read_made_after_its_request_arrived() {
-        let dir = std::env::temp_dir().join(format!("secctx-arrived-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        let store = DbStore::open(&dir).expect("open");
         let id = ObjID::new(9);
-        store
-            .create(&Object {
-                id,
-                meta: ObjMeta::plain(),
-                data: vec![1; 8],
-            })
-            .expect("create");
+        let (dir, store) = store_with_object("arrived", id, 8);
         let reader = store.snapshot_reader(Duration::from_secs(3600));
         let early = Instant::now();
         // The header read below must begin strictly after `early` (the clock counts ns).
