@@ -27,6 +27,12 @@ pub struct EntryIter<'a, M: ?Sized + CtxMem = [u8]> {
     /// when there is none (no overflow table, or it is under way).
     pub(super) then: Option<usize>,
     pub(super) only: Option<ObjID>,
+    /// The row at which the run in progress ends early (`usize::MAX`: where the table or
+    /// the target's rows end).
+    pub(super) stop: usize,
+    /// After the run in progress, the same table's rows `.0 .. .1` (the front of a run that
+    /// [`EntryIter::start_near_page`] started in its middle).
+    pub(super) wrap: Option<(usize, usize)>,
 }
 
 impl<M: ?Sized + CtxMem> Clone for EntryIter<'_, M> {
@@ -38,6 +44,8 @@ impl<M: ?Sized + CtxMem> Clone for EntryIter<'_, M> {
             row: self.row,
             then: self.then,
             only: self.only,
+            stop: self.stop,
+            wrap: self.wrap,
         }
     }
 }
@@ -59,30 +67,21 @@ impl<M: ?Sized + CtxMem> EntryIter<'_, M> {
         };
         let (heap, table) = (self.ctx.heap, self.table);
         let mut passed = 0;
-        while table
-            .row(self.row, ENTRY_LEN)
-            .and_then(|at| all.get(at..at.checked_add(ENTRY_LEN)?))
-            .and_then(|row| {
-                // The run's target, a capability's kind and length (as `Entry::peek_cap`).
-                if le_u128(row, 0) != only.raw()
-                    || le_u32(row, 16) != RecordKind::Cap.raw()
-                    || le_u32(row, 24) as usize != CAP_LEN
-                {
-                    return None;
-                }
-                let item = heap.sub(le_u32(row, 20), le_u32(row, 24))?;
-                let body = all.get(item.offset..item.offset.checked_add(CAP_BODY_LEN)?)?;
-                if le_u32(body, 0) != CAP_MAGIC {
-                    return None;
-                }
-                let prots = data_prots(le_u16(body, 6), le_u16(body, 40))?;
-                let gate = Gate::new(le_u64(body, 42), le_u64(body, 50), le_u64(body, 58)).ok()?;
-                let grant = Grant { prots, gate };
-                let (target, holder) =
-                    (ObjID::new(le_u128(body, 8)), ObjID::new(le_u128(body, 24)));
-                skip(target, holder, &grant).then_some(())
-            })
-            .is_some()
+        while self.row < self.stop
+            && cap_body(all, table, heap, only.raw(), self.row)
+                .and_then(|body| {
+                    if le_u32(body, 0) != CAP_MAGIC {
+                        return None;
+                    }
+                    let prots = data_prots(le_u16(body, 6), le_u16(body, 40))?;
+                    let gate =
+                        Gate::new(le_u64(body, 42), le_u64(body, 50), le_u64(body, 58)).ok()?;
+                    let grant = Grant { prots, gate };
+                    let (target, holder) =
+                        (ObjID::new(le_u128(body, 8)), ObjID::new(le_u128(body, 24)));
+                    skip(target, holder, &grant).then_some(())
+                })
+                .is_some()
         {
             self.row += 1;
             passed += 1;
@@ -117,10 +116,11 @@ impl<M: ?Sized + CtxMem> EntryIter<'_, M> {
         let (Some(rows), Some(heap)) = (self.table.bytes(all), self.ctx.heap.bytes(all)) else {
             return 0;
         };
+        let end = self.stop.saturating_mul(ENTRY_LEN).min(rows.len());
         let Some(rest) = self
             .row
             .checked_mul(ENTRY_LEN)
-            .and_then(|at| rows.get(at..))
+            .and_then(|at| rows.get(at..end))
         else {
             return 0;
         };
@@ -177,23 +177,151 @@ impl<M: ?Sized + CtxMem> EntryIter<'_, M> {
     }
 }
 
+impl<M: ?Sized + CtxMem> EntryIter<'_, M> {
+    /// For a scan looking for a grant on the page whose first byte is `page`: when the run's
+    /// next record is a capability whose gate does not cover the page, starts the run instead
+    /// at the record whose gate starts nearest at or before the page in the run's order (the
+    /// last such record if the gates ascend from the front's, the first if they descend),
+    /// found by a galloping, then a binary, search over the records' gate offsets; the
+    /// records it moved past come after the rest of the run, before the overflow table's
+    /// run. Returns how many it moved behind (0: the order is unchanged).
+    ///
+    /// Only the order changes: the iterator returns the same entries as before, each once
+    /// (the context was parsed, so every row of the run checks out). The search trusts
+    /// nothing about the order: a run whose records are not in gate order only makes it start
+    /// at a record that does not cover the page, and the scan reads on from there as it would
+    /// have from the front. A run in gate order, ascending or descending (a context built
+    /// page by page), has its record for the page found after about twice the logarithm of
+    /// the run's length of reads, instead of after every record before it; a run in no order
+    /// is read as before. Reads at most that many rows and gates.
+    ///
+    /// Only over memory read in place, for one target's run, and before the run was started
+    /// in its middle once already; elsewhere it does nothing.
+    pub fn start_near_page(&mut self, page: u64) -> usize {
+        let (Some(all), Some(only)) = (self.ctx.mem.direct(), self.only) else {
+            return 0;
+        };
+        if self.wrap.is_some() || self.stop != usize::MAX {
+            return 0;
+        }
+        let (table, heap) = (self.table, self.ctx.heap);
+        // The gate's offset and length of row `r`, if it is a capability of the run whose
+        // body is inside the heap (the fields as written, not checked).
+        let gate = |r: usize| {
+            cap_body(all, table, heap, only.raw(), r).map(|b| (le_u64(b, 42), le_u64(b, 50)))
+        };
+        let start = self.row;
+        let at = match gate(start) {
+            // Covers the page (or may: what the scan finds out anyway): nothing to gain.
+            Some((offset, length))
+                if offset <= page
+                    && offset
+                        .checked_add(length)
+                        .is_none_or(|end| end >= page.saturating_add(PAGE_SIZE)) =>
+            {
+                return 0;
+            }
+            // Gates in ascending order: the last record whose gate starts at or before the
+            // page.
+            Some((offset, _)) if offset <= page => {
+                last_where(start, |r| gate(r).is_some_and(|(o, _)| o <= page))
+            }
+            // In descending order: the first record whose gate starts at or before the page,
+            // right after the last that starts past it (if it is one of the run's).
+            Some(_) => {
+                let past = last_where(start, |r| gate(r).is_some_and(|(o, _)| o > page));
+                match past.checked_add(1) {
+                    Some(next) if gate(next).is_some() => next,
+                    _ => return 0,
+                }
+            }
+            // Not a capability: no order to search by.
+            None => return 0,
+        };
+        if at == start {
+            return 0;
+        }
+        self.wrap = Some((start, at));
+        self.row = at;
+        at - start
+    }
+}
+
 impl<'a, M: ?Sized + CtxMem> Iterator for EntryIter<'a, M> {
     type Item = Entry<'a, M>;
 
     #[inline]
     fn next(&mut self) -> Option<Entry<'a, M>> {
         loop {
-            // A row that is past the table, for another target or that does not check out
-            // ends the run.
-            if let Some(e) = self.ctx.entry(self.table, self.first, self.row, self.only) {
+            // A row that is past the table or the run's early stop, for another target or
+            // that does not check out ends the run.
+            if self.row < self.stop
+                && let Some(e) = self.ctx.entry(self.table, self.first, self.row, self.only)
+            {
                 self.row += 1;
                 return Some(e);
             }
+            // The front of a run started in its middle, then the overflow table's run.
+            if let Some((row, stop)) = self.wrap.take() {
+                (self.row, self.stop) = (row, stop);
+                continue;
+            }
             self.row = self.then.take()?;
+            self.stop = usize::MAX;
             self.table = self.ctx.overflow;
             self.first = self.ctx.main_count();
         }
     }
+}
+
+/// The last row `r >= start` such that `holds` holds for every row from `start` to `r`,
+/// given that it holds for `start`, when `holds` holds for a prefix of the rows from
+/// `start` on (a galloping search, then a binary one: about twice the logarithm of the
+/// distance, in calls). When `holds` is not such a prefix, some row where it holds.
+fn last_where(start: usize, holds: impl Fn(usize) -> bool) -> usize {
+    // `lo` holds; `hi` does not (it may be past the table).
+    let (mut lo, mut step) = (start, 1usize);
+    let mut hi = loop {
+        let probe = lo.saturating_add(step);
+        if probe == lo || !holds(probe) {
+            break probe;
+        }
+        lo = probe;
+        step = step.saturating_mul(2);
+    };
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        if holds(mid) {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
+}
+
+/// The body of row `r` of `table` (in `all`) if the row names a capability of the target
+/// `only` (its kind and length, as [`Entry::peek_cap`] reads them) whose bytes are inside
+/// `heap`: the bytes at the body's fixed offsets, nothing checked.
+#[inline]
+fn cap_body(
+    all: &[u8],
+    table: Region,
+    heap: Region,
+    only: u128,
+    r: usize,
+) -> Option<&[u8; CAP_BODY_LEN]> {
+    let at = table.row(r, ENTRY_LEN)?;
+    let row = all.get(at..at.checked_add(ENTRY_LEN)?)?;
+    if le_u128(row, 0) != only
+        || le_u32(row, 16) != RecordKind::Cap.raw()
+        || le_u32(row, 24) as usize != CAP_LEN
+    {
+        return None;
+    }
+    let item = heap.sub(le_u32(row, 20), le_u32(row, 24))?;
+    all.get(item.offset..item.offset.checked_add(CAP_BODY_LEN)?)?
+        .first_chunk::<CAP_BODY_LEN>()
 }
 
 /// What [`Grant::adds`] asks of every record of a scan, worked out once for the access: the

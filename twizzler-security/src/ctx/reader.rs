@@ -670,6 +670,8 @@ impl<'a, M: ?Sized + CtxMem> SecCtx<'a, M> {
             row: self.lower_bound(self.entries, main, target.raw()),
             then: (overflow != 0).then(|| self.lower_bound(self.overflow, overflow, target.raw())),
             only: Some(target),
+            stop: usize::MAX,
+            wrap: None,
         }
     }
 
@@ -682,6 +684,8 @@ impl<'a, M: ?Sized + CtxMem> SecCtx<'a, M> {
             row: 0,
             then: (self.overflow_count() != 0).then_some(0),
             only: None,
+            stop: usize::MAX,
+            wrap: None,
         }
     }
 

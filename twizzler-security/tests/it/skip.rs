@@ -376,3 +376,161 @@ fn skip_useless_caps_stops_at_the_record_that_adds() {
     // A read at the last page of the address space: no data grant covers it.
     assert_eq!(skipped(Access::read(u64::MAX), all), 3);
 }
+
+/// The entries a scan returns and passes over, in order, when it first asks
+/// `start_near_page(page)` and then passes over what `skip_useless_caps` does.
+fn scan_from_page(ctx: &SecCtx<'_>, t: ObjID, page: u64, access: &Access) -> Vec<(usize, bool)> {
+    let mut seen = Vec::new();
+    let mut it = ctx.entries_for(t);
+    it.start_near_page(page);
+    loop {
+        let before = it.clone();
+        let n = it.skip_useless_caps(C, access, Protections::all(), None::<fn(&Grant) -> bool>);
+        seen.extend(before.take(n).map(|e| (e.index, true)));
+        match it.next() {
+            Some(e) => seen.push((e.index, false)),
+            None => return seen,
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, failure_persistence: None, ..ProptestConfig::default() })]
+
+    /// `start_near_page` only reorders: over hostile contexts (damaged records, foreign
+    /// holders, delegations, overflow rows, gates in any order) the iterator returns each
+    /// entry of the run exactly once, with or without `skip_useless_caps` passing over some;
+    /// what it moved behind is the run's front, and when it moved anything the new front's
+    /// gate starts at or before the page.
+    #[test]
+    fn start_near_page_returns_every_entry_once(
+        items in prop::collection::vec(item(), 0..24),
+        overflow in prop::collection::vec(item(), 0..6),
+        damages in prop::collection::vec((any::<prop::sample::Index>(), damage()), 0..4),
+        page in edge_offset(),
+        access in access(),
+    ) {
+        let page = page & !(PAGE_SIZE - 1);
+        let (main, extra): (Vec<_>, Vec<_>) = (
+            items.iter().enumerate().map(|(i, it)| record(it, i as u64)).collect(),
+            overflow.iter().enumerate().map(|(i, it)| record(it, 100 + i as u64)).collect(),
+        );
+        let mut bytes = context(&main, &extra);
+        let places = layout(&bytes);
+        if !places.is_empty() {
+            for (i, d) in &damages {
+                let (row, at) = places[i.index(places.len())];
+                damage_at(&mut bytes, at, row, *d);
+            }
+        }
+        let ctx = SecCtx::parse(&bytes).unwrap();
+        for t in [target(0), target(1), target(2)] {
+            let plain: Vec<usize> = ctx.entries_for(t).map(|e| e.index).collect();
+            let mut it = ctx.entries_for(t);
+            let moved = it.start_near_page(page);
+            let order: Vec<usize> = it.map(|e| e.index).collect();
+            // The same entries; the first `moved` of the run come after the rest of the
+            // entry table's run, before the overflow table's.
+            let main_run = plain.iter().filter(|i| **i < ctx.entry_count() - ctx.overflow_count()).count();
+            prop_assert!(moved < main_run.max(1));
+            let mut expected = plain[moved..main_run].to_vec();
+            expected.extend_from_slice(&plain[..moved]);
+            expected.extend_from_slice(&plain[main_run..]);
+            prop_assert_eq!(&order, &expected);
+            if moved > 0 {
+                // Its gate's offset as written (the body need not be a valid capability's).
+                let front = ctx.entries_for(t).nth(moved).unwrap();
+                let offset = u64::from_le_bytes(front.bytes()[42..50].try_into().unwrap());
+                prop_assert!(offset <= page);
+            }
+            // With the skip: every entry once, in the same order.
+            let skipped = scan_from_page(&ctx, t, page, &access);
+            prop_assert_eq!(skipped.iter().map(|(i, _)| *i).collect::<Vec<_>>(), expected);
+        }
+    }
+}
+
+/// A run of page-gated capabilities in page order (as a context built page by page is):
+/// `start_near_page` starts at the record for the page, whichever it is; in another order it
+/// changes nothing or starts at a record that starts before the page, and a scan still finds
+/// the record for the page.
+#[test]
+fn start_near_page_finds_the_page_in_a_run_in_gate_order() {
+    let k = key(SigningScheme::Ed25519, 44);
+    let sig = *cap(target(0), C, Protections::READ, &k).signature();
+    let t = target(0);
+    let page_cap = |page: u64| {
+        let mut g = CapGrant::new(t, C, Protections::READ);
+        g.gate = Gate::new(page * PAGE_SIZE, PAGE_SIZE, 1).unwrap();
+        Cap::from_parts(g, sig)
+    };
+    let n = 1000u64;
+    let ordered: Vec<Cap> = (1..=n).map(page_cap).collect();
+    let bytes = ctx_with_caps(&ordered);
+    let ctx = SecCtx::parse(&bytes).unwrap();
+    for page in [1, 2, 3, 17, 500, 511, 512, 513, 999, 1000] {
+        let mut it = ctx.entries_for(t);
+        assert_eq!(
+            it.start_near_page(page * PAGE_SIZE),
+            page as usize - 1,
+            "page {page}"
+        );
+        let front = it.next().unwrap();
+        assert_eq!(front.peek_cap().unwrap().2.gate.offset(), page * PAGE_SIZE);
+        // A scan for the page stops right there.
+        let found = scan_from_page(&ctx, t, page * PAGE_SIZE, &Access::read(page * PAGE_SIZE));
+        assert_eq!(
+            found.first(),
+            Some(&(page as usize - 1, false)),
+            "page {page}"
+        );
+    }
+    // Past the last record's page, and before the first: the last one, and nothing moved.
+    assert_eq!(
+        ctx.entries_for(t).start_near_page(5000 * PAGE_SIZE),
+        n as usize - 1
+    );
+    assert_eq!(ctx.entries_for(t).start_near_page(0), 0);
+
+    // In reverse order the search runs the other way: the record for the page is found,
+    // and a scan for page 1 starts at it. Interleaved (odd pages, then even ones), the
+    // front's run of odd pages is searched: it starts at the odd page nearest below, and a
+    // scan reads on from there to the page's record.
+    let reversed: Vec<Cap> = (1..=n).rev().map(page_cap).collect();
+    let bytes = ctx_with_caps(&reversed);
+    let ctx = SecCtx::parse(&bytes).unwrap();
+    for page in [1, 2, 500, 999, 1000] {
+        let moved = ctx.entries_for(t).start_near_page(page * PAGE_SIZE);
+        assert_eq!(moved, (n - page) as usize, "page {page}");
+        let found = scan_from_page(&ctx, t, page * PAGE_SIZE, &Access::read(page * PAGE_SIZE));
+        assert_eq!(
+            found.first(),
+            Some(&((n - page) as usize, false)),
+            "page {page}"
+        );
+        assert_eq!(found.len(), n as usize);
+    }
+    let interleaved: Vec<Cap> = (1..=n)
+        .step_by(2)
+        .chain((2..=n).step_by(2))
+        .map(page_cap)
+        .collect();
+    let bytes = ctx_with_caps(&interleaved);
+    let ctx = SecCtx::parse(&bytes).unwrap();
+    // Page 100 (even, at index 549): the search stops at page 99 (index 49).
+    assert_eq!(ctx.entries_for(t).start_near_page(100 * PAGE_SIZE), 49);
+    let found = scan_from_page(&ctx, t, 100 * PAGE_SIZE, &Access::read(100 * PAGE_SIZE));
+    let granting = found.iter().position(|e| !e.1).unwrap();
+    assert_eq!(found[granting], (549, false));
+    assert_eq!(found.len(), n as usize);
+
+    // A front that covers the page (a whole-object grant first): nothing moves.
+    let mut whole = vec![{
+        let g = CapGrant::new(t, C, Protections::READ);
+        Cap::from_parts(g, sig)
+    }];
+    whole.extend(ordered.iter().cloned());
+    let bytes = ctx_with_caps(&whole);
+    let ctx = SecCtx::parse(&bytes).unwrap();
+    assert_eq!(ctx.entries_for(t).start_near_page(700 * PAGE_SIZE), 0);
+}
