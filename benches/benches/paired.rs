@@ -386,13 +386,37 @@ fn main() {
 
     // Issue 20: the lazy miss with 1,000 records for the object, plain (whole-object read
     // capabilities) and page-gated (one per page: faulting on page 1, whose record is first,
-    // and on page 1,000, whose record is last, so the other 999 are read and skipped).
-    let issue20 = |k: u64, gated: bool| {
+    // and on page 1,000, whose record is last: the scan starts near the page, since the run
+    // is in gate order); page-gated in reverse page order, faulting on page 1, whose record
+    // is last (the search runs the other way); and page-gated in no order, faulting on page
+    // 500, whose record is last: the order tells the search nothing, and the other 999
+    // records are read and passed over.
+    #[derive(Clone, Copy)]
+    enum Order {
+        Pages,
+        Reversed,
+        Shuffled,
+    }
+    let issue20 = |k: u64, gated: bool, order: Order| {
+        let pages: Vec<u64> = match order {
+            Order::Pages => (1..=k).collect(),
+            Order::Reversed => (1..=k).rev().collect(),
+            // Every page but the middle one in a scattered order (389 is prime to k - 1 =
+            // 999, so i * 389 mod 999 visits each), then the middle one.
+            Order::Shuffled => {
+                let others: Vec<u64> = (1..=k).filter(|p| *p != k / 2).collect();
+                let n = others.len() as u64;
+                (0..n)
+                    .map(|i| others[((i * 389) % n) as usize])
+                    .chain([k / 2])
+                    .collect()
+            }
+        };
         let mut ed = SecCtxEditor::new();
-        for i in 0..k {
+        for (i, page) in (0..k).zip(pages) {
             let mut g = CapGrant::new(obj(0), CTX, Protections::READ);
             if gated {
-                g.gate = twizzler_capsec::Gate::new((1 + i) * 4096, 4096, 1).unwrap();
+                g.gate = twizzler_capsec::Gate::new(page * 4096, 4096, 1).unwrap();
             } else {
                 g.expires = twizzler_capsec::Expiry::from_raw(NOW + 1_000_000_000_000 + i);
             }
@@ -400,7 +424,10 @@ fn main() {
         }
         benches::host::one_object_engine(&ed, &ed_sk)
     };
-    let (plain_1000, gated_1000) = (issue20(1_000, false), issue20(1_000, true));
+    let (plain_1000, gated_1000) = (
+        issue20(1_000, false, Order::Pages),
+        issue20(1_000, true, Order::Pages),
+    );
     let miss_on = |e: &kernel_hooks::Engine<benches::host::BenchHost>, page: u64| {
         e.flush();
         let f =
@@ -415,6 +442,12 @@ fn main() {
     // denial over 1,000,000 other entries takes seconds to set up.
     let wanted =
         |name: &str| filters.is_empty() || filters.iter().any(|f| name.contains(f.as_str()));
+    let reversed_name =
+        "issue20/decide_miss/gated_reversed/1000 vs raw_verify/ed25519_verify_strict/32B";
+    let reversed_1000 = wanted(reversed_name).then(|| issue20(1_000, true, Order::Reversed));
+    let shuffled_name =
+        "issue20/decide_miss/gated_shuffled/1000 vs raw_verify/ed25519_verify_strict/32B";
+    let shuffled_1000 = wanted(shuffled_name).then(|| issue20(1_000, true, Order::Shuffled));
     let hits: Vec<_> = [1u128, 100, 10_000]
         .into_iter()
         .filter(|n| wanted(&format!("issue20/hit/{n} vs upstream")))
@@ -532,6 +565,28 @@ fn main() {
             a_name: "flush + decide miss, 1,000 page records, page 1,000",
             b_name: "ed25519 verify_strict 32B",
             a: Box::new(|| miss_on(&gated_1000, 1_000)),
+            b: Box::new(ed_raw),
+        },
+        Pair {
+            name: reversed_name,
+            a_name: "flush + decide miss, 1,000 page records in reverse, page 1",
+            b_name: "ed25519 verify_strict 32B",
+            a: Box::new(|| {
+                if let Some(e) = &reversed_1000 {
+                    miss_on(e, 1);
+                }
+            }),
+            b: Box::new(ed_raw),
+        },
+        Pair {
+            name: shuffled_name,
+            a_name: "flush + decide miss, 1,000 page records in no order, page 500 (last)",
+            b_name: "ed25519 verify_strict 32B",
+            a: Box::new(|| {
+                if let Some(e) = &shuffled_1000 {
+                    miss_on(e, 500);
+                }
+            }),
             b: Box::new(ed_raw),
         },
         Pair {

@@ -5,7 +5,7 @@
 use core::cell::{Cell, RefCell};
 
 use twizzler_capsec::{
-    Access, AccessKind, CtxOwnership, FlowDenial, FlowResult, Grant, LabelId, ObjID,
+    Access, AccessKind, CtxOwnership, FlowDenial, FlowResult, Grant, LabelId, ObjID, PAGE_SIZE,
     PrincipalLabels, Protections, SecCtx, Verdict,
 };
 
@@ -184,6 +184,14 @@ impl<H: Host> Engine<H> {
             grant.adds(access, (entry.snap.allowed & needed).difference(provided))
         };
         let mut entries = ctx.entries_for(target);
+        // A data access looks first where the records' gates say its page is (a run in gate
+        // order, as a context built page by page is): every record is still read if needed,
+        // only the order changes (`EntryIter::start_near_page`).
+        if let Some((access, _)) = need
+            && access.kind != AccessKind::Exec
+        {
+            entries.start_near_page(access.offset & !(PAGE_SIZE - 1));
+        }
         loop {
             // Looking for a grant: pass over the capabilities that cannot add a right the
             // access needs (the checks below, read in place), without making an entry of

@@ -614,6 +614,89 @@ fn a_miss_verifies_what_the_access_needs_and_the_rest_when_an_access_needs_it() 
 }
 
 #[test]
+fn a_miss_finds_the_record_for_its_page_in_any_order_and_verifies_only_it() {
+    // 300 read capabilities for FILE, one per page 1..=300 (the one for page 200 expires),
+    // in page order, in reverse, and interleaved. A first fault on any page verifies one
+    // record, the page's own, in every order (the scan starts where the gates say the page
+    // is when the run is in gate order, and reads on from the front otherwise).
+    let n = 300u64;
+    let page_cap = |w: &World, page: u64| {
+        let mut g = CapGrant::new(FILE, CTX_A, R);
+        g.gate = twizzler_capsec::Gate::new(page * PAGE, PAGE, 1).unwrap();
+        if page == 200 {
+            g.expires = Expiry::from_raw(T0 + 700);
+        }
+        w.cap_with(g)
+    };
+    let orders: [(&str, Vec<u64>); 3] = [
+        ("page order", (1..=n).collect()),
+        ("reverse", (1..=n).rev().collect()),
+        (
+            "interleaved",
+            (1..=n).step_by(2).chain((2..=n).step_by(2)).collect(),
+        ),
+    ];
+    for (name, order) in &orders {
+        let w = World::new();
+        let caps: Vec<_> = order.iter().map(|p| page_cap(&w, *p)).collect();
+        let refs: Vec<&twizzler_capsec::Cap> = caps.iter().collect();
+        w.write_ctx(CTX_A, &ctx_with(&refs));
+        let t = SecCtxMgr::new(CTX_A);
+        for page in [n, 1, 150, 299, 200] {
+            w.engine.flush();
+            let before = w.engine.stats().verifies;
+            let d = w.decide(&t, FILE, page * PAGE, Read);
+            assert_eq!(mapped(&d), Some(R), "{name}: page {page}");
+            assert_eq!(w.engine.stats().verifies - before, 1, "{name}: page {page}");
+        }
+        // The page-200 grant is the expiring record's: its deadline is armed and the timer
+        // unmaps it.
+        assert_eq!(w.engine.next_deadline(), Some(T0 + 700), "{name}");
+        w.host().take_unmapped();
+        w.host().advance(700);
+        let gone = w.engine.expire();
+        assert!(
+            gone.unmapped().contains(&Unmap::Object {
+                ctx: CTX_A,
+                target: FILE
+            }),
+            "{name}"
+        );
+        // Past the last page record: nothing grants; every record is judged.
+        w.engine.flush();
+        assert!(
+            !grants(&w.decide(&t, FILE, (n + 5) * PAGE, Read), Read),
+            "{name}"
+        );
+
+        // The same records with a read-write capability for the whole object after them: a
+        // write past the page records is granted by that record alone; a write to a page
+        // verifies the page's record (it adds the read a write needs) and that one; a read,
+        // one record.
+        let w = World::new();
+        let mut caps: Vec<_> = order.iter().map(|p| page_cap(&w, *p)).collect();
+        caps.push(w.cap_with(CapGrant::new(FILE, CTX_A, RW)));
+        let refs: Vec<&twizzler_capsec::Cap> = caps.iter().collect();
+        w.write_ctx(CTX_A, &ctx_with(&refs));
+        for (page, kind, verifies) in [
+            (n + 5, Write, 1),
+            (42, Write, 2),
+            (7, Read, 1),
+            (n, Read, 1),
+        ] {
+            w.engine.flush();
+            let before = w.engine.stats().verifies;
+            assert!(
+                grants(&w.decide(&t, FILE, page * PAGE, kind), kind),
+                "{name}: {page}"
+            );
+            let did = w.engine.stats().verifies - before;
+            assert_eq!(did, verifies, "{name}: {page} {kind:?}");
+        }
+    }
+}
+
+#[test]
 fn an_expired_entry_replaced_before_the_timer_unmaps_what_it_granted() {
     // Page 1 is granted by a capability that expires at T+10; page 2 by one that never does.
     // The fault on page 2 comes after the expiry but before the timer's `expire`: the entry it
