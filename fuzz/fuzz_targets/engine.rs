@@ -11,9 +11,10 @@
 //! - a `Map` never grants more than the rule grants to the context it names, at the faulting
 //!   offset and at the first, middle and last page of the run it offers, never offers page 0,
 //!   grants the right the fault needs, and is valid no longer than the rule's result;
-//! - the active context decides exactly as the rule does (its budget cannot run out here):
-//!   the rule grants ⇒ `Map` from the active context with exactly the rule's protections; the
-//!   rule denies ⇒ no `Map` from it; an `UNDETACHABLE`, missing or malformed active context
+//! - the active context decides as the rule does (its budget cannot run out here): the rule
+//!   grants ⇒ `Map` from the active context with protections within the rule's and holding
+//!   what the fault needs (a miss verifies only the records the access needs); the rule
+//!   denies ⇒ no `Map` from it; an `UNDETACHABLE`, missing or malformed active context
 //!   never lets another context grant;
 //! - the same fault decided again with nothing changed gives the same decision.
 #![no_main]
@@ -193,7 +194,14 @@ fn check_fault(engine: &Engine<FuzzHost>, thread: &SecCtxMgr, fault: &Fault, d: 
                     "switched although the active context grants"
                 );
                 assert_eq!(*ctx, active);
-                assert_eq!(*prots, r.provide, "the engine and the rule disagree");
+                // A miss verifies only the records the access needs, so a mapping carries
+                // what the rule grants and never more, but not necessarily all of it at once
+                // (`docs/DESIGN.md`, the cache): at least what the fault needs.
+                assert!(
+                    r.provide.contains(*prots) && prots.contains(needed),
+                    "the engine and the rule disagree: mapped {prots:?}, the rule grants {:?}",
+                    r.provide
+                );
             }
             Decision::Violation(v) => panic!("the rule grants {:?}, the engine denied: {v}", r),
         },
@@ -247,9 +255,18 @@ fn check_fault(engine: &Engine<FuzzHost>, thread: &SecCtxMgr, fault: &Fault, d: 
         "engine grants {prots:?}, rule {r:?}"
     );
     assert!(r.grants(needed));
+    // The mapping holds until `valid_until`: the rule still grants `prots` just before then
+    // (grants only expire, so it does at every time between). Not `valid_until <=
+    // r.valid_until`: the rule's expiry is that of everything it grants, and a mapping of
+    // less (a miss verifies only what the access needs) may come from records that last longer.
+    let last = valid_until
+        .at()
+        .map_or(u64::MAX - 1, |t| t.saturating_sub(1))
+        .max(now);
+    let later = rule(host, *ctx, fault.target, here, last).expect("parsed above");
     assert!(
-        *valid_until <= r.valid_until,
-        "valid until {valid_until:?}, rule {r:?}"
+        later.provide.contains(*prots),
+        "valid until {valid_until:?}, but just before then the rule grants {later:?}"
     );
     if let Some(t) = valid_until.at() {
         assert!(now < t, "mapped under an expired grant");
