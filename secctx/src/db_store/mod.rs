@@ -48,6 +48,7 @@
 //! # drop(store); std::fs::remove_dir_all(&dir).unwrap();
 //! ```
 
+mod byte_cache;
 mod create;
 mod file;
 mod layout;
@@ -74,6 +75,7 @@ pub use layout::{FORMAT_VERSION, PAGE};
 use layout::{INFO, NAMES, OBJECTS, PAGES};
 pub use migration::migrate;
 use read::ReadError;
+pub use byte_cache::{CacheLimits, ENTRY_OVERHEAD};
 pub use snapshot::{DEFAULT_MAX_AGE, SnapshotReader, SnapshotView};
 
 use crate::store::StoreError;
