@@ -202,9 +202,14 @@ mod tests {
             drop(gates.of(ObjID::new(1000 + i)));
         }
         let map = gates.map.read().expect("map");
-        assert!(map.len() <= SWEEP_AT + 1, "unheld gates kept: {}", map.len());
         assert!(
-            map.get(&ObjID::new(7)).is_some_and(|g| Arc::ptr_eq(g, &held)),
+            map.len() <= SWEEP_AT + 1,
+            "unheld gates kept: {}",
+            map.len()
+        );
+        assert!(
+            map.get(&ObjID::new(7))
+                .is_some_and(|g| Arc::ptr_eq(g, &held)),
             "a held gate is never swept"
         );
     }

@@ -199,14 +199,19 @@ mod tests {
             c.insert(2, ObjID::new(i), bytes(100, 0));
         }
         assert_eq!(c.charged(), 3 * per);
-        assert!(c.get(1, ObjID::new(9)).is_none(), "the old snapshot's went first");
+        assert!(
+            c.get(1, ObjID::new(9)).is_none(),
+            "the old snapshot's went first"
+        );
         assert!((0..3).all(|i| c.get(2, ObjID::new(i)).is_some()));
         for i in 3..10 {
             c.insert(2, ObjID::new(i), bytes(100, 0));
             assert!(c.charged() <= 3 * per);
             assert!(c.get(2, ObjID::new(i)).is_some(), "the newest is kept");
         }
-        let kept = (0..10).filter(|&i| c.get(2, ObjID::new(i)).is_some()).count();
+        let kept = (0..10)
+            .filter(|&i| c.get(2, ObjID::new(i)).is_some())
+            .count();
         assert_eq!(kept, 3);
         // Too large, or a cache of nothing: not kept.
         c.insert(2, ObjID::new(20), bytes(101, 0));

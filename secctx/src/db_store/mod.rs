@@ -70,12 +70,12 @@ use redb::{
 };
 use twizzler_capsec::ObjID;
 
+pub use byte_cache::{CacheLimits, ENTRY_OVERHEAD};
 use create::{create_database, create_dir, remove_stale_creations};
 pub use layout::{FORMAT_VERSION, PAGE};
 use layout::{INFO, NAMES, OBJECTS, PAGES};
 pub use migration::migrate;
 use read::ReadError;
-pub use byte_cache::{CacheLimits, ENTRY_OVERHEAD};
 pub use snapshot::{DEFAULT_MAX_AGE, SnapshotReader, SnapshotView};
 
 use crate::store::StoreError;

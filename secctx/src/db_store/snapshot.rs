@@ -492,11 +492,8 @@ mod tests {
         let id = ObjID::new(11);
         let (dir, store) = store_with_object("cache", id, 100);
         let reader = store.snapshot_reader(Duration::from_secs(3600));
-        let plain = SnapshotReader::with_cache(
-            store.clone(),
-            Duration::from_secs(3600),
-            CacheLimits::NONE,
-        );
+        let plain =
+            SnapshotReader::with_cache(store.clone(), Duration::from_secs(3600), CacheLimits::NONE);
         assert_eq!(reader.read_at(id, 0, 4).expect("read"), [1; 4]);
         assert_eq!(reader.cache_hits(), 0);
         assert_eq!(reader.read_at(id, 98, 4).expect("read"), [1, 1, 0, 0]);
@@ -569,8 +566,14 @@ mod tests {
         for round in 0..3 {
             for i in 1..=7u128 {
                 let want = if i == 1 { 1 } else { i as u8 };
-                assert_eq!(reader.read_at(ObjID::new(i), 0, 2).expect("read"), [want; 2]);
-                assert!(reader.cache_charged() <= 3 * per, "round {round}, object {i}");
+                assert_eq!(
+                    reader.read_at(ObjID::new(i), 0, 2).expect("read"),
+                    [want; 2]
+                );
+                assert!(
+                    reader.cache_charged() <= 3 * per,
+                    "round {round}, object {i}"
+                );
             }
         }
         assert_eq!(reader.cache_charged(), 3 * per, "full, not over");
