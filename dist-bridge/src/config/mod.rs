@@ -14,6 +14,8 @@
 //! export_nonces_per_key = 4096           # of which one context key may hold at most
 //! max_io_bytes = 1048576                 # per invocation
 //! max_object_bytes = 67108864            # writes grow objects to at most this
+//! read_cache_bytes = 1048576             # small objects' bytes kept per store snapshot; 0: none
+//! read_cache_object_bytes = 4096         # larger objects are never kept
 //! maintenance_interval_ms = 1000
 //! peer_timeout_ms = 5000
 //! shutdown_deadline_ms = 10000           # then open connections are cut
@@ -176,6 +178,12 @@ pub struct FileConfig {
     /// Largest size a write may grow an object to.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_object_bytes: Option<u64>,
+    /// Bytes of small objects kept in memory (0: none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub read_cache_bytes: Option<u64>,
+    /// Largest object kept in that cache.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub read_cache_object_bytes: Option<u64>,
     /// Maintenance period, ms.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub maintenance_interval_ms: Option<u64>,
@@ -318,6 +326,10 @@ impl FileConfig {
             metrics_listen: over.metrics_listen.or(self.metrics_listen),
             max_io_bytes: over.max_io_bytes.or(self.max_io_bytes),
             max_object_bytes: over.max_object_bytes.or(self.max_object_bytes),
+            read_cache_bytes: over.read_cache_bytes.or(self.read_cache_bytes),
+            read_cache_object_bytes: over
+                .read_cache_object_bytes
+                .or(self.read_cache_object_bytes),
             maintenance_interval_ms: over
                 .maintenance_interval_ms
                 .or(self.maintenance_interval_ms),
