@@ -392,6 +392,7 @@ mod tests {
                     metrics_listen = \"127.0.0.1:9401\"\n\
                     max_connection_idle_ms = 1500\n\
                     max_pending_request_bytes = 8388608\n\
+                    read_cache_bytes = 0\nread_cache_object_bytes = 512\n\
                     [tls]\nca = \"c/ca.crt\"\ncert = \"c/node-1.crt\"\nkey = \"c/node-1.key\"\n\
                     [guard_table]\ncapacity = 16\n\
                     [[peers]]\nid = 2\naddr = \"127.0.0.1:7402\"\n";
@@ -404,6 +405,7 @@ mod tests {
         );
         assert_eq!(c.listen.port(), 7401);
         assert_eq!(c.max_pending_request_bytes, 8 << 20);
+        assert_eq!((c.read_cache_bytes, c.read_cache_object_bytes), (0, 512));
         assert_eq!(c.guard_table.capacity, 16);
         assert_eq!(c.guard_table.batch_size, 64);
         assert_eq!(c.peers.len(), 1);
@@ -440,6 +442,8 @@ mod tests {
             for key in [
                 "request_timeout_ms",
                 "max_pending_request_bytes",
+                "read_cache_bytes",
+                "read_cache_object_bytes",
                 "[guard_table]",
             ] {
                 assert!(printed.contains(key), "{key} missing:\n{printed}");
