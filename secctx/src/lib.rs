@@ -47,7 +47,7 @@ pub mod revocations;
 pub mod sim;
 pub mod store;
 
-pub use db_store::{DbStore, SnapshotReader, SnapshotView};
+pub use db_store::{CacheLimits, DbStore, SnapshotReader, SnapshotView};
 pub use dir_store::DirStore;
 pub use mem_store::MemStore;
 pub use sim::{AccessSimulator, SimAccess, Simulation};

@@ -54,6 +54,8 @@ impl FileConfig {
             metrics_listen: config.metrics_listen,
             max_io_bytes: Some(config.max_io_bytes),
             max_object_bytes: Some(config.max_object_bytes),
+            read_cache_bytes: Some(config.read_cache_bytes),
+            read_cache_object_bytes: Some(config.read_cache_object_bytes),
             maintenance_interval_ms: Some(millis(config.maintenance_interval)),
             peer_timeout_ms: Some(millis(config.peer_timeout)),
             notice_buffer: Some(config.notice_buffer),

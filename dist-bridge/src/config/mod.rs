@@ -14,6 +14,8 @@
 //! export_nonces_per_key = 4096           # of which one context key may hold at most
 //! max_io_bytes = 1048576                 # per invocation
 //! max_object_bytes = 67108864            # writes grow objects to at most this
+//! read_cache_bytes = 1048576             # small objects' bytes kept per store snapshot; 0: none
+//! read_cache_object_bytes = 4096         # larger objects are never kept
 //! maintenance_interval_ms = 1000
 //! peer_timeout_ms = 5000
 //! shutdown_deadline_ms = 10000           # then open connections are cut
@@ -176,6 +178,12 @@ pub struct FileConfig {
     /// Largest size a write may grow an object to.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_object_bytes: Option<u64>,
+    /// Bytes of small objects kept in memory (0: none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub read_cache_bytes: Option<u64>,
+    /// Largest object kept in that cache.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub read_cache_object_bytes: Option<u64>,
     /// Maintenance period, ms.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub maintenance_interval_ms: Option<u64>,
@@ -318,6 +326,10 @@ impl FileConfig {
             metrics_listen: over.metrics_listen.or(self.metrics_listen),
             max_io_bytes: over.max_io_bytes.or(self.max_io_bytes),
             max_object_bytes: over.max_object_bytes.or(self.max_object_bytes),
+            read_cache_bytes: over.read_cache_bytes.or(self.read_cache_bytes),
+            read_cache_object_bytes: over
+                .read_cache_object_bytes
+                .or(self.read_cache_object_bytes),
             maintenance_interval_ms: over
                 .maintenance_interval_ms
                 .or(self.maintenance_interval_ms),
@@ -380,6 +392,7 @@ mod tests {
                     metrics_listen = \"127.0.0.1:9401\"\n\
                     max_connection_idle_ms = 1500\n\
                     max_pending_request_bytes = 8388608\n\
+                    read_cache_bytes = 0\nread_cache_object_bytes = 512\n\
                     [tls]\nca = \"c/ca.crt\"\ncert = \"c/node-1.crt\"\nkey = \"c/node-1.key\"\n\
                     [guard_table]\ncapacity = 16\n\
                     [[peers]]\nid = 2\naddr = \"127.0.0.1:7402\"\n";
@@ -392,6 +405,7 @@ mod tests {
         );
         assert_eq!(c.listen.port(), 7401);
         assert_eq!(c.max_pending_request_bytes, 8 << 20);
+        assert_eq!((c.read_cache_bytes, c.read_cache_object_bytes), (0, 512));
         assert_eq!(c.guard_table.capacity, 16);
         assert_eq!(c.guard_table.batch_size, 64);
         assert_eq!(c.peers.len(), 1);
@@ -428,6 +442,8 @@ mod tests {
             for key in [
                 "request_timeout_ms",
                 "max_pending_request_bytes",
+                "read_cache_bytes",
+                "read_cache_object_bytes",
                 "[guard_table]",
             ] {
                 assert!(printed.contains(key), "{key} missing:\n{printed}");

@@ -74,6 +74,12 @@ impl FileConfig {
         if let Some(v) = self.max_object_bytes {
             config.max_object_bytes = v;
         }
+        if let Some(v) = self.read_cache_bytes {
+            config.read_cache_bytes = v;
+        }
+        if let Some(v) = self.read_cache_object_bytes {
+            config.read_cache_object_bytes = v;
+        }
         if let Some(ms) = self.maintenance_interval_ms {
             if ms == 0 {
                 return Err(ConfigFileError(

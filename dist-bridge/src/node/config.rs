@@ -82,6 +82,13 @@ pub struct NodeConfig {
     /// largest object). It bounds how far a token holder can grow the owner's objects (a
     /// write itself touches only the pages of its range).
     pub max_object_bytes: u64,
+    /// The most bytes the node keeps in memory of small objects it has read, each as the
+    /// store's current snapshot holds it (`secctx::CacheLimits`; 0: no cache). A cached read
+    /// is exactly as fresh as one from the store: it is only served for the snapshot it was
+    /// read from, and the snapshot is checked against the store's latest commit first.
+    pub read_cache_bytes: u64,
+    /// Objects longer than this are never kept in that cache.
+    pub read_cache_object_bytes: u64,
     /// How often the maintenance task runs.
     pub maintenance_interval: Duration,
     /// Time limit of a request to a peer.
@@ -159,6 +166,8 @@ impl NodeConfig {
             metrics_listen: None,
             max_io_bytes: 1 << 20,
             max_object_bytes: 64 << 20,
+            read_cache_bytes: secctx::CacheLimits::default().max_total_bytes,
+            read_cache_object_bytes: secctx::CacheLimits::default().max_object_bytes,
             maintenance_interval: Duration::from_secs(1),
             peer_timeout: Duration::from_secs(5),
             shutdown_deadline: Duration::from_secs(10),

@@ -4,49 +4,52 @@
 //! invocation it lets through has completed when it returns.
 
 use std::collections::HashMap;
-use std::sync::{Arc, RwLock, Weak};
+use std::sync::{Arc, RwLock};
 use twizzler_capsec::ObjID;
 
 use crate::owner::{InvokeError, Owner, RevokeReport};
 use crate::token::GuardedToken;
 
-/// One gate per object, alive while someone holds it.
+/// One gate per object, kept in the map (so that invocations one after another on the same
+/// object find the gate made for the first, without allocating one or taking the map's write
+/// lock each time) until the map grows to [`SWEEP_AT`] entries and nobody holds it.
 #[derive(Debug, Default)]
 pub(super) struct Gates {
-    map: RwLock<HashMap<ObjID, Weak<Gate>>>,
+    map: RwLock<HashMap<ObjID, Arc<Gate>>>,
 }
 
 /// An object's gate.
 pub(super) type Gate = tokio::sync::RwLock<()>;
 
-/// Entries kept before the dead ones are swept.
+/// Entries kept before those nobody holds are swept.
 const SWEEP_AT: usize = 1024;
 
 impl Gates {
-    /// The gate of `object`: the one others hold now, if any, else a new one. (Two holders of
-    /// one object always get the same gate: an entry dies only when nobody holds it, and a
-    /// new one is only made under the write lock, after looking again.)
+    /// The gate of `object`: the one in the map, if any, else a new one. (Two holders of one
+    /// object always get the same gate: a holder's gate is only ever taken from the map, under
+    /// its lock; an entry is removed only under the write lock, when the map's is its only
+    /// reference, so nobody holds it and nobody can take it meanwhile; and a new one is only
+    /// made under the write lock, after looking again.)
     pub(super) fn of(&self, object: ObjID) -> Arc<Gate> {
         // A panic elsewhere cannot leave the map half-updated: every change is one call.
-        // The common case, a gate someone holds or held recently, takes the shared lock only.
+        // The common case, an object invoked before, takes the shared lock only.
         if let Some(gate) = self
             .map
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .get(&object)
-            .and_then(Weak::upgrade)
         {
-            return gate;
+            return gate.clone();
         }
         let mut map = self.map.write().unwrap_or_else(|p| p.into_inner());
-        if let Some(gate) = map.get(&object).and_then(Weak::upgrade) {
-            return gate;
+        if let Some(gate) = map.get(&object) {
+            return gate.clone();
         }
         if map.len() >= SWEEP_AT {
-            map.retain(|_, g| g.strong_count() > 0);
+            map.retain(|_, g| Arc::strong_count(g) > 1);
         }
         let gate = Arc::new(Gate::default());
-        map.insert(object, Arc::downgrade(&gate));
+        map.insert(object, gate.clone());
         gate
     }
 }
@@ -186,15 +189,28 @@ mod tests {
     }
 
     #[test]
-    fn holders_of_one_object_share_its_gate_and_dead_gates_are_swept() {
+    fn holders_of_one_object_share_its_gate_and_unheld_gates_are_swept() {
         let gates = Gates::default();
         let held = gates.of(ObjID::new(7));
         assert!(Arc::ptr_eq(&held, &gates.of(ObjID::new(7))));
+        // An invocation after the last one ended finds the same gate: none is made for it.
+        let first = std::sync::Arc::downgrade(&gates.of(ObjID::new(8)));
+        let again = gates.of(ObjID::new(8));
+        assert!(first.upgrade().is_some_and(|g| Arc::ptr_eq(&g, &again)));
+        drop(again);
         for i in 0..(2 * SWEEP_AT as u128) {
             drop(gates.of(ObjID::new(1000 + i)));
         }
         let map = gates.map.read().expect("map");
-        assert!(map.len() <= SWEEP_AT + 1, "dead gates kept: {}", map.len());
-        assert!(map.get(&ObjID::new(7)).and_then(Weak::upgrade).is_some());
+        assert!(
+            map.len() <= SWEEP_AT + 1,
+            "unheld gates kept: {}",
+            map.len()
+        );
+        assert!(
+            map.get(&ObjID::new(7))
+                .is_some_and(|g| Arc::ptr_eq(g, &held)),
+            "a held gate is never swept"
+        );
     }
 }

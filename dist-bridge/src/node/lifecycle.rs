@@ -363,7 +363,14 @@ impl Node {
             Owner::new(controller, secret, config.guard_table).map_err(StartError::Table)?;
         let broadcast = BroadcastNode::new(config.node_id, peers.keys().copied());
 
-        let reader = store.snapshot_reader(secctx::db_store::DEFAULT_MAX_AGE);
+        let reader = secctx::SnapshotReader::with_cache(
+            store.clone(),
+            secctx::db_store::DEFAULT_MAX_AGE,
+            secctx::CacheLimits {
+                max_object_bytes: config.read_cache_object_bytes,
+                max_total_bytes: config.read_cache_bytes,
+            },
+        );
         let labels_seen =
             std::sync::atomic::AtomicBool::new(super::shared::store_has_labels(&store));
         let shared = Arc::new(Shared {

@@ -49,6 +49,43 @@ fn spawn_writer(store: &Path) -> std::process::Child {
         .expect("spawn a writer process")
 }
 
+/// A node serves small reads from its kept snapshot and its cache of objects' bytes
+/// (`secctx::SnapshotReader`): a commit another handle makes between two reads of the same
+/// object (an overwrite, then a write that grows it) is seen by the second read, never the
+/// cached bytes; and a read with nothing committed since is the same as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_through_the_node_sees_a_commit_made_beside_it() {
+    bounded(async {
+        let net = Net::start("read-after-commit", 1, |_| {}).await;
+        let site = &net.sites[0];
+        let token = net.export(0, Rights::READ, ByteRange::WHOLE).await;
+        let first = net.cluster.read(&token, 0, 6).await.expect("a read");
+        assert_eq!(first, b"object");
+        assert_eq!(net.cluster.read(&token, 0, 6).await.expect("again"), first);
+        for v in 1..=3u8 {
+            site.store
+                .write_at(site.object, 0, &[v; 6])
+                .expect("a write beside the node");
+            assert_eq!(net.cluster.read(&token, 0, 6).await.expect("read"), [v; 6]);
+            assert_eq!(net.cluster.read(&token, 0, 6).await.expect("read"), [v; 6]);
+        }
+        let end = site.stored().len() as u64;
+        assert_eq!(
+            net.cluster.read(&token, end, 2).await.expect("read"),
+            [0, 0]
+        );
+        site.store
+            .write_at(site.object, end, &[9, 9])
+            .expect("a write that grows the object");
+        assert_eq!(
+            net.cluster.read(&token, end, 2).await.expect("read"),
+            [9, 9]
+        );
+        net.shutdown().await;
+    })
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_and_two_writer_processes_share_one_store() {
     bounded(async {

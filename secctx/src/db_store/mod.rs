@@ -48,6 +48,7 @@
 //! # drop(store); std::fs::remove_dir_all(&dir).unwrap();
 //! ```
 
+mod byte_cache;
 mod create;
 mod file;
 mod layout;
@@ -69,6 +70,7 @@ use redb::{
 };
 use twizzler_capsec::ObjID;
 
+pub use byte_cache::{CacheLimits, ENTRY_OVERHEAD};
 use create::{create_database, create_dir, remove_stale_creations};
 pub use layout::{FORMAT_VERSION, PAGE};
 use layout::{INFO, NAMES, OBJECTS, PAGES};

@@ -81,13 +81,39 @@ pub(super) fn read_at(
 ) -> Result<Vec<u8>, ReadError> {
     let end = check_range(id, offset, len)?;
     let info = info(objects, id)?;
-    let mut out = vec![0u8; len as usize];
+    read_range(pages, id, info.len, offset, end)
+}
+
+/// Bytes `offset .. end` (a range [`check_range`] allowed) of `id`, an object of `stored`
+/// bytes: zeros past them and in absent pages.
+pub(super) fn read_range(
+    pages: &impl ReadableTable<(u128, u32), &'static [u8]>,
+    id: ObjID,
+    stored: u64,
+    offset: u64,
+    end: u64,
+) -> Result<Vec<u8>, ReadError> {
+    let mut out = vec![0u8; (end - offset) as usize];
     // Only what lies before the object's length is stored.
-    let stored = end.min(info.len).saturating_sub(offset);
+    let stored = end.min(stored).saturating_sub(offset);
     if stored > 0 {
         fill(pages, id, offset, &mut out[..stored as usize])?;
     }
     Ok(out)
+}
+
+/// Bytes `offset .. end` (a range [`check_range`] allowed) of an object whose whole stored
+/// bytes are `data`, as [`read_range`] reads them: zeros past them.
+pub(super) fn slice_of(data: &[u8], offset: u64, end: u64) -> Vec<u8> {
+    let mut out = vec![0u8; (end - offset) as usize];
+    let to = end.min(data.len() as u64);
+    if let (Some(src), Some(dst)) = (
+        data.get(offset.min(to) as usize..to as usize),
+        out.get_mut(..to.saturating_sub(offset) as usize),
+    ) {
+        dst.copy_from_slice(src);
+    }
+    out
 }
 
 /// Object `id`, whole.

@@ -46,6 +46,11 @@
 //! Anything unusual (the header cannot be read) makes a read begin a fresh transaction, which
 //! then reports the error if there is one.
 //!
+//! A read of a small object may then be answered from the reader's [`CacheLimits`]-bounded
+//! cache of objects' bytes, but only by bytes read from the very snapshot the read is to use
+//! (the same serial): see `db_store/byte_cache.rs`. Which snapshot that is, the points above
+//! decide.
+//!
 //! # Pinning
 //!
 //! A kept transaction stops writers (in every process) from reusing the pages that later
@@ -61,9 +66,10 @@ use redb::{ReadOnlyTable, ReadTransaction};
 use twizzler_capsec::ObjID;
 
 use super::DbStore;
+use super::byte_cache::{ByteCache, CacheLimits};
 use super::layout::{OBJECTS, PAGES};
-use super::read;
-use crate::store::{ObjInfo, Object, ReadState, StoreError};
+use super::read::{self, ReadError};
+use crate::store::{ObjInfo, Object, ReadState, StoreError, check_range};
 
 /// How many bytes at the start of the database file are compared: redb 4.6's header (its god
 /// byte, and both commit slots with their transaction ids) is the first 320; the rest of the
@@ -82,6 +88,8 @@ struct Snapshot {
     taken: Instant,
     /// Which snapshot of its reader this is: 1 for the first, then one more for each.
     serial: u64,
+    /// Whether it is kept for later reads (and what is read from it worth caching).
+    kept: bool,
     /// When the latest header read that found [`Snapshot::header`] began, in ns since the
     /// reader's epoch ([`Inner::epoch`]); see the module documentation (6).
     checked_ns: AtomicU64,
@@ -109,6 +117,8 @@ struct Inner {
     header_reads: AtomicU64,
     /// The origin of [`Snapshot::checked_ns`].
     epoch: Instant,
+    /// Small objects' bytes, each as one kept snapshot holds it.
+    cache: ByteCache,
 }
 
 impl std::fmt::Debug for SnapshotReader {
@@ -121,8 +131,15 @@ impl std::fmt::Debug for SnapshotReader {
 }
 
 impl SnapshotReader {
-    /// A reader of `store` that keeps a snapshot at most `max_age`.
+    /// A reader of `store` that keeps a snapshot at most `max_age`, and small objects' bytes
+    /// as [`CacheLimits::default`] bounds them.
     pub fn new(store: DbStore, max_age: Duration) -> SnapshotReader {
+        Self::with_cache(store, max_age, CacheLimits::default())
+    }
+
+    /// A reader of `store` that keeps a snapshot at most `max_age`, and of the objects it
+    /// reads as much as `cache` allows ([`CacheLimits::NONE`]: nothing).
+    pub fn with_cache(store: DbStore, max_age: Duration, cache: CacheLimits) -> SnapshotReader {
         SnapshotReader {
             inner: Arc::new(Inner {
                 store,
@@ -131,6 +148,7 @@ impl SnapshotReader {
                 taken: AtomicU64::new(0),
                 header_reads: AtomicU64::new(0),
                 epoch: Instant::now(),
+                cache: ByteCache::new(cache),
             }),
         }
     }
@@ -149,6 +167,17 @@ impl SnapshotReader {
     /// How many times this reader has read the file's header (one `pread` each).
     pub fn header_reads(&self) -> u64 {
         self.inner.header_reads.load(Ordering::Relaxed)
+    }
+
+    /// How many reads the cache of objects' bytes answered (without redb's lookups).
+    pub fn cache_hits(&self) -> u64 {
+        self.inner.cache.hits()
+    }
+
+    /// What the cache of objects' bytes holds now, in bytes charged (each entry its length
+    /// plus a fixed overhead), at most [`CacheLimits::max_total_bytes`].
+    pub fn cache_charged(&self) -> u64 {
+        self.inner.cache.charged()
     }
 
     /// `len` bytes of object `id` at `offset`, as [`crate::ObjectStore::read_at`] reads them,
@@ -180,8 +209,32 @@ impl SnapshotReader {
     ) -> Result<Vec<u8>, StoreError> {
         let snap = self.snapshot(arrived)?;
         let store = &self.inner.store;
-        read::read_at(&snap.objects, &snap.pages, id, offset, len)
+        self.read_from(&snap, id, offset, len)
             .map_err(store.read_err("read an object"))
+    }
+
+    /// [`read::read_at`] of `snap`, through the cache: bytes cached from `snap` itself, or
+    /// read from it (and cached, for a small object of a kept snapshot).
+    fn read_from(
+        &self,
+        snap: &Snapshot,
+        id: ObjID,
+        offset: u64,
+        len: u64,
+    ) -> Result<Vec<u8>, ReadError> {
+        let end = check_range(id, offset, len)?;
+        let cache = &self.inner.cache;
+        if let Some(data) = cache.get(snap.serial, id) {
+            return Ok(read::slice_of(&data, offset, end));
+        }
+        let info = read::info(&snap.objects, id)?;
+        if !(snap.kept && cache.keeps(info.len)) {
+            return read::read_range(&snap.pages, id, info.len, offset, end);
+        }
+        let data: Arc<[u8]> = read::read_range(&snap.pages, id, info.len, 0, info.len)?.into();
+        let out = read::slice_of(&data, offset, end);
+        cache.insert(snap.serial, id, data);
+        Ok(out)
     }
 
     /// Object `id`, whole, as [`crate::ObjectStore::get`] reads it, from the latest commit.
@@ -268,6 +321,7 @@ impl SnapshotReader {
             header: header.unwrap_or([0; HEADER_BYTES]),
             taken: Instant::now(),
             serial,
+            kept: header.is_some(),
             checked_ns: AtomicU64::new(began_ns),
             objects,
             pages,
@@ -426,6 +480,108 @@ mod tests {
         store.read_at(id, 0, 1).expect("read");
         assert_eq!(store.header_bytes().expect("header"), h);
         drop(store);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// The cache of objects' bytes answers a second read of the same snapshot, and never a read
+    /// after a commit by another handle (an overwrite, a removal) or by its own: those take a
+    /// new snapshot, whose serial no cached entry has. Every range it answers is what redb
+    /// gives.
+    #[test]
+    fn a_cached_read_is_as_fresh_as_its_snapshot() {
+        let id = ObjID::new(11);
+        let (dir, store) = store_with_object("cache", id, 100);
+        let reader = store.snapshot_reader(Duration::from_secs(3600));
+        let plain =
+            SnapshotReader::with_cache(store.clone(), Duration::from_secs(3600), CacheLimits::NONE);
+        assert_eq!(reader.read_at(id, 0, 4).expect("read"), [1; 4]);
+        assert_eq!(reader.cache_hits(), 0);
+        assert_eq!(reader.read_at(id, 98, 4).expect("read"), [1, 1, 0, 0]);
+        assert_eq!(reader.cache_hits(), 1);
+        // Ranges inside, across and past the object's length, as redb reads them.
+        for (offset, len) in [(0, 0), (0, 100), (50, 100), (100, 8), (4000, 16), (99, 1)] {
+            assert_eq!(
+                reader.read_at(id, offset, len).expect("cached"),
+                plain.read_at(id, offset, len).expect("plain"),
+                "{offset}+{len}"
+            );
+        }
+        assert!(matches!(
+            reader.read_at(id, u64::MAX, 2),
+            Err(StoreError::OutOfRange { .. })
+        ));
+        let hits = reader.cache_hits();
+
+        // An overwrite by another handle: the next read sees it, not the cached bytes.
+        let other = DbStore::open(&dir).expect("a second handle");
+        other.write_at(id, 0, &[2; 4]).expect("write");
+        assert_eq!(reader.read_at(id, 0, 5).expect("read"), [2, 2, 2, 2, 1]);
+        assert_eq!(reader.cache_hits(), hits, "a new snapshot: a miss");
+        assert_eq!(reader.read_at(id, 0, 5).expect("read"), [2, 2, 2, 2, 1]);
+        assert_eq!(reader.cache_hits(), hits + 1);
+        // The reader's own handle.
+        store.write_at(id, 1, &[3]).expect("write");
+        assert_eq!(reader.read_at(id, 0, 3).expect("read"), [2, 3, 2]);
+        // Removed by another handle: gone for the next read.
+        other.remove(id).expect("remove");
+        assert!(matches!(
+            reader.read_at(id, 0, 1),
+            Err(StoreError::NotFound(_))
+        ));
+        assert!(matches!(
+            reader.read_at(id, 0, 1),
+            Err(StoreError::NotFound(_))
+        ));
+        drop((reader, plain, other, store));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// The cache keeps at most its bound, and only small objects; what it evicted is read
+    /// again from the snapshot.
+    #[test]
+    fn the_cache_stays_within_its_bound() {
+        let per = 100 + super::super::ENTRY_OVERHEAD;
+        let (dir, store) = store_with_object("cache-bound", ObjID::new(1), 100);
+        for i in 2..=6 {
+            store
+                .create(&Object {
+                    id: ObjID::new(i),
+                    meta: ObjMeta::plain(),
+                    data: vec![i as u8; 100],
+                })
+                .expect("create");
+        }
+        store
+            .create(&Object {
+                id: ObjID::new(7),
+                meta: ObjMeta::plain(),
+                data: vec![7; 101],
+            })
+            .expect("create");
+        let limits = CacheLimits {
+            max_object_bytes: 100,
+            max_total_bytes: 3 * per,
+        };
+        let reader = SnapshotReader::with_cache(store.clone(), Duration::from_secs(3600), limits);
+        for round in 0..3 {
+            for i in 1..=7u128 {
+                let want = if i == 1 { 1 } else { i as u8 };
+                assert_eq!(
+                    reader.read_at(ObjID::new(i), 0, 2).expect("read"),
+                    [want; 2]
+                );
+                assert!(
+                    reader.cache_charged() <= 3 * per,
+                    "round {round}, object {i}"
+                );
+            }
+        }
+        assert_eq!(reader.cache_charged(), 3 * per, "full, not over");
+        // Too large to keep: every read of object 7 asks redb.
+        let hits = reader.cache_hits();
+        assert_eq!(reader.read_at(ObjID::new(7), 100, 2).expect("read"), [7, 0]);
+        assert_eq!(reader.cache_hits(), hits);
+        drop((reader, store));
         let _ = std::fs::remove_dir_all(&dir);
     }
 

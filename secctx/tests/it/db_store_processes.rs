@@ -425,6 +425,8 @@ fn a_snapshot_reader_sees_every_commit_before_the_read() {
         1,
         "no commit: one transaction for every read"
     );
+    // The counter (8 bytes) is cached after its first read; X (over 100 pages) never is.
+    assert_eq!(reader.cache_hits(), 4, "the counter's later reads");
     assert!(matches!(
         reader.read_at(ObjID::new(0xdead), 0, 1),
         Err(StoreError::NotFound(_))
@@ -442,6 +444,11 @@ fn a_snapshot_reader_sees_every_commit_before_the_read() {
         reader.snapshots_taken(),
         4,
         "a new transaction after each commit only"
+    );
+    assert_eq!(
+        reader.cache_hits(),
+        4 + 3,
+        "after each child's commit the counter is read from the new snapshot, then cached"
     );
 
     let other = dir.store();
