@@ -72,6 +72,9 @@ impl Entry {
 struct Entries {
     map: HashMap<ObjID, Entry>,
     charged: u64,
+    /// Entries of snapshots before this one were dropped when space was last needed: a
+    /// snapshot's first insert past the bound drops older entries, later ones need not look.
+    purged_below: u64,
 }
 
 /// The cache (see the module documentation).
@@ -133,10 +136,14 @@ impl ByteCache {
         if let Some(old) = e.map.remove(&id) {
             e.charged -= old.charge();
         }
-        if e.charged.saturating_add(charge) > self.limits.max_total_bytes {
-            // Older snapshots' entries first: no read of a later snapshot can use them.
+        if e.charged.saturating_add(charge) > self.limits.max_total_bytes && e.purged_below < serial
+        {
+            // Older snapshots' entries first: no read of a later snapshot can use them. Once
+            // per snapshot: a full cache of the current snapshot's entries is not walked on
+            // every insert.
             e.map.retain(|_, old| old.serial >= serial);
             e.charged = e.map.values().map(Entry::charge).sum();
+            e.purged_below = serial;
         }
         while e.charged.saturating_add(charge) > self.limits.max_total_bytes {
             let Some(victim) = e.map.keys().next().copied() else {
