@@ -235,15 +235,52 @@ fn layout(bytes: &[u8]) -> Vec<(usize, usize)> {
         .collect()
 }
 
+/// The context of `items` (and `overflow` in a version-2 overflow table), with `damages`
+/// done to records picked by index.
+fn damaged_context(
+    items: &[Item],
+    overflow: &[Item],
+    damages: &[(prop::sample::Index, (u8, u64))],
+) -> Vec<u8> {
+    let (main, extra): (Vec<_>, Vec<_>) = (
+        items
+            .iter()
+            .enumerate()
+            .map(|(i, it)| record(it, i as u64))
+            .collect(),
+        overflow
+            .iter()
+            .enumerate()
+            .map(|(i, it)| record(it, 100 + i as u64))
+            .collect(),
+    );
+    let mut bytes = context(&main, &extra);
+    let places = layout(&bytes);
+    if !places.is_empty() {
+        for (i, d) in damages {
+            let (row, at) = places[i.index(places.len())];
+            damage_at(&mut bytes, at, row, *d);
+        }
+    }
+    bytes
+}
+
 /// A scan as the engine makes it: a pass of `skip`, then one entry, until the run ends.
 /// Returns, in order, each entry passed over (`true`) or returned (`false`).
 fn scan(
     ctx: &SecCtx<'_>,
     t: ObjID,
+    skip: impl FnMut(&mut EntryIter<'_>) -> usize,
+) -> Vec<(usize, bool)> {
+    scan_from(ctx.entries_for(t), skip)
+}
+
+/// [`scan`] from where `it` stands.
+fn scan_from(
+    mut it: EntryIter<'_>,
     mut skip: impl FnMut(&mut EntryIter<'_>) -> usize,
 ) -> Vec<(usize, bool)> {
     let mut seen = Vec::new();
-    let mut it = ctx.entries_for(t);
     loop {
         let before = it.clone();
         let n = skip(&mut it);
@@ -272,18 +309,7 @@ proptest! {
         want in prots(),
         keep_offset in prop::option::of(0u64..6 * PAGE_SIZE),
     ) {
-        let (main, extra): (Vec<_>, Vec<_>) = (
-            items.iter().enumerate().map(|(i, it)| record(it, i as u64)).collect(),
-            overflow.iter().enumerate().map(|(i, it)| record(it, 100 + i as u64)).collect(),
-        );
-        let mut bytes = context(&main, &extra);
-        let places = layout(&bytes);
-        if !places.is_empty() {
-            for (i, d) in &damages {
-                let (row, at) = places[i.index(places.len())];
-                damage_at(&mut bytes, at, row, *d);
-            }
-        }
+        let bytes = damaged_context(&items, &overflow, &damages);
         let ctx = SecCtx::parse(&bytes).unwrap();
         // `keep`: a grant whose gate starts at `keep_offset` (if any) is kept.
         let keep = |g: &Grant| keep_offset.is_some_and(|o| g.gate.offset() == o);
@@ -380,18 +406,11 @@ fn skip_useless_caps_stops_at_the_record_that_adds() {
 /// The entries a scan returns and passes over, in order, when it first asks
 /// `start_near_page(page)` and then passes over what `skip_useless_caps` does.
 fn scan_from_page(ctx: &SecCtx<'_>, t: ObjID, page: u64, access: &Access) -> Vec<(usize, bool)> {
-    let mut seen = Vec::new();
     let mut it = ctx.entries_for(t);
     it.start_near_page(page);
-    loop {
-        let before = it.clone();
-        let n = it.skip_useless_caps(C, access, Protections::all(), None::<fn(&Grant) -> bool>);
-        seen.extend(before.take(n).map(|e| (e.index, true)));
-        match it.next() {
-            Some(e) => seen.push((e.index, false)),
-            None => return seen,
-        }
-    }
+    scan_from(it, |it| {
+        it.skip_useless_caps(C, access, Protections::all(), None::<fn(&Grant) -> bool>)
+    })
 }
 
 proptest! {
@@ -411,18 +430,7 @@ proptest! {
         access in access(),
     ) {
         let page = page & !(PAGE_SIZE - 1);
-        let (main, extra): (Vec<_>, Vec<_>) = (
-            items.iter().enumerate().map(|(i, it)| record(it, i as u64)).collect(),
-            overflow.iter().enumerate().map(|(i, it)| record(it, 100 + i as u64)).collect(),
-        );
-        let mut bytes = context(&main, &extra);
-        let places = layout(&bytes);
-        if !places.is_empty() {
-            for (i, d) in &damages {
-                let (row, at) = places[i.index(places.len())];
-                damage_at(&mut bytes, at, row, *d);
-            }
-        }
+        let bytes = damaged_context(&items, &overflow, &damages);
         let ctx = SecCtx::parse(&bytes).unwrap();
         for t in [target(0), target(1), target(2)] {
             let plain: Vec<usize> = ctx.entries_for(t).map(|e| e.index).collect();
