@@ -248,22 +248,8 @@ impl Grant {
     /// comparison and a mask.
     #[inline]
     pub fn adds(&self, access: &Access, want: Protections) -> bool {
-        let data = if self.gate.covers_page(access.page()) {
-            self.prots & (Protections::READ | Protections::WRITE)
-        } else {
-            Protections::empty()
-        };
-        // A fetch's code rights; a fetch that enters off an entry point gets none (its data
-        // rights, if any, still count, as in `contribution`).
-        let code = if access.kind == AccessKind::Exec
-            && self.prots.contains(Protections::EXEC)
-            && (!access.entering || self.gate.allows_entry(access.offset))
-        {
-            self.prots & (Protections::READ | Protections::EXEC)
-        } else {
-            Protections::empty()
-        };
-        (data | code).intersects(want)
+        let gate = &self.gate;
+        Wants::new(access, want).adds(self.prots, gate.offset(), gate.end(), gate.align())
     }
 }
 
@@ -570,5 +556,56 @@ pub fn evaluate_labelled<M: ?Sized + CtxMem>(
     LabelledPerms {
         perms,
         flow: Some(flow),
+    }
+}
+
+/// What [`Grant::adds`] asks of every record of a scan, worked out once for the access: the
+/// rights wanted for data (none if the access's page ends past the last address), the page's
+/// bytes, and the rights wanted for code (none unless the access is a fetch).
+pub(crate) struct Wants {
+    data: Protections,
+    page: (u64, u64),
+    code: Protections,
+    entering: bool,
+    offset: u64,
+}
+
+impl Wants {
+    #[inline]
+    pub(crate) fn new(access: &Access, want: Protections) -> Self {
+        // The page's first byte (`page() * PAGE_SIZE`, which cannot overflow).
+        let start = access.offset & !(PAGE_SIZE - 1);
+        let (data, end) = match start.checked_add(PAGE_SIZE) {
+            Some(end) => (want & (Protections::READ | Protections::WRITE), end),
+            None => (Protections::empty(), u64::MAX),
+        };
+        let code = if access.kind == AccessKind::Exec {
+            want & (Protections::READ | Protections::EXEC)
+        } else {
+            Protections::empty()
+        };
+        Self {
+            data,
+            page: (start, end),
+            code,
+            entering: access.entering,
+            offset: access.offset,
+        }
+    }
+
+    /// [`Grant::adds`] for a grant of `prots` over `offset .. end` with entry alignment
+    /// `align` (a valid gate's fields).
+    #[inline]
+    pub(crate) fn adds(&self, prots: Protections, offset: u64, end: u64, align: u64) -> bool {
+        let covers = offset <= self.page.0 && self.page.1 <= end;
+        if covers && prots.intersects(self.data) {
+            return true;
+        }
+        prots.contains(Protections::EXEC)
+            && prots.intersects(self.code)
+            && (!self.entering
+                || (self.offset >= offset
+                    && self.offset < end
+                    && self.offset.is_multiple_of(align)))
     }
 }

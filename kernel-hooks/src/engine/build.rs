@@ -54,9 +54,10 @@ impl<H: Host> Engine<H> {
     /// For an access, lazily: the records are read in order (for a data access, starting at
     /// the record nearest its page when the gates are in order, see `scan`) and only those
     /// that would add a right the access needs are verified, until the access is granted;
-    /// one fault verifies what it needs, not every record. If the records cannot grant it, every record is
-    /// judged (within the fault's budget of verifications), so that the entry is complete and
-    /// a repeated denial is served from the cache. For [`Want::All`], every record is judged.
+    /// one fault verifies what it needs, not every record. If the records cannot grant it,
+    /// every record is judged (within the fault's budget of verifications), so that the
+    /// entry is complete and a repeated denial is served from the cache. For [`Want::All`],
+    /// every record is judged.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn build_entry(
         &self,

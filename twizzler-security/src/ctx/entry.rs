@@ -100,18 +100,7 @@ impl<M: ?Sized + CtxMem> Entry<'_, M> {
                 &copy
             }
         };
-        // The body's fixed offsets (the layout table in `cap.rs`): magic 0, flags 6, target 8,
-        // accessor 24, protections 40, gate 42 (offset, length, align).
-        if le_u32(body, 0) != CAP_MAGIC {
-            return None;
-        }
-        let prots = data_prots(le_u16(body, 6), le_u16(body, 40))?;
-        let gate = Gate::new(le_u64(body, 42), le_u64(body, 50), le_u64(body, 58)).ok()?;
-        Some((
-            ObjID::new(le_u128(body, 8)),
-            ObjID::new(le_u128(body, 24)),
-            Grant { prots, gate },
-        ))
+        peek_body(body)
     }
 
     fn decode_in(&self, buf: &mut [u8]) -> Result<Record, DecodeError> {
@@ -128,6 +117,46 @@ impl<M: ?Sized + CtxMem> Entry<'_, M> {
         }
         Record::decode(self.kind, dst)
     }
+}
+
+// A capability body's fixed offsets (the layout table in `cap.rs`).
+/// Where a capability's flags are.
+pub(super) const FLAGS_AT: usize = 6;
+/// Where a capability's target is (16 bytes), followed by its accessor (16 bytes).
+pub(super) const TARGET_AT: usize = 8;
+/// Where a capability's accessor (the holder) is.
+pub(super) const HOLDER_AT: usize = 24;
+/// Where a capability's protections are, right after the holder.
+pub(super) const PROTS_AT: usize = 40;
+/// Where a capability's gate is: offset, length and alignment, 8 bytes each.
+pub(super) const GATE_AT: usize = 42;
+
+/// A capability body's (target, holder, grant), read at its fixed offsets: `None` unless
+/// the magic is a capability's and the flags, protections and gate are valid. Nothing is
+/// decoded or verified ([`Entry::peek_cap`]).
+#[inline]
+pub(super) fn peek_body(body: &[u8]) -> Option<(ObjID, ObjID, Grant)> {
+    if le_u32(body, 0) != CAP_MAGIC {
+        return None;
+    }
+    let prots = data_prots(le_u16(body, FLAGS_AT), le_u16(body, PROTS_AT))?;
+    let (offset, length, align) = gate_fields(body);
+    let gate = Gate::new(offset, length, align).ok()?;
+    Some((
+        ObjID::new(le_u128(body, TARGET_AT)),
+        ObjID::new(le_u128(body, HOLDER_AT)),
+        Grant { prots, gate },
+    ))
+}
+
+/// A capability body's gate fields as written (offset, length, alignment), unchecked.
+#[inline]
+pub(super) fn gate_fields(body: &[u8]) -> (u64, u64, u64) {
+    (
+        le_u64(body, GATE_AT),
+        le_u64(body, GATE_AT + 8),
+        le_u64(body, GATE_AT + 16),
+    )
 }
 
 /// The data rights a capability body's flags and protections fields grant: none for an

@@ -6,14 +6,14 @@
 //! for the engine's lazy scan, with the per-access work done once in `Wants`.
 
 use super::ENTRY_LEN;
-use super::bytes::{le_u16, le_u32, le_u64, le_u128};
-use super::entry::{Entry, data_prots};
+use super::bytes::{le_u16, le_u32, le_u128};
+use super::entry::{Entry, FLAGS_AT, PROTS_AT, TARGET_AT, data_prots, gate_fields, peek_body};
 use super::mem::CtxMem;
 use super::reader::{Region, SecCtx};
 use crate::cap::{CAP_BODY_LEN, CAP_LEN, CAP_MAGIC};
 use crate::gate::Gate;
 use crate::ids::{MAX_OBJECT_SIZE, ObjID, PAGE_SIZE, Protections};
-use crate::perms::{Access, AccessKind, Grant};
+use crate::perms::{Access, Grant, Wants};
 use crate::record::RecordKind;
 
 /// Iterator over context entries (all of them, or those of one target).
@@ -69,19 +69,8 @@ impl<M: ?Sized + CtxMem> EntryIter<'_, M> {
         let mut passed = 0;
         while self.row < self.stop
             && cap_body(all, table, heap, only.raw(), self.row)
-                .and_then(|body| {
-                    if le_u32(body, 0) != CAP_MAGIC {
-                        return None;
-                    }
-                    let prots = data_prots(le_u16(body, 6), le_u16(body, 40))?;
-                    let gate =
-                        Gate::new(le_u64(body, 42), le_u64(body, 50), le_u64(body, 58)).ok()?;
-                    let grant = Grant { prots, gate };
-                    let (target, holder) =
-                        (ObjID::new(le_u128(body, 8)), ObjID::new(le_u128(body, 24)));
-                    skip(target, holder, &grant).then_some(())
-                })
-                .is_some()
+                .and_then(|body| peek_body(body))
+                .is_some_and(|(target, holder, grant)| skip(target, holder, &grant))
         {
             self.row += 1;
             passed += 1;
@@ -148,13 +137,13 @@ impl<M: ?Sized + CtxMem> EntryIter<'_, M> {
             };
             // The body, at the offsets `Entry::peek_cap` reads: magic, then target and holder
             // (32 bytes compared at once), protections and gate.
-            if le_u32(body, 0) != CAP_MAGIC || body.get(8..40) != Some(&id[..]) {
+            if le_u32(body, 0) != CAP_MAGIC || body.get(TARGET_AT..PROTS_AT) != Some(&id[..]) {
                 break;
             }
-            let Some(prots) = data_prots(le_u16(body, 6), le_u16(body, 40)) else {
+            let Some(prots) = data_prots(le_u16(body, FLAGS_AT), le_u16(body, PROTS_AT)) else {
                 break;
             };
-            let (offset, length, align) = (le_u64(body, 42), le_u64(body, 50), le_u64(body, 58));
+            let (offset, length, align) = gate_fields(body);
             // `Gate::new`'s checks (`0 < length <= MAX`, `offset <= MAX - length`, `align >
             // 0`): the subtractions cannot wrap once `length` is in range, nor the sum once
             // `offset` is.
@@ -175,9 +164,7 @@ impl<M: ?Sized + CtxMem> EntryIter<'_, M> {
         self.row += passed;
         passed
     }
-}
 
-impl<M: ?Sized + CtxMem> EntryIter<'_, M> {
     /// For a scan looking for a grant on the page whose first byte is `page`: when the run's
     /// next record is a capability whose gate does not cover the page, starts the run instead
     /// at the record whose gate starts nearest at or before the page in the run's order (the
@@ -208,7 +195,10 @@ impl<M: ?Sized + CtxMem> EntryIter<'_, M> {
         // The gate's offset and length of row `r`, if it is a capability of the run whose
         // body is inside the heap (the fields as written, not checked).
         let gate = |r: usize| {
-            cap_body(all, table, heap, only.raw(), r).map(|b| (le_u64(b, 42), le_u64(b, 50)))
+            cap_body(all, table, heap, only.raw(), r).map(|b| {
+                let (offset, length, _) = gate_fields(b);
+                (offset, length)
+            })
         };
         let start = self.row;
         let at = match gate(start) {
@@ -322,55 +312,4 @@ fn cap_body(
     let item = heap.sub(le_u32(row, 20), le_u32(row, 24))?;
     all.get(item.offset..item.offset.checked_add(CAP_BODY_LEN)?)?
         .first_chunk::<CAP_BODY_LEN>()
-}
-
-/// What [`Grant::adds`] asks of every record of a scan, worked out once for the access: the
-/// rights wanted for data (none if the access's page ends past the last address), the page's
-/// bytes, and the rights wanted for code (none unless the access is a fetch).
-struct Wants {
-    data: Protections,
-    page: (u64, u64),
-    code: Protections,
-    entering: bool,
-    offset: u64,
-}
-
-impl Wants {
-    #[inline]
-    fn new(access: &Access, want: Protections) -> Self {
-        // The page's first byte (`page() * PAGE_SIZE`, which cannot overflow).
-        let start = access.offset & !(PAGE_SIZE - 1);
-        let (data, end) = match start.checked_add(PAGE_SIZE) {
-            Some(end) => (want & (Protections::READ | Protections::WRITE), end),
-            None => (Protections::empty(), u64::MAX),
-        };
-        let code = if access.kind == AccessKind::Exec {
-            want & (Protections::READ | Protections::EXEC)
-        } else {
-            Protections::empty()
-        };
-        Self {
-            data,
-            page: (start, end),
-            code,
-            entering: access.entering,
-            offset: access.offset,
-        }
-    }
-
-    /// [`Grant::adds`] for a grant of `prots` over `offset .. end` with entry alignment
-    /// `align` (a valid gate's fields).
-    #[inline]
-    fn adds(&self, prots: Protections, offset: u64, end: u64, align: u64) -> bool {
-        let covers = offset <= self.page.0 && self.page.1 <= end;
-        if covers && prots.intersects(self.data) {
-            return true;
-        }
-        prots.contains(Protections::EXEC)
-            && prots.intersects(self.code)
-            && (!self.entering
-                || (self.offset >= offset
-                    && self.offset < end
-                    && self.offset.is_multiple_of(align)))
-    }
 }
