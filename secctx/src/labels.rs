@@ -331,15 +331,10 @@ pub struct StoreAuthority {
 }
 
 impl StoreAuthority {
-    /// Loads what `ctx`'s records need, within `tx`. Missing or damaged objects are simply
-    /// absent (their records then do not count).
-    pub fn load_in(tx: &mut dyn Txn, ctx: &SecCtx<'_>) -> Result<Self, StoreError> {
-        Self::load_from(tx, ctx)
-    }
-
-    /// [`StoreAuthority::load_in`], from any consistent state (a transaction, or a kept read
-    /// snapshot).
-    pub fn load_from<R: ReadState + ?Sized>(
+    /// Loads what `ctx`'s records need, within `tx` (a transaction, or a kept read snapshot: any
+    /// one consistent state). Missing or damaged objects are simply absent (their records then
+    /// do not count).
+    pub fn load_in<R: ReadState + ?Sized>(
         tx: &mut R,
         ctx: &SecCtx<'_>,
     ) -> Result<Self, StoreError> {
@@ -413,7 +408,7 @@ fn with_ownership<R, S: ReadState + ?Sized>(
         id: ctx,
         why: e.to_string(),
     })?;
-    let auth = StoreAuthority::load_from(tx, &parsed)?;
+    let auth = StoreAuthority::load_in(tx, &parsed)?;
     let mut own = CtxOwnership::new(ctx, &parsed, &auth, now);
     Ok(f(&mut own))
 }

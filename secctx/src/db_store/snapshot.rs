@@ -84,12 +84,12 @@ pub const DEFAULT_MAX_AGE: Duration = Duration::from_millis(200);
 
 /// One read transaction, its tables, and the header read before it began.
 struct Snapshot {
-    header: Header,
+    /// The header read before it began; `None` when it could not be read, and then the
+    /// snapshot serves one read and is not kept (nor is what is read from it cached).
+    header: Option<Header>,
     taken: Instant,
     /// Which snapshot of its reader this is: 1 for the first, then one more for each.
     serial: u64,
-    /// Whether it is kept for later reads (and what is read from it worth caching).
-    kept: bool,
     /// When the latest header read that found [`Snapshot::header`] began, in ns since the
     /// reader's epoch ([`Inner::epoch`]); see the module documentation (6).
     checked_ns: AtomicU64,
@@ -228,7 +228,7 @@ impl SnapshotReader {
             return Ok(read::slice_of(&data, offset, end));
         }
         let info = read::info(&snap.objects, id)?;
-        if !(snap.kept && cache.keeps(info.len)) {
+        if !(snap.header.is_some() && cache.keeps(info.len)) {
             return read::read_range(&snap.pages, id, info.len, offset, end);
         }
         let data: Arc<[u8]> = read::read_range(&snap.pages, id, info.len, 0, info.len)?.into();
@@ -285,7 +285,7 @@ impl SnapshotReader {
             // Not comparable: a fresh transaction, not kept.
             return self.begin(None, began_ns);
         };
-        if let Some(s) = self.kept(|s| s.header == header) {
+        if let Some(s) = self.kept(|s| s.header == Some(header)) {
             s.checked_ns.fetch_max(began_ns, Ordering::AcqRel);
             return Ok(s);
         }
@@ -318,10 +318,9 @@ impl SnapshotReader {
         let pages = txn.open_table(PAGES).map_err(|e| store.err(op, e))?;
         let serial = self.inner.taken.fetch_add(1, Ordering::Relaxed) + 1;
         let snap = Arc::new(Snapshot {
-            header: header.unwrap_or([0; HEADER_BYTES]),
+            header,
             taken: Instant::now(),
             serial,
-            kept: header.is_some(),
             checked_ns: AtomicU64::new(began_ns),
             objects,
             pages,
@@ -380,10 +379,12 @@ impl SnapshotView {
         read::info(&self.snap.objects, id).map_err(store.read_err("read metadata"))
     }
 
-    /// `len` bytes of object `id` at `offset`, in this snapshot.
+    /// `len` bytes of object `id` at `offset`, in this snapshot (through the reader's cache of
+    /// small objects, which serves only this snapshot's bytes).
     pub fn read_at(&self, id: ObjID, offset: u64, len: u64) -> Result<Vec<u8>, StoreError> {
         let store = &self.reader.inner.store;
-        read::read_at(&self.snap.objects, &self.snap.pages, id, offset, len)
+        self.reader
+            .read_from(&self.snap, id, offset, len)
             .map_err(store.read_err("read an object"))
     }
 }
