@@ -41,11 +41,13 @@ pub(super) struct ConnInfo {
     pub(super) activity: Arc<Activity>,
     /// Its certificate's standing against the revocation list.
     pub(super) cert: Arc<Verdict>,
-    /// When this request was dispatched to the node's services, before any of it was served
-    /// ([`ConnService`] sets it for each request): a read may use the store's check of its
-    /// snapshot made after this (`secctx::SnapshotReader::read_at_arrived`).
-    pub(super) arrived: Instant,
 }
+
+/// When a request was dispatched to the node's services, before any of it was served
+/// ([`ConnService`] adds it to each request's extensions): a read may use the store's check of
+/// its snapshot made after this (`secctx::SnapshotReader::read_at_arrived`).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Arrived(pub(super) Instant);
 
 /// What every connection's [`ConnService`] shares: the revocation list, the request time
 /// limit, the counter of requests refused for a revoked certificate, and the budget of
@@ -105,9 +107,8 @@ where
         let busy = self.conn.activity.begin();
         // Its message, while it arrives, is charged to the node's budget.
         let mut request = request.map(|body| Budgeted::new(body, rules.pending.clone()));
-        let mut conn = self.conn.clone();
-        conn.arrived = Instant::now();
-        request.extensions_mut().insert(conn);
+        request.extensions_mut().insert(self.conn.clone());
+        request.extensions_mut().insert(Arrived(Instant::now()));
         let mut inner = self.inner.clone();
         let timeout = rules.timeout;
         Box::pin(async move {
@@ -153,11 +154,16 @@ mod tests {
         fn call(&mut self, request: http::Request<Budgeted<bool>>) -> Self::Future {
             let hang = *request.body().get_ref();
             let known = request.extensions().get::<ConnInfo>().is_some();
+            let stamped = request
+                .extensions()
+                .get::<Arrived>()
+                .is_some_and(|a| a.0 <= Instant::now());
             Box::pin(async move {
                 if hang {
                     std::future::pending::<()>().await;
                 }
                 assert!(known, "the connection is in the request's extensions");
+                assert!(stamped, "so is the time it was dispatched");
                 Ok(http::Response::new(http_body_util::Full::from("x")))
             })
         }
@@ -170,7 +176,6 @@ mod tests {
             certs: None,
             activity: activity.clone(),
             cert: Arc::default(),
-            arrived: Instant::now(),
         };
         let rules = RequestRules {
             revocations: None,

@@ -218,7 +218,6 @@ async fn serve<IO>(
         certs: certs.clone(),
         activity: activity.clone(),
         cert: verdict.clone(),
-        arrived: std::time::Instant::now(),
     };
     let service = ConnService::new(shared.services.clone(), info, shared.rules.clone());
     let conn = shared.http2.serve_connection(TokioIo::new(io), service);

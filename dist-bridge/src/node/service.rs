@@ -301,8 +301,8 @@ impl NodeRpc for Service {
         let caller = Caller::of(&request);
         let arrived = request
             .extensions()
-            .get::<super::conn_service::ConnInfo>()
-            .map(|c| c.arrived);
+            .get::<super::conn_service::Arrived>()
+            .map(|a| a.0);
         sh.received(Rpc::Invoke);
         let r = request.into_inner();
         let op = match pb::Op::try_from(r.op) {
