@@ -23,8 +23,8 @@
 //! `--test` runs two tiny rounds per depth (a smoke test); `--secs` sets the time per depth
 //! (default 8); FILTER keeps the depths whose name (`mtls/1`, `mtls/8`, `mtls/64`) contains
 //! it. `--only node` or `--only echo` loads one side alone for the time per depth and
-//! prints its rate (for a profiler). Criterion's other flags are accepted and ignored. The table goes to stderr and to
-//! `target/criterion/dist_mtls_paired.txt`.
+//! prints its rate (for a profiler). Criterion's other flags are accepted and ignored. The
+//! table goes to stderr and to `target/criterion/dist_mtls_paired.txt`.
 
 // A benchmark harness: a failed setup stops the run, and its shared fixtures are public
 // to its modules only.
@@ -44,10 +44,8 @@ use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
 use dist_bridge::*;
-use echo::{load, pool, start_echo};
+use echo::{IN_FLIGHT, load, pool, start_echo};
 use net::Net;
-
-const IN_FLIGHT: [usize; 3] = [1, 8, 64];
 
 /// Requests per block at `in_flight`: about 20 per request slot at 64, and enough at 1 and 8
 /// that a block lasts tens of milliseconds (a few scheduler ticks).

@@ -35,10 +35,8 @@ use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use dist_bridge::*;
-use echo::{load, pool, start_echo};
+use echo::{IN_FLIGHT, load, pool, start_echo};
 use net::Net;
-
-const IN_FLIGHT: [usize; 3] = [1, 8, 64];
 
 struct Target {
     name: &'static str,

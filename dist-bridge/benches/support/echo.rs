@@ -6,6 +6,7 @@
 //!   tonic's own `Server`: the cost of tonic, HTTP/2, TLS and protobuf alone.
 //! - [`pool`]: clients of node 1 (the echo answers as node 1, with its certificate).
 //! - [`load`]: `total` reads through a token, `in_flight` at a time.
+//! - [`IN_FLIGHT`]: the depths the benches load both servers at.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -18,6 +19,9 @@ use dist_bridge::pb::node_server::{Node as NodeRpc, NodeServer};
 use dist_bridge::*;
 use tonic::transport::Server;
 use tonic::transport::server::TcpIncoming;
+
+/// Requests in flight the benches compare the node and the echo at.
+pub const IN_FLIGHT: [usize; 3] = [1, 8, 64];
 use tonic::{Request, Response, Status};
 
 use super::net;
