@@ -165,22 +165,27 @@ impl<M: ?Sized + CtxMem> EntryIter<'_, M> {
         passed
     }
 
-    /// For a scan looking for a grant on the page whose first byte is `page`: when the run's
-    /// next record is a capability whose gate does not cover the page, starts the run instead
-    /// at the record whose gate starts nearest at or before the page in the run's order (the
-    /// last such record if the gates ascend from the front's, the first if they descend),
-    /// found by a galloping, then a binary, search over the records' gate offsets; the
-    /// records it moved past come after the rest of the run, before the overflow table's
-    /// run. Returns how many it moved behind (0: the order is unchanged).
+    /// For a scan looking for a grant on the page whose first byte is `page`: unless the run's
+    /// next record is a capability whose gate covers the page, starts the run instead
+    /// at a record whose gate covers it, or else nearest before it; the records it moved past
+    /// come after the rest of the run, before the overflow table's run. Returns how many it
+    /// moved behind (0: the order is unchanged).
+    ///
+    /// It looks first at the record whose gate starts nearest at or before the page in the
+    /// run's order (the last such record if the gates ascend from the front's, the first if
+    /// they descend), found by a galloping, then a binary, search over the records' gate
+    /// offsets: in a run in gate order, ascending or descending (a context built page by
+    /// page), that is the record for the page, found after about twice the logarithm of the
+    /// run's length of reads. When that record does not cover the page (the run is in no
+    /// order, or no record covers the page), it reads the run's gates from the front for the
+    /// first that covers it (two loads and a compare per record, less than half of what the
+    /// scan's skip costs), and starts there, or at the searched record if none does.
     ///
     /// Only the order changes: the iterator returns the same entries as before, each once
-    /// (the context was parsed, so every row of the run checks out). The search trusts
-    /// nothing about the order: a run whose records are not in gate order only makes it start
-    /// at a record that does not cover the page, and the scan reads on from there as it would
-    /// have from the front. A run in gate order, ascending or descending (a context built
-    /// page by page), has its record for the page found after about twice the logarithm of
-    /// the run's length of reads, instead of after every record before it; a run in no order
-    /// is read as before. Reads at most that many rows and gates.
+    /// (the context was parsed, so every row of the run checks out). Nothing is trusted:
+    /// the gates are read as written, and a record that covers the page by its gate may still
+    /// be damaged, not a grant, or of another holder; the scan judges it, and reads on from
+    /// there as it would have from the front.
     ///
     /// Only over memory read in place, for one target's run, and before the run was started
     /// in its middle once already; elsewhere it does nothing.
@@ -203,14 +208,7 @@ impl<M: ?Sized + CtxMem> EntryIter<'_, M> {
         let start = self.row;
         let at = match gate(start) {
             // Covers the page (or may: what the scan finds out anyway): nothing to gain.
-            Some((offset, length))
-                if offset <= page
-                    && offset
-                        .checked_add(length)
-                        .is_none_or(|end| end >= page.saturating_add(PAGE_SIZE)) =>
-            {
-                return 0;
-            }
+            Some((offset, length)) if covers(offset, length, page) => return 0,
             // Gates in ascending order: the last record whose gate starts at or before the
             // page.
             Some((offset, _)) if offset <= page => {
@@ -222,11 +220,17 @@ impl<M: ?Sized + CtxMem> EntryIter<'_, M> {
                 let past = last_where(start, |r| gate(r).is_some_and(|(o, _)| o > page));
                 match past.checked_add(1) {
                     Some(next) if gate(next).is_some() => next,
-                    _ => return 0,
+                    _ => start,
                 }
             }
-            // Not a capability: no order to search by.
-            None => return 0,
+            // Not a capability: no order to search by (the gates are read from the front).
+            None => start,
+        };
+        let covering = |r: usize| gate(r).is_some_and(|(o, l)| covers(o, l, page));
+        let at = if covering(at) {
+            at
+        } else {
+            first_covering(all, table, heap, only.raw(), start, page).unwrap_or(at)
         };
         if at == start {
             return 0;
@@ -288,6 +292,53 @@ fn last_where(start: usize, holds: impl Fn(usize) -> bool) -> usize {
         }
     }
     lo
+}
+
+/// Whether a gate of `offset` and `length`, as written (unchecked), covers the page whose
+/// first byte is `page`.
+#[inline]
+fn covers(offset: u64, length: u64, page: u64) -> bool {
+    offset <= page
+        && offset
+            .checked_add(length)
+            .is_none_or(|end| end >= page.saturating_add(PAGE_SIZE))
+}
+
+/// The first row from `from` on of the run of target `only` in `table` (it ends at the
+/// first row for another target, or at the table's end) that names a capability whose body
+/// is inside `heap` and whose gate, as written, covers the page at `page` ([`covers`]);
+/// rows of the run that are not such capabilities are passed over. About ten instructions a
+/// row: the row's target, kind and length, the body's place, and two gate fields.
+fn first_covering(
+    all: &[u8],
+    table: Region,
+    heap: Region,
+    only: u128,
+    from: usize,
+    page: u64,
+) -> Option<usize> {
+    let (rows, heap) = (table.bytes(all)?, heap.bytes(all)?);
+    let rest = rows.get(from.checked_mul(ENTRY_LEN)?..)?;
+    for (i, row) in rest.chunks_exact(ENTRY_LEN).enumerate() {
+        if le_u128(row, 0) != only {
+            return None;
+        }
+        if le_u32(row, 16) != RecordKind::Cap.raw() || le_u32(row, 24) as usize != CAP_LEN {
+            continue;
+        }
+        let at = le_u32(row, 20) as usize;
+        let Some(body) = at
+            .checked_add(CAP_BODY_LEN)
+            .and_then(|end| heap.get(at..end))
+        else {
+            continue;
+        };
+        let (offset, length, _) = gate_fields(body);
+        if covers(offset, length, page) {
+            return from.checked_add(i);
+        }
+    }
+    None
 }
 
 /// The body of row `r` of `table` (in `all`) if the row names a capability of the target

@@ -152,27 +152,34 @@ fn record(item: &Item, n: u64) -> Record {
     }
 }
 
-/// A context of `main` through the editor, laid out with room, then (if any) `extra` appended
-/// by hand as a version-2 overflow table (rows sorted by target, stably; items at the heap's
-/// end), as `ctx_overflow.rs` builds them.
+/// A record's encoding.
+fn encoded(r: &Record) -> Vec<u8> {
+    match r {
+        Record::Cap(c) => c.encode().to_vec(),
+        Record::Del(d) => d.encode().to_vec(),
+    }
+}
+
+/// A context of `main` through the editor, laid out with room, its rows listed in `main`'s
+/// order within each target (not the editor's gate order: any order, as another writer's),
+/// then (if any) `extra` appended by hand as a version-2 overflow table (rows sorted by
+/// target, stably; items at the heap's end), as `ctx_overflow.rs` builds them.
 fn context(main: &[Record], extra: &[Record]) -> Vec<u8> {
     let mut ed = SecCtxEditor::new();
     for r in main {
         ed.add_record(r);
     }
+    let listed: Vec<Vec<u8>> = main.iter().map(encoded).collect();
     if extra.is_empty() {
-        return encode(&ed);
+        return as_listed(encode(&ed), &listed);
     }
-    let mut b = ed.encode_for_update(None).expect("encode");
+    let mut b = as_listed(ed.encode_for_update(None).expect("encode"), &listed);
     let heap_len = get_u32(&b, 40) as usize;
     let overflow_at = HEADER_LEN + main.len() * ENTRY_LEN;
     let mut rows: Vec<(u128, u32, u32, u32)> = Vec::new();
     let mut heap_end = heap_len;
     for r in extra {
-        let item = match r {
-            Record::Cap(c) => c.encode().to_vec(),
-            Record::Del(d) => d.encode().to_vec(),
-        };
+        let item = encoded(r);
         rows.push((
             r.target().raw(),
             r.kind().raw(),
@@ -445,11 +452,31 @@ proptest! {
             expected.extend_from_slice(&plain[..moved]);
             expected.extend_from_slice(&plain[main_run..]);
             prop_assert_eq!(&order, &expected);
+            // A capability's gate as written (the body need not be a valid capability's),
+            // if the entry reads as one (kind, length).
+            let gate_of = |e: &Entry<'_>| {
+                let b = e.bytes();
+                (e.kind == twizzler_capsec::RecordKind::Cap && b.len() == twizzler_capsec::CAP_LEN)
+                    .then(|| {
+                        let field = |at: usize| u64::from_le_bytes(b[at..at + 8].try_into().unwrap());
+                        (field(42), field(50))
+                    })
+            };
+            let covers = |(offset, length): (u64, u64)| {
+                offset <= page
+                    && offset
+                        .checked_add(length)
+                        .is_none_or(|end| end >= page.saturating_add(PAGE_SIZE))
+            };
+            let run: Vec<Entry<'_>> = ctx.entries_for(t).take(main_run).collect();
             if moved > 0 {
-                // Its gate's offset as written (the body need not be a valid capability's).
-                let front = ctx.entries_for(t).nth(moved).unwrap();
-                let offset = u64::from_le_bytes(front.bytes()[42..50].try_into().unwrap());
+                let offset = gate_of(&run[moved]).unwrap().0;
                 prop_assert!(offset <= page);
+            }
+            // Whenever a record of the run covers the page by its gate, the run starts at one
+            // that does.
+            if run.iter().any(|e| gate_of(e).is_some_and(covers)) {
+                prop_assert!(gate_of(&run[moved]).is_some_and(covers), "front {}", moved);
             }
             // With the skip: every entry once, in the same order.
             let skipped = scan_from_page(&ctx, t, page, &access);
@@ -458,12 +485,12 @@ proptest! {
     }
 }
 
-/// A run of page-gated capabilities in page order (as a context built page by page is):
-/// `start_near_page` starts at the record for the page, whichever it is; in another order it
-/// changes nothing or starts at a record that starts before the page, and a scan still finds
-/// the record for the page.
+/// A run of page-gated capabilities: `start_near_page` starts at the record for the page,
+/// whichever it is, in page order (as a context built page by page is, found by the search),
+/// in reverse, interleaved and in no order (found by reading the gates from the front); a scan
+/// then finds the record for the page first, and still returns every record.
 #[test]
-fn start_near_page_finds_the_page_in_a_run_in_gate_order() {
+fn start_near_page_finds_the_page_in_any_order() {
     let k = key(SigningScheme::Ed25519, 44);
     let sig = *cap(target(0), C, Protections::READ, &k).signature();
     let t = target(0);
@@ -505,7 +532,7 @@ fn start_near_page_finds_the_page_in_a_run_in_gate_order() {
     // front's run of odd pages is searched: it starts at the odd page nearest below, and a
     // scan reads on from there to the page's record.
     let reversed: Vec<Cap> = (1..=n).rev().map(page_cap).collect();
-    let bytes = ctx_with_caps(&reversed);
+    let bytes = ctx_with_caps_as_listed(&reversed);
     let ctx = SecCtx::parse(&bytes).unwrap();
     for page in [1, 2, 500, 999, 1000] {
         let moved = ctx.entries_for(t).start_near_page(page * PAGE_SIZE);
@@ -523,13 +550,47 @@ fn start_near_page_finds_the_page_in_a_run_in_gate_order() {
         .chain((2..=n).step_by(2))
         .map(page_cap)
         .collect();
-    let bytes = ctx_with_caps(&interleaved);
+    let bytes = ctx_with_caps_as_listed(&interleaved);
     let ctx = SecCtx::parse(&bytes).unwrap();
-    // Page 100 (even, at index 549): the search stops at page 99 (index 49).
-    assert_eq!(ctx.entries_for(t).start_near_page(100 * PAGE_SIZE), 49);
+    // Page 100 (even, at index 549): the search stops at page 99 (index 49), which does not
+    // cover it; the gates read from the front find page 100's record, and the run starts
+    // there.
+    assert_eq!(ctx.entries_for(t).start_near_page(100 * PAGE_SIZE), 549);
     let found = scan_from_page(&ctx, t, 100 * PAGE_SIZE, &Access::read(100 * PAGE_SIZE));
-    let granting = found.iter().position(|e| !e.1).unwrap();
-    assert_eq!(found[granting], (549, false));
+    assert_eq!(found.first(), Some(&(549, false)));
+    assert_eq!(found.len(), n as usize);
+
+    // In no order (i * 389 mod 999 over the pages but 500, then 500): page 500's record is
+    // last, and found; every page's record is found wherever it is.
+    let others: Vec<u64> = (1..=n).filter(|p| *p != 500).collect();
+    let scattered: Vec<Cap> = (0..others.len())
+        .map(|i| others[i * 389 % others.len()])
+        .chain([500])
+        .map(page_cap)
+        .collect();
+    let bytes = ctx_with_caps_as_listed(&scattered);
+    let ctx = SecCtx::parse(&bytes).unwrap();
+    assert_eq!(ctx.entries_for(t).start_near_page(500 * PAGE_SIZE), 999);
+    // The editor itself writes the same records in gate order: the search finds them.
+    let sorted = ctx_with_caps(&scattered);
+    let sorted = SecCtx::parse(&sorted).unwrap();
+    let gates: Vec<u64> = sorted
+        .entries_for(t)
+        .map(|e| e.peek_cap().unwrap().2.gate.offset())
+        .collect();
+    assert_eq!(gates, (1..=n).map(|p| p * PAGE_SIZE).collect::<Vec<_>>());
+    assert_eq!(sorted.entries_for(t).start_near_page(500 * PAGE_SIZE), 499);
+    for page in [1, 2, 17, 499, 501, 999, 1000] {
+        let at = (0..others.len())
+            .position(|i| others[i * 389 % others.len()] == page)
+            .unwrap();
+        let found = scan_from_page(&ctx, t, page * PAGE_SIZE, &Access::read(page * PAGE_SIZE));
+        assert_eq!(found.first(), Some(&(at, false)), "page {page}");
+        assert_eq!(found.len(), n as usize, "page {page}");
+    }
+    // No record covers the page: the run starts at some record before the page, and a scan
+    // still reads every record.
+    let found = scan_from_page(&ctx, t, 5000 * PAGE_SIZE, &Access::read(5000 * PAGE_SIZE));
     assert_eq!(found.len(), n as usize);
 
     // A front that covers the page (a whole-object grant first): nothing moves.
@@ -538,7 +599,7 @@ fn start_near_page_finds_the_page_in_a_run_in_gate_order() {
         Cap::from_parts(g, sig)
     }];
     whole.extend(ordered.iter().cloned());
-    let bytes = ctx_with_caps(&whole);
+    let bytes = ctx_with_caps_as_listed(&whole);
     let ctx = SecCtx::parse(&bytes).unwrap();
     assert_eq!(ctx.entries_for(t).start_near_page(700 * PAGE_SIZE), 0);
 }
