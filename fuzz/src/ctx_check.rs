@@ -3,8 +3,8 @@
 //! either the real-signature authority or the cheap one.
 
 use twizzler_capsec::{
-    Access, Authority, Expiry, ObjID, PermsInfo, Protections, Record, SecCtx, SecCtxEditor,
-    Verdict, evaluate, evaluate_explained,
+    Access, Authority, CAP_LEN, Expiry, ObjID, PermsInfo, Protections, Record, RecordKind, SecCtx,
+    SecCtxEditor, Verdict, evaluate, evaluate_explained,
 };
 
 use crate::{ALL_IDS, CTX, CheapAuthority, CheckRule, FuzzAuthority, OBJ_NOKEY, le_u64_at};
@@ -187,10 +187,27 @@ pub fn check_context(
     assert_eq!(re.generation(), ctx.generation());
     assert_eq!(re.global_mask(), ctx.global_mask());
     assert!(re.masks().eq(ctx.masks()));
+    // The same entries, in the order the editor writes them: by target, then within a
+    // target capabilities by their gate's offset (a body's bytes 42..50), then the other
+    // records, ties in the order read.
+    let mut written: Vec<_> = entries
+        .iter()
+        .map(|e| (e.target, e.kind, e.bytes()))
+        .collect();
+    written.sort_by_key(|(target, kind, b)| {
+        let gate = (*kind == RecordKind::Cap && b.len() == CAP_LEN)
+            .then(|| {
+                b.get(42..50)
+                    .and_then(|g| g.try_into().ok())
+                    .map(u64::from_le_bytes)
+            })
+            .flatten();
+        (*target, gate.is_none(), gate.unwrap_or(0))
+    });
     assert!(
         re.entries()
             .map(|e| (e.target, e.kind, e.bytes()))
-            .eq(entries.iter().map(|e| (e.target, e.kind, e.bytes()))),
+            .eq(written),
         "the editor changed the entries"
     );
     let enc2 = SecCtxEditor::from_ctx(&re).encode().unwrap();

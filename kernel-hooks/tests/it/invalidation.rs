@@ -616,9 +616,10 @@ fn a_miss_verifies_what_the_access_needs_and_the_rest_when_an_access_needs_it() 
 #[test]
 fn a_miss_finds_the_record_for_its_page_in_any_order_and_verifies_only_it() {
     // 300 read capabilities for FILE, one per page 1..=300 (the one for page 200 expires),
-    // in page order, in reverse, and interleaved. A first fault on any page verifies one
-    // record, the page's own, in every order (the scan starts where the gates say the page
-    // is when the run is in gate order, and reads on from the front otherwise).
+    // listed in page order, in reverse, and interleaved (as another writer may list them;
+    // the editor writes gate order). A first fault on any page verifies one record, the
+    // page's own, in every order (the scan starts at the record whose gate covers the
+    // page: found by a search in gate order, by reading the gates otherwise).
     let n = 300u64;
     let page_cap = |w: &World, page: u64| {
         let mut g = CapGrant::new(FILE, CTX_A, R);
@@ -640,7 +641,7 @@ fn a_miss_finds_the_record_for_its_page_in_any_order_and_verifies_only_it() {
         let w = World::new();
         let caps: Vec<_> = order.iter().map(|p| page_cap(&w, *p)).collect();
         let refs: Vec<&twizzler_capsec::Cap> = caps.iter().collect();
-        w.write_ctx(CTX_A, &ctx_with(&refs));
+        w.write_ctx_as_listed(CTX_A, &refs);
         let t = SecCtxMgr::new(CTX_A);
         for page in [n, 1, 150, 299, 200] {
             w.engine.flush();
@@ -677,7 +678,7 @@ fn a_miss_finds_the_record_for_its_page_in_any_order_and_verifies_only_it() {
         let mut caps: Vec<_> = order.iter().map(|p| page_cap(&w, *p)).collect();
         caps.push(w.cap_with(CapGrant::new(FILE, CTX_A, RW)));
         let refs: Vec<&twizzler_capsec::Cap> = caps.iter().collect();
-        w.write_ctx(CTX_A, &ctx_with(&refs));
+        w.write_ctx_as_listed(CTX_A, &refs);
         for (page, kind, verifies) in [
             (n + 5, Write, 1),
             (42, Write, 2),

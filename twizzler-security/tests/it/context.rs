@@ -851,11 +851,15 @@ fn random_edits_match_a_reference_model() {
 
             // Reference lookups, for every target and its neighbours.
             let mut by_target: BTreeMap<u128, Vec<(RecordKind, &[u8])>> = BTreeMap::new();
-            for (target, kind, b) in &m.entries {
-                by_target
-                    .entry(*target)
-                    .or_default()
-                    .push((*kind, b.as_slice()));
+            // In the order the editor writes them.
+            let mut written: Vec<(u128, RecordKind, &[u8])> = m
+                .entries
+                .iter()
+                .map(|(t, k, b)| (*t, *k, b.as_slice()))
+                .collect();
+            writer_order(&mut written);
+            for (target, kind, b) in written {
+                by_target.entry(target).or_default().push((kind, b));
             }
             let mut probes: BTreeSet<u128> = BTreeSet::new();
             for &x in &TARGETS {
@@ -1017,7 +1021,9 @@ fn exercise(bytes: &[u8], auth: &TestAuth) -> bool {
         .entries()
         .map(|e| (e.target, e.kind, e.bytes()))
         .collect();
-    let orig: Vec<_> = all.iter().map(|e| (e.target, e.kind, e.bytes())).collect();
+    // The same entries, in the order the editor writes them.
+    let mut orig: Vec<_> = all.iter().map(|e| (e.target, e.kind, e.bytes())).collect();
+    writer_order(&mut orig);
     assert_eq!(again, orig);
     assert_eq!(ctx2.masks().collect::<Vec<_>>(), masks);
     true
