@@ -391,42 +391,19 @@ fn main() {
     // is last (the search runs the other way); and page-gated in no order, faulting on page
     // 500, whose record is last: the order tells the search nothing, and the other 999
     // records are read and passed over.
-    #[derive(Clone, Copy)]
-    enum Order {
-        Pages,
-        Reversed,
-        Shuffled,
-    }
-    let issue20 = |k: u64, gated: bool, order: Order| {
-        let pages: Vec<u64> = match order {
-            Order::Pages => (1..=k).collect(),
-            Order::Reversed => (1..=k).rev().collect(),
-            // Every page but the middle one in a scattered order (389 is prime to k - 1 =
-            // 999, so i * 389 mod 999 visits each), then the middle one.
-            Order::Shuffled => {
-                let others: Vec<u64> = (1..=k).filter(|p| *p != k / 2).collect();
-                let n = others.len() as u64;
-                (0..n)
-                    .map(|i| others[((i * 389) % n) as usize])
-                    .chain([k / 2])
-                    .collect()
-            }
-        };
+    use benches::host::{PageOrder, page_records_engine};
+    let plain = |k: u64| {
         let mut ed = SecCtxEditor::new();
-        for (i, page) in (0..k).zip(pages) {
+        for i in 0..k {
             let mut g = CapGrant::new(obj(0), CTX, Protections::READ);
-            if gated {
-                g.gate = twizzler_capsec::Gate::new(page * 4096, 4096, 1).unwrap();
-            } else {
-                g.expires = twizzler_capsec::Expiry::from_raw(NOW + 1_000_000_000_000 + i);
-            }
+            g.expires = twizzler_capsec::Expiry::from_raw(NOW + 1_000_000_000_000 + i);
             ed.add_cap(&Cap::mint(g, &ed_sk).unwrap());
         }
         benches::host::one_object_engine(&ed, &ed_sk)
     };
     let (plain_1000, gated_1000) = (
-        issue20(1_000, false, Order::Pages),
-        issue20(1_000, true, Order::Pages),
+        plain(1_000),
+        page_records_engine(1_000, PageOrder::Pages, &ed_sk),
     );
     let miss_on = |e: &kernel_hooks::Engine<benches::host::BenchHost>, page: u64| {
         e.flush();
@@ -444,10 +421,12 @@ fn main() {
         |name: &str| filters.is_empty() || filters.iter().any(|f| name.contains(f.as_str()));
     let reversed_name =
         "issue20/decide_miss/gated_reversed/1000 vs raw_verify/ed25519_verify_strict/32B";
-    let reversed_1000 = wanted(reversed_name).then(|| issue20(1_000, true, Order::Reversed));
+    let reversed_1000 =
+        wanted(reversed_name).then(|| page_records_engine(1_000, PageOrder::Reversed, &ed_sk));
     let shuffled_name =
         "issue20/decide_miss/gated_shuffled/1000 vs raw_verify/ed25519_verify_strict/32B";
-    let shuffled_1000 = wanted(shuffled_name).then(|| issue20(1_000, true, Order::Shuffled));
+    let shuffled_1000 =
+        wanted(shuffled_name).then(|| page_records_engine(1_000, PageOrder::Shuffled, &ed_sk));
     let hits: Vec<_> = [1u128, 100, 10_000]
         .into_iter()
         .filter(|n| wanted(&format!("issue20/hit/{n} vs upstream")))

@@ -133,6 +133,87 @@ pub mod host {
         one_object_engine(&e, key)
     }
 
+    /// The order [`page_records_engine`] writes its records in.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum PageOrder {
+        /// Page 1 first, page `k` last (gate order, as a context built page by page is).
+        Pages,
+        /// Page `k` first, page 1 last.
+        Reversed,
+        /// Every page but the middle one (`k / 2`) in a scattered order, then the middle one:
+        /// the order tells a search nothing.
+        Shuffled,
+    }
+
+    /// An engine whose context holds `k` read capabilities for `obj(0)`, one per page
+    /// (`1..=k`, each gated to its page), signed with `key`, listed in `order` (the editor
+    /// writes gate order, `Pages`; the others are as another writer may list them).
+    pub fn page_records_engine(
+        k: u64,
+        order: PageOrder,
+        key: &SigningKey,
+    ) -> Box<Engine<BenchHost>> {
+        let pages: Vec<u64> = match order {
+            PageOrder::Pages => (1..=k).collect(),
+            PageOrder::Reversed => (1..=k).rev().collect(),
+            // 389 is prime to k - 1 = 999 (the benchmarks' k), so i * 389 mod (k - 1) visits
+            // each of the others; for other k it still lists each page at most once.
+            PageOrder::Shuffled => {
+                let others: Vec<u64> = (1..=k).filter(|p| *p != k / 2).collect();
+                let n = others.len() as u64;
+                let mut seen = HashSet::new();
+                (0..n)
+                    .map(|i| others[((i * 389) % n.max(1)) as usize])
+                    .filter(|p| seen.insert(*p))
+                    .chain([k / 2])
+                    .collect()
+            }
+        };
+        let mut e = SecCtxEditor::new();
+        let mut listed = Vec::new();
+        for page in pages {
+            let mut g = CapGrant::new(obj(0), CTX, Protections::READ);
+            g.gate =
+                twizzler_capsec::Gate::new(page * 4096, 4096, 1).expect("a page inside the object");
+            let cap = Cap::mint(g, key).expect("benchmark keys sign");
+            e.add_cap(&cap);
+            listed.push(cap.encode());
+        }
+        // The editor writes a target's capabilities in gate order; list them as given, as
+        // another writer may.
+        let bytes = e.encode().expect("benchmark contexts encode");
+        bytes_engine(as_listed(bytes, &listed), key)
+    }
+
+    /// `bytes`, a context with no overflow table, with the rows of each target's run listed
+    /// in the order their records' encodings have in `listed` (the rest after them).
+    fn as_listed(mut bytes: Vec<u8>, listed: &[[u8; twizzler_capsec::CAP_LEN]]) -> Vec<u8> {
+        let ctx = twizzler_capsec::SecCtx::parse(&bytes).expect("benchmark contexts parse");
+        let table = u32::from_le_bytes(bytes[28..32].try_into().unwrap()) as usize;
+        let row_at = |i: usize| table + i * twizzler_capsec::ctx::ENTRY_LEN;
+        let places: HashMap<&[u8], usize> = listed
+            .iter()
+            .enumerate()
+            .map(|(i, b)| (&b[..], i))
+            .collect();
+        let mut rows: Vec<(ObjID, usize, Vec<u8>)> = ctx
+            .entries()
+            .map(|e| {
+                let place = places.get(e.bytes()).copied().unwrap_or(usize::MAX);
+                (
+                    e.target,
+                    place,
+                    bytes[row_at(e.index)..row_at(e.index + 1)].to_vec(),
+                )
+            })
+            .collect();
+        rows.sort_by_key(|(target, place, _)| (*target, *place));
+        for (i, (_, _, row)) in rows.into_iter().enumerate() {
+            bytes[row_at(i)..row_at(i + 1)].copy_from_slice(&row);
+        }
+        bytes
+    }
+
     /// An engine whose context denies faults on `obj(0)`: with `bad` true it holds `n` records
     /// for `obj(0)` signed by the wrong key; with `bad` false it holds `n` valid records for
     /// other objects and none for `obj(0)`. `key` signs for every object; `wrong` is another key.
