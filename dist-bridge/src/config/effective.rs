@@ -73,9 +73,9 @@ impl FileConfig {
             guard_table: Some(TableSection {
                 capacity: Some(g.capacity),
                 batch_size: Some(g.batch_size),
-                // TOML integers stop at 2^63 - 1; the default (the whole 64-bit space) is
-                // what an absent key means.
-                max_version: i64::try_from(g.max_version).ok().map(|_| g.max_version),
+                // Past 2^63 - 1 as well: the `toml` crate writes and reads the whole u64
+                // range (as it does for `node_id`), so the printed file configures this bound.
+                max_version: Some(g.max_version),
                 ranges: Some(g.ranges),
                 max_derived: Some(g.max_derived),
             }),

@@ -455,12 +455,26 @@ mod tests {
                 "not stable"
             );
         }
-        // The full 64-bit version space (the default) is what an absent key means: TOML
-        // cannot write it.
-        let (c, log) = FileConfig::parse(insecure, "t").unwrap().resolve().unwrap();
+        // Settings past TOML's signed 64-bit integers (a version bound, a node id, given by
+        // a flag or written in a file) are printed as written and read back as themselves.
+        let (mut c, log) = FileConfig::parse(insecure, "t").unwrap().resolve().unwrap();
         assert_eq!(c.guard_table.max_version, u64::MAX);
-        let printed = FileConfig::effective(&c, log).to_toml().unwrap();
-        assert!(!printed.contains("max_version"), "{printed}");
+        for (max_version, node_id) in [
+            (u64::MAX, 1),
+            (u64::MAX - 1, u64::MAX),
+            (1 << 63, 1 << 63),
+            (i64::MAX as u64, 7),
+        ] {
+            c.guard_table.max_version = max_version;
+            c.node_id = node_id;
+            let printed = FileConfig::effective(&c, log).to_toml().unwrap();
+            assert!(
+                printed.contains(&format!("max_version = {max_version}")),
+                "{printed}"
+            );
+            let again = FileConfig::parse(&printed, "printed").unwrap();
+            assert_eq!(again.resolve().unwrap(), (c.clone(), log), "{printed}");
+        }
     }
 
     /// Relative paths come out absolute, so the printed file means the same files wherever
