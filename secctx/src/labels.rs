@@ -431,7 +431,8 @@ pub fn owns<S: ObjectStore>(
     right: Right,
     now: u64,
 ) -> Result<Result<bool, Verdict>, DifcError> {
-    store.transact(|tx| with_ownership(tx, ctx, now, |o| o.owns(tag, right)))
+    // Read from one consistent state, without a write transaction: a question, not a change.
+    store.read_state(|state| with_ownership(state, ctx, now, |o| o.owns(tag, right)))?
 }
 
 /// [`owns`], judged from `state` (a kept read snapshot, say, whose one consistent state also

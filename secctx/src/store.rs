@@ -224,6 +224,20 @@ pub trait ReadState {
     fn object_info(&mut self, id: ObjID) -> Result<ObjInfo, StoreError>;
 }
 
+/// A transaction seen as a [`ReadState`] (what [`ObjectStore::read_state`]'s default hands
+/// out).
+struct TxnState<'t, 'a>(&'t mut (dyn Txn + 'a));
+
+impl ReadState for TxnState<'_, '_> {
+    fn object(&mut self, id: ObjID) -> Result<Object, StoreError> {
+        self.0.get(id)
+    }
+
+    fn object_info(&mut self, id: ObjID) -> Result<ObjInfo, StoreError> {
+        self.0.info(id)
+    }
+}
+
 impl ReadState for dyn Txn + '_ {
     fn object(&mut self, id: ObjID) -> Result<Object, StoreError> {
         self.get(id)
@@ -247,6 +261,15 @@ pub trait ObjectStore {
         &self,
         f: impl FnOnce(&mut dyn Txn) -> Result<R, E>,
     ) -> Result<R, E>;
+
+    /// Runs `f` over one consistent state of the store, for reading only: nothing is
+    /// committed or synced, and a store opened read-only answers as well. For questions that
+    /// read several objects (whether a context owns a right: the context, the keys its
+    /// records name, the revocation list). The default runs `f` in a transaction that
+    /// changes nothing; a store whose transactions cost a write overrides it.
+    fn read_state<R>(&self, f: impl FnOnce(&mut dyn ReadState) -> R) -> Result<R, StoreError> {
+        self.transact(|tx| Ok::<R, StoreError>(f(&mut TxnState(tx))))
+    }
 
     /// Reads object `id`, whole.
     fn get(&self, id: ObjID) -> Result<Object, StoreError>;

@@ -6,7 +6,7 @@ use twizzler_capsec::ObjID;
 use super::layout::{NAMES, OBJECTS, PAGES};
 use super::txn::DbTxn;
 use super::{DbStore, Handle, read};
-use crate::store::{ObjInfo, Object, ObjectStore, StoreError, Txn};
+use crate::store::{ObjInfo, Object, ObjectStore, ReadState, StoreError, Txn};
 
 impl ObjectStore for DbStore {
     fn transact<R, E: From<StoreError>>(
@@ -24,6 +24,20 @@ impl ObjectStore for DbStore {
         // Returning the error drops (aborts) the transaction: nothing it did is kept.
         w.commit().map_err(|e| self.err("commit", e))?;
         Ok(r)
+    }
+
+    /// One redb read transaction: no write transaction is begun, nothing is committed, and a
+    /// store opened read-only answers too.
+    fn read_state<R>(&self, f: impl FnOnce(&mut dyn ReadState) -> R) -> Result<R, StoreError> {
+        let r = self.read()?;
+        let op = "read";
+        let objects = r.open_table(OBJECTS).map_err(|e| self.err(op, e))?;
+        let pages = r.open_table(PAGES).map_err(|e| self.err(op, e))?;
+        Ok(f(&mut ReadTxnState {
+            store: self,
+            objects,
+            pages,
+        }))
     }
 
     fn get(&self, id: ObjID) -> Result<Object, StoreError> {
@@ -81,5 +95,23 @@ impl ObjectStore for DbStore {
             .map(|e| e.map(|(k, v)| (k.value().to_owned(), ObjID::new(v.value()))))
             .collect::<Result<_, _>>()
             .map_err(|e| self.err(op, e))
+    }
+}
+
+/// A redb read transaction's tables as a [`ReadState`] ([`DbStore`]'s
+/// [`ObjectStore::read_state`]).
+struct ReadTxnState<'s> {
+    store: &'s DbStore,
+    objects: redb::ReadOnlyTable<u128, &'static [u8]>,
+    pages: redb::ReadOnlyTable<(u128, u32), &'static [u8]>,
+}
+
+impl ReadState for ReadTxnState<'_> {
+    fn object(&mut self, id: ObjID) -> Result<Object, StoreError> {
+        read::get(&self.objects, &self.pages, id).map_err(self.store.read_err("read an object"))
+    }
+
+    fn object_info(&mut self, id: ObjID) -> Result<ObjInfo, StoreError> {
+        read::info(&self.objects, id).map_err(self.store.read_err("read metadata"))
     }
 }

@@ -450,3 +450,64 @@ mod codec {
         }
     }
 }
+
+/// Asking whether a context owns a right reads, never writes: it is answered from a store
+/// opened read-only, and from one opened read-write while another thread holds its write
+/// transaction (it began none of its own: no commit, no sync).
+#[test]
+fn ownership_is_read_without_a_write_transaction() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ctx, tag, other) = {
+        let mut w = World::new(DbStore::open(dir.path()).unwrap());
+        let (tag, other) = (w.tag(), w.tag());
+        let ctx = w.ctx();
+        w.own(ctx, tag, OwnRights::PLUS);
+        (ctx, tag, other)
+    };
+    let ro = DbStore::open_read_only(dir.path()).unwrap();
+    assert_eq!(
+        labels::owns(&ro, ctx, tag, Right::Plus, NOW).unwrap(),
+        Ok(true)
+    );
+    assert_eq!(
+        labels::owns(&ro, ctx, tag, Right::Minus, NOW).unwrap(),
+        Ok(false)
+    );
+    assert_eq!(
+        labels::owns(&ro, ctx, other, Right::Plus, NOW).unwrap(),
+        Ok(false)
+    );
+    drop(ro);
+    // Opened read-write: the checks are answered while another thread holds the store's one
+    // write transaction (a check that began a write transaction would wait for it).
+    let rw = DbStore::open(dir.path()).unwrap();
+    let (held_tx, held) = std::sync::mpsc::channel();
+    let (release, release_rx) = std::sync::mpsc::channel::<()>();
+    let released = &std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let rw = &rw;
+        s.spawn(move || {
+            rw.transact(move |_| {
+                held_tx.send(()).unwrap();
+                // Only a failing check waits this out.
+                let _ = release_rx.recv_timeout(std::time::Duration::from_secs(20));
+                released.store(true, std::sync::atomic::Ordering::SeqCst);
+                Ok::<(), secctx::StoreError>(())
+            })
+            .unwrap();
+        });
+        held.recv().unwrap();
+        for _ in 0..3 {
+            assert_eq!(
+                labels::owns(rw, ctx, tag, Right::Plus, NOW).unwrap(),
+                Ok(true)
+            );
+        }
+        let waited = released.load(std::sync::atomic::Ordering::SeqCst);
+        let _ = release.send(());
+        assert!(
+            !waited,
+            "an ownership check waited for the write transaction"
+        );
+    });
+}
