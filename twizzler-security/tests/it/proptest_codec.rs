@@ -696,13 +696,18 @@ proptest! {
         let edited = ed.encode().unwrap();
         prop_assert!(edited.len() <= same.len());
         let again = SecCtx::parse(&edited).unwrap();
-        let kept: Vec<_> = ctx
+        // The other entries, in the order the editor writes them.
+        let mut kept: Vec<_> = ctx
             .entries()
             .filter(|e| e.target.raw() != drop_target)
-            .map(|e| (e.target, e.bytes().to_vec()))
+            .map(|e| (e.target, e.kind, e.bytes().to_vec()))
             .collect();
+        crate::fixture::writer_order(&mut kept);
         prop_assert_eq!(kept.len() + removed, ctx.entry_count());
-        let got: Vec<_> = again.entries().map(|e| (e.target, e.bytes().to_vec())).collect();
+        let got: Vec<_> = again
+            .entries()
+            .map(|e| (e.target, e.kind, e.bytes().to_vec()))
+            .collect();
         prop_assert_eq!(got, kept);
     }
 }
