@@ -1309,3 +1309,77 @@ proptest! {
         }
     }
 }
+
+/// The editor writes a target's capabilities by the offset of their gate (ties in insertion
+/// order, an ownership record among them by its own gate), then its other records in
+/// insertion order; targets in order. Without ties, what it writes depends only on the
+/// records, not on the order they were added in.
+#[test]
+fn the_editor_lists_a_targets_capabilities_by_gate_then_its_other_records() {
+    let k = key(SigningScheme::Ed25519, 51);
+    let (t, u) = (ObjID::new(0x77), ObjID::new(0x66));
+    let gated = |offset: u64, prots: Protections| {
+        let mut g = twizzler_capsec::CapGrant::new(t, C, prots);
+        g.gate = gate(offset, 4096, 1);
+        mint(g, &k)
+    };
+    let whole = cap(t, C, R, &k);
+    let (page5, page1, page1_again) = (gated(5 * 4096, R), gated(4096, R), gated(4096, R | W));
+    let own = Cap::mint_ownership(
+        twizzler_capsec::OwnershipGrant::new(t, C, twizzler_capsec::OwnRights::PLUS),
+        &k,
+    )
+    .unwrap();
+    let del = |n: u64| {
+        Del::from_cap(
+            &cap(t, P, R, &k),
+            DelGrant::new(C, R),
+            &key(SigningScheme::Ed25519, 60 + n),
+        )
+        .unwrap()
+    };
+    let (d1, d2) = (del(1), del(2));
+    let other = cap(u, C, R, &k);
+    let mut ed = SecCtxEditor::new();
+    ed.add_del(&d1);
+    ed.add_cap(&page5);
+    ed.add_cap(&page1);
+    ed.add_cap(&own);
+    ed.add_del(&d2);
+    ed.add_cap(&whole);
+    ed.add_cap(&page1_again);
+    ed.add_cap(&other);
+    let bytes = encode(&ed);
+    let ctx = SecCtx::parse(&bytes).unwrap();
+    let listed: Vec<Vec<u8>> = ctx.entries().map(|e| e.bytes().to_vec()).collect();
+    // The ownership record's gate is the whole object's, as `whole`'s: it ties, and keeps
+    // its place (added before `whole`).
+    let want: Vec<Vec<u8>> = vec![
+        other.encode().to_vec(),
+        own.encode().to_vec(),
+        whole.encode().to_vec(),
+        page1.encode().to_vec(),
+        page1_again.encode().to_vec(),
+        page5.encode().to_vec(),
+        d1.encode().to_vec(),
+        d2.encode().to_vec(),
+    ];
+    assert_eq!(listed, want);
+    // Loaded and written again: the same bytes.
+    assert!(encode(&SecCtxEditor::from_ctx(&ctx)) == bytes);
+
+    // Without ties (one record per gate offset), the order of the adds does not matter.
+    let distinct = [&page5, &page1, &whole, &other];
+    let written = |order: &[usize]| {
+        let mut ed = SecCtxEditor::new();
+        for &i in order {
+            ed.add_cap(distinct[i]);
+        }
+        ed.add_del(&d1);
+        encode(&ed)
+    };
+    let first = written(&[0, 1, 2, 3]);
+    for order in [[3, 2, 1, 0], [1, 3, 0, 2], [2, 0, 3, 1]] {
+        assert!(written(&order) == first, "{order:?}");
+    }
+}
