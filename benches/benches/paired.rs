@@ -548,7 +548,7 @@ fn main() {
         },
         Pair {
             name: reversed_name,
-            a_name: "flush + decide miss, 1,000 page records in reverse, page 1",
+            a_name: "flush + decide miss, 1,000 page records listed in reverse (another writer's), page 1",
             b_name: "ed25519 verify_strict 32B",
             a: Box::new(|| {
                 if let Some(e) = &reversed_1000 {
@@ -559,7 +559,7 @@ fn main() {
         },
         Pair {
             name: shuffled_name,
-            a_name: "flush + decide miss, 1,000 page records in no order, page 500 (last)",
+            a_name: "flush + decide miss, 1,000 page records listed in no order (another writer's), page 500 (last)",
             b_name: "ed25519 verify_strict 32B",
             a: Box::new(|| {
                 if let Some(e) = &shuffled_1000 {

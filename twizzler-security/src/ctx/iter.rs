@@ -178,9 +178,9 @@ impl<M: ?Sized + CtxMem> EntryIter<'_, M> {
     /// page), that is the record for the page, found after about twice the logarithm of the
     /// run's length of reads. When that record does not cover the page (the run is in no
     /// order, or no record covers the page), it reads the run's gates from the front for the
-    /// first that covers it (each row and two fields of its body, less than half of the
-    /// instructions of the scan's skip), and starts there, or at the searched record if none
-    /// does.
+    /// first that covers it (each row and two fields of its body: about 32 instructions a
+    /// record, against about 54 for the scan's skip), and starts there, or at the searched
+    /// record if none does.
     ///
     /// Only the order changes: the iterator returns the same entries as before, each once
     /// (the context was parsed, so every row of the run checks out). Nothing is trusted:
@@ -306,11 +306,10 @@ fn covers(offset: u64, length: u64, page: u64) -> bool {
 }
 
 /// The first row from `from` on of the run of target `only` in `table` (it ends at the
-/// first row for another target, or at the table's end) that names a capability whose body
-/// is inside `heap` and whose gate, as written, covers the page at `page` ([`covers`]);
-/// rows of the run that are not such capabilities are passed over. About 24 instructions a
-/// row (the row's target, kind and length, the body's place, two gate fields), against
-/// about 54 for the scan's skip; the time is the body's cache line either way.
+/// first row for another target, or at the table's end) that names a capability ([`cap_of`])
+/// whose gate, as written, covers the page at `page` ([`covers`]); rows of the run that are
+/// not capabilities are passed over. The time is each body's cache line, as in the scan's
+/// skip; only two of its fields are read.
 fn first_covering(
     all: &[u8],
     table: Region,
@@ -319,33 +318,44 @@ fn first_covering(
     from: usize,
     page: u64,
 ) -> Option<usize> {
-    let (rows, heap) = (table.bytes(all)?, heap.bytes(all)?);
-    let rest = rows.get(from.checked_mul(ENTRY_LEN)?..)?;
-    for (i, row) in rest.chunks_exact(ENTRY_LEN).enumerate() {
-        if le_u128(row, 0) != only {
-            return None;
-        }
-        if le_u32(row, 16) != RecordKind::Cap.raw() || le_u32(row, 24) as usize != CAP_LEN {
-            continue;
-        }
-        let at = le_u32(row, 20) as usize;
-        let Some(body) = at
-            .checked_add(CAP_BODY_LEN)
-            .and_then(|end| heap.get(at..end))
-        else {
-            continue;
-        };
-        let (offset, length, _) = gate_fields(body);
-        if covers(offset, length, page) {
-            return from.checked_add(i);
-        }
-    }
-    None
+    // The run's rows in one slice, read in turn (not looked up one by one).
+    let rows = table.bytes(all)?.get(from.checked_mul(ENTRY_LEN)?..)?;
+    let i = rows
+        .chunks_exact(ENTRY_LEN)
+        .take_while(|row| le_u128(row, 0) == only)
+        .position(|row| {
+            cap_of(all, heap, row).is_some_and(|body| {
+                let (offset, length, _) = gate_fields(body);
+                covers(offset, length, page)
+            })
+        })?;
+    from.checked_add(i)
 }
 
-/// The body of row `r` of `table` (in `all`) if the row names a capability of the target
-/// `only` (its kind and length, as [`Entry::peek_cap`] reads them) whose bytes are inside
-/// `heap`: the bytes at the body's fixed offsets, nothing checked.
+/// Row `r` of `table` (in `all`), if it is inside the table and filed under the target
+/// `only`: a row of the run.
+#[inline]
+fn run_row(all: &[u8], table: Region, only: u128, r: usize) -> Option<&[u8]> {
+    let at = table.row(r, ENTRY_LEN)?;
+    let row = all.get(at..at.checked_add(ENTRY_LEN)?)?;
+    (le_u128(row, 0) == only).then_some(row)
+}
+
+/// The body a table row names, if the row names a capability (its kind and length, as
+/// [`Entry::peek_cap`] reads them) whose bytes are inside `heap`: the bytes at the body's
+/// fixed offsets, nothing checked.
+#[inline]
+fn cap_of<'m>(all: &'m [u8], heap: Region, row: &[u8]) -> Option<&'m [u8; CAP_BODY_LEN]> {
+    if le_u32(row, 16) != RecordKind::Cap.raw() || le_u32(row, 24) as usize != CAP_LEN {
+        return None;
+    }
+    let item = heap.sub(le_u32(row, 20), le_u32(row, 24))?;
+    all.get(item.offset..item.offset.checked_add(CAP_BODY_LEN)?)?
+        .first_chunk::<CAP_BODY_LEN>()
+}
+
+/// The body of row `r` of `table` (in `all`) if the row is of the run of target `only` and
+/// names a capability ([`cap_of`]).
 #[inline]
 fn cap_body(
     all: &[u8],
@@ -354,15 +364,5 @@ fn cap_body(
     only: u128,
     r: usize,
 ) -> Option<&[u8; CAP_BODY_LEN]> {
-    let at = table.row(r, ENTRY_LEN)?;
-    let row = all.get(at..at.checked_add(ENTRY_LEN)?)?;
-    if le_u128(row, 0) != only
-        || le_u32(row, 16) != RecordKind::Cap.raw()
-        || le_u32(row, 24) as usize != CAP_LEN
-    {
-        return None;
-    }
-    let item = heap.sub(le_u32(row, 20), le_u32(row, 24))?;
-    all.get(item.offset..item.offset.checked_add(CAP_BODY_LEN)?)?
-        .first_chunk::<CAP_BODY_LEN>()
+    run_row(all, table, only, r).and_then(|row| cap_of(all, heap, row))
 }
