@@ -197,20 +197,59 @@ impl<T: Mirrored<H>, const W: usize, const H: usize> SeqSet<T, W, H> {
         key: &[u64; KEY_WORDS],
         f: impl Fn(&Way<'_, H>) -> Option<R>,
     ) -> Option<(R, u64)> {
-        for _ in 0..READ_ATTEMPTS {
+        self.read_attempts(key, &f, READ_ATTEMPTS)
+    }
+
+    /// [`SeqSet::lookup`] for the fault path's common case, with the same answer: its first
+    /// attempt in line, the others out of line. In a loop the compiler hoists `f`'s reads of
+    /// its captures out of it, to be kept in registers (or spilled to the stack) across the
+    /// whole read; here they are read where they are used. `f`'s captures and answer should
+    /// be plain values (a `move` closure, an answer of a few words), so that nothing is kept
+    /// in memory for the retries.
+    #[inline(always)]
+    pub fn lookup_first<R>(
+        &self,
+        key: &[u64; KEY_WORDS],
+        f: impl Fn(&Way<'_, H>) -> Option<R>,
+    ) -> Option<(R, u64)> {
+        match self.seq.read_begin() {
+            Some(s) => {
+                let answer = self.read_way(key, &f);
+                let removals = self.removals.load(Ordering::Relaxed);
+                if self.seq.read_valid(s) {
+                    return Some((answer?, removals));
+                }
+            }
+            None => spin_wait(),
+        }
+        self.lookup_again(*key, f)
+    }
+
+    /// [`SeqSet::lookup_first`]'s other attempts, after its first raced a write.
+    #[cold]
+    #[inline(never)]
+    fn lookup_again<R>(
+        &self,
+        key: [u64; KEY_WORDS],
+        f: impl Fn(&Way<'_, H>) -> Option<R>,
+    ) -> Option<(R, u64)> {
+        self.read_attempts(&key, &f, READ_ATTEMPTS - 1)
+    }
+
+    /// Up to `attempts` reads of the set, as [`SeqSet::lookup`] describes.
+    #[inline(always)]
+    fn read_attempts<R>(
+        &self,
+        key: &[u64; KEY_WORDS],
+        f: &impl Fn(&Way<'_, H>) -> Option<R>,
+        attempts: usize,
+    ) -> Option<(R, u64)> {
+        for _ in 0..attempts {
             let Some(s) = self.seq.read_begin() else {
                 spin_wait();
                 continue;
             };
-            let live = self.live.load(Ordering::Relaxed);
-            // The way first, then `f` on it: `f` is inlined once, not into every step of the
-            // (unrolled) scan, which cost the hit register spills.
-            let found = (0..W).find(|&i| {
-                live & (1 << i) != 0 && self.mirror.get(i).is_some_and(|w| Way(w).has_key(key))
-            });
-            let answer = found
-                .and_then(|i| self.mirror.get(i))
-                .and_then(|w| f(&Way(w)));
+            let answer = self.read_way(key, f);
             let removals = self.removals.load(Ordering::Relaxed);
             if !self.seq.read_valid(s) {
                 continue;
@@ -218,6 +257,24 @@ impl<T: Mirrored<H>, const W: usize, const H: usize> SeqSet<T, W, H> {
             return Some((answer?, removals));
         }
         None
+    }
+
+    /// The way holding `key`, and `f`'s answer on it, inside a read.
+    #[inline(always)]
+    fn read_way<R>(
+        &self,
+        key: &[u64; KEY_WORDS],
+        f: &impl Fn(&Way<'_, H>) -> Option<R>,
+    ) -> Option<R> {
+        let live = self.live.load(Ordering::Relaxed);
+        // The way first, then `f` on it: `f` is inlined once, not into every step of the
+        // (unrolled) scan, which cost the hit register spills.
+        let (_, way) = self
+            .mirror
+            .iter()
+            .enumerate()
+            .find(|(i, w)| live & (1 << i) != 0 && Way(w).has_key(key))?;
+        f(&Way(way))
     }
 
     /// Looks `key` up under the writers' lock, for what the mirror does not hold: `f` gets the

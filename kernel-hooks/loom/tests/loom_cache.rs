@@ -86,13 +86,14 @@ impl PageTables {
     }
 }
 
-/// The fault path for key `k`: a lock-free hit under an unchanged epoch, then the ticket check
-/// and the install under the page-table lock. Returns whether it mapped.
+/// The fault path for key `k`: a lock-free hit under an unchanged epoch (`lookup_first`, as
+/// the engine's hit), then the ticket check and the install under the page-table lock.
+/// Returns whether it mapped.
 fn fault(set: &Set, epoch: &AtomicU64, pt: &PageTables, k: u64) -> bool {
     let e = epoch.load(Ordering::Acquire);
     // The closure may see a write in progress (that is the design: its answer is dropped
     // then), so it only computes; what the lookup *returns* must be one write's words.
-    let hit = set.lookup(&key(k), |w| {
+    let hit = set.lookup_first(&key(k), move |w| {
         let p = w.word(KEY_WORDS);
         (p >> 32 == e).then_some((p, w.word(0)))
     });
