@@ -26,15 +26,17 @@ mod snapshot;
 mod verdict_words;
 mod words;
 
+use crate::fault::Fault;
 pub use crate::seqset::Retain;
 use crate::seqset::{SeqSet, Upsert};
 use crate::ticket::{MapTicket, Ticket};
-use twizzler_capsec::{Access, ObjID, Protections};
+use twizzler_capsec::{Access, ObjID};
 
 pub use entry::{CachedPerms, Deps, Explanation, Failure, FlowState, FlowWhy, Kept, Stamp};
+pub(crate) use snapshot::OBJECT_PAGES;
 pub use snapshot::{Evaluated, ObjectPerms, Snapshot};
 use words::key_words;
-pub use words::{Explained, FlowExplained, Granted, HOT_WORDS, Served};
+pub use words::{Explained, FlowExplained, Granted, HOT_WORDS, Served, SummaryHit, WhyRefused};
 
 /// Number of sets.
 pub const SETS: usize = 64;
@@ -115,23 +117,44 @@ impl VerifyCache {
         }
     }
 
-    /// A hit without a lock: what the fresh entry for (`ctx`, `target`) says about `access`,
-    /// needing `needed` (`Snapshot::serve`). `None` when there is no fresh entry, an
-    /// incomplete one does not grant, or the set was being written: the caller then takes the
-    /// slow path.
+    /// The common hit without a lock ([`Snapshot::serve_summary`]): what the summary of the
+    /// fresh entry for (`ctx`, `fault`'s object) says about `fault` by a thread in the
+    /// context, and the ticket. `None` when there is no such entry or its summary does not
+    /// hold: [`VerifyCache::serve`] answers in full.
+    #[inline(always)]
+    pub fn serve_summary(
+        &self,
+        ctx: ObjID,
+        fault: &Fault,
+        epoch: u64,
+        now: u64,
+    ) -> Option<(SummaryHit, MapTicket)> {
+        let (si, set) = self.set(ctx, fault.target);
+        // A `move` closure: what it captures is copied in, not referred to, so nothing is
+        // kept in memory for the out-of-line retries; `fault`'s fields are read where they
+        // are compared.
+        let (hit, removals) = set.lookup_first(&key_words(ctx, fault.target), move |w| {
+            Snapshot::serve_summary(w, epoch, now, fault)
+        })?;
+        Some((hit, Self::ticket(si, removals)))
+    }
+
+    /// A hit without a lock, in full: what the fresh entry for (`ctx`, `fault`'s object)
+    /// says about `access` to it (`Snapshot::serve`), stamped with `epoch` and the fault's
+    /// object metadata. `None` when there is no fresh entry, an incomplete one does not
+    /// grant, or the set was being written: the caller then takes the slow path.
     #[inline]
     pub fn serve(
         &self,
         ctx: ObjID,
-        target: ObjID,
-        stamp: &Stamp,
-        now: u64,
+        fault: &Fault,
+        (epoch, now): (u64, u64),
         access: &Access,
-        needed: Protections,
     ) -> Option<(Served, MapTicket)> {
-        let (si, set) = self.set(ctx, target);
-        let (served, removals) = set.lookup(&key_words(ctx, target), |w| {
-            Snapshot::serve(w, stamp, now, access, needed)
+        let (si, set) = self.set(ctx, fault.target);
+        let needed = access.kind.required();
+        let (served, removals) = set.lookup(&key_words(ctx, fault.target), |w| {
+            Snapshot::serve(w, epoch, &fault.object, now, access, needed)
         })?;
         Some((served, Self::ticket(si, removals)))
     }

@@ -156,7 +156,7 @@ pub(super) fn full_pages(gate: &Gate) -> Range<u64> {
 }
 
 /// Every page of an object but the null page.
-pub(super) const OBJECT_PAGES: Range<u64> = 1..MAX_OBJECT_SIZE / PAGE_SIZE;
+pub(crate) const OBJECT_PAGES: Range<u64> = 1..MAX_OBJECT_SIZE / PAGE_SIZE;
 
 impl Snapshot {
     /// The rule, from the verified grants and the flow mask: what `access` is provided.

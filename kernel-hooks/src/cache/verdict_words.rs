@@ -111,7 +111,7 @@ pub(super) fn encode(v: Option<Verdict>) -> [u64; VERDICT_WORDS] {
 
 /// The verdict `w` holds: `Some(None)` for none, `None` when the words do not carry it
 /// ([`UNCODABLE`], or words that no [`encode`] wrote).
-#[inline]
+#[inline(always)]
 pub(super) fn decode(w: [u64; VERDICT_WORDS]) -> Option<Option<Verdict>> {
     let [head, p0, p1] = w;
     let small = (head >> 16) as u16;

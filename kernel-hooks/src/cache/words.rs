@@ -8,7 +8,8 @@ use super::MAX_GRANTS;
 use super::entry::{CachedPerms, Explanation, FlowState, Stamp};
 use super::snapshot::{Evaluated, OBJECT_PAGES, Snapshot};
 use super::verdict_words::{self, VERDICT_WORDS};
-use crate::fault::DenyCause;
+use crate::fault::{DenyCause, Fault};
+use crate::host::ObjectInfo;
 use crate::seqset::{KEY_WORDS, Way};
 use core::ops::Range;
 use twizzler_capsec::{Access, PAGE_SIZE};
@@ -240,12 +241,12 @@ impl Snapshot {
     /// The words that explain a denial from the summary (see [`Snapshot::serve`]), as
     /// [`CachedPerms::encode`] wrote them for `access`'s kind; `None` when there are none.
     #[inline]
-    fn explained(w: &Way<'_, HOT_WORDS>, small: u64, access: &Access) -> Explained {
+    fn explained(w: &Way<'_, HOT_WORDS>, small: u64, kind: AccessKind) -> Explained {
         let deny = w.word(W_DENY);
         if deny & EXPLAINED == 0 {
             return Explained::NONE;
         }
-        let (unmasked, at) = match access.kind {
+        let (unmasked, at) = match kind {
             AccessKind::Exec => (deny >> 16, W_DENY_CODE),
             _ => (deny, W_DENY_DATA),
         };
@@ -258,6 +259,123 @@ impl Snapshot {
         Explained([head, w.word(at + 1), w.word(at + 2)])
     }
 
+    /// Whether the words are an entry fresh for the stamp (`epoch` and `object`'s metadata)
+    /// at `now`: then its small-fields word, its summary word and its expiry. `object` is
+    /// read here, where it is compared.
+    #[inline(always)]
+    fn fresh(
+        w: &Way<'_, HOT_WORDS>,
+        epoch: u64,
+        object: &ObjectInfo,
+        now: u64,
+    ) -> Option<(u64, u64, Expiry)> {
+        // Each word is loaded where it is compared, so few values are live at once.
+        if w.word(W_EPOCH) != epoch {
+            return None;
+        }
+        let valid_until = Expiry::from_raw(w.word(W_VALID_UNTIL));
+        if valid_until.is_expired(now) {
+            return None;
+        }
+        // The `kuid` as the words hold it (zero words when there is none, and a bit of the
+        // small fields saying whether there is one): compared word by word.
+        let [k0, k1] = id_words(object.kuid.unwrap_or(ObjID::new(0)));
+        let stamp_small = u64::from(object.default_prots.bits())
+            | (u64::from(object.kuid.is_some()) << KUID_SOME);
+        let stamp_bits = 0xffff | (1 << KUID_SOME);
+        let small = w.word(W_SMALL);
+        if small & stamp_bits != stamp_small || w.word(W_KUID) != k0 || w.word(W_KUID + 1) != k1 {
+            return None;
+        }
+        let summary = w.word(W_SUMMARY);
+        ((summary >> 32) as u32 == object.label.0).then_some((small, summary, valid_until))
+    }
+
+    /// The common hit, from the summary word alone: what the summary says about `fault` by a
+    /// thread already in the context, if the words are fresh for the stamp (`epoch` and the
+    /// fault's object metadata) at `now` and the summary holds (every data grant covers the
+    /// whole object, so the rights are the object's): a grant, or a refusal that carries the
+    /// words that explain it (see [`SummaryHit`]). `None` for anything else, which
+    /// [`Snapshot::serve`] answers in full. The caller checked the fault's bounds.
+    #[inline(always)]
+    pub(crate) fn serve_summary(
+        w: &Way<'_, HOT_WORDS>,
+        epoch: u64,
+        now: u64,
+        fault: &Fault,
+    ) -> Option<SummaryHit> {
+        let (small, summary, valid_until) = Self::fresh(w, epoch, &fault.object, now)?;
+        let kind = fault.kind;
+        if summary & UNIFORM == 0 {
+            return None;
+        }
+        let half = match kind {
+            AccessKind::Exec => summary >> 16,
+            _ => summary,
+        };
+        let provide = half & 0xff;
+        Some(
+            if Protections::from_bits_retain(provide as u16).contains(kind.required()) {
+                SummaryHit {
+                    head: provide,
+                    w1: valid_until.raw(),
+                    w2: 0,
+                }
+            } else {
+                // The head word and where the rest of the explanation lies, out of line (two
+                // words, returned in registers); the rest read here.
+                let (head, at) = Self::summary_refusal(w, half, small, kind);
+                let explained = head & (H_SERVED | H_FLOW) != 0;
+                SummaryHit {
+                    head,
+                    w1: if explained { w.word(at) } else { 0 },
+                    w2: if explained { w.word(at + 1) } else { 0 },
+                }
+            },
+        )
+    }
+
+    /// A refusal from the summary (`half`: the summary's half for the access's kind): the
+    /// head word of its [`SummaryHit`], and the index of the two words that follow it.
+    /// When the entry's own denial may be served (the flow lets everything through for good
+    /// and the entry holds every record that counted), the head carries [`H_SERVED`] and the
+    /// head of the words that explain it; when the capabilities grant and the flow, worked
+    /// out in full, refuses, [`H_FLOW`] and the head of the flow denial's words. Out of line:
+    /// a granted hit does not come here.
+    #[cold]
+    #[inline(never)]
+    fn summary_refusal(
+        w: &Way<'_, HOT_WORDS>,
+        half: u64,
+        small: u64,
+        kind: AccessKind,
+    ) -> (u64, usize) {
+        let flags = CtxFlags::from_bits_retain((small >> 32) as u16);
+        let mut head = REFUSED | ((half & 0xff) << H_PROVIDED);
+        if flags.contains(CtxFlags::UNDETACHABLE) {
+            head |= H_UNDETACHABLE;
+        }
+        let flow = w.word(W_FLOW);
+        let caps = Protections::from_bits_retain(((half >> 8) & 0x7f) as u16);
+        if flow == FLOW_ALL {
+            if small & (1 << COMPLETE) != 0 {
+                // The explanation's head leaves the bits from `H_PROVIDED` up free.
+                let Explained([e0, ..]) = Self::explained(w, small, kind);
+                let at = match kind {
+                    AccessKind::Exec => W_DENY_CODE,
+                    _ => W_DENY_DATA,
+                };
+                head |= H_SERVED | (e0 & H_EXPLAINED);
+                return (head, at + 1);
+            }
+        } else if caps.contains(kind.required()) && flow >> 16 == FlowState::Resolved as u64 {
+            let FlowExplained([f0, ..]) = FlowExplained::of(w);
+            head |= H_FLOW | (f0 & H_EXPLAINED);
+            return (head, W_DENY_DATA);
+        }
+        (head, 0)
+    }
+
     /// A hit, answered from a mirror's words, if the entry is fresh for `stamp` at `now`:
     /// what `access` (needing `needed`) is provided if it is granted, or what the entry
     /// provides and the context's flags if it is not and the entry is complete (the rule in
@@ -267,42 +385,16 @@ impl Snapshot {
     #[inline]
     pub(crate) fn serve(
         w: &Way<'_, HOT_WORDS>,
-        stamp: &Stamp,
+        epoch: u64,
+        object: &ObjectInfo,
         now: u64,
         access: &Access,
         needed: Protections,
     ) -> Option<Served> {
-        let small = w.word(W_SMALL);
-        // The stamp's `kuid` as the words hold it: compared word by word.
-        let [k0, k1] = id_words(stamp.kuid.unwrap_or(ObjID::new(0)));
-        let stamp_small =
-            u64::from(stamp.default_prots.bits()) | (u64::from(stamp.kuid.is_some()) << KUID_SOME);
-        let stamp_bits = 0xffff | (1 << KUID_SOME);
-        let valid_until = Expiry::from_raw(w.word(W_VALID_UNTIL));
-        if w.word(W_EPOCH) != stamp.epoch
-            || small & stamp_bits != stamp_small
-            || w.word(W_KUID) != k0
-            || w.word(W_KUID + 1) != k1
-            || valid_until.is_expired(now)
-            || access.page() == 0
-        {
+        if access.page() == 0 {
             return None;
         }
-        let summary = w.word(W_SUMMARY);
-        if (summary >> 32) as u32 != stamp.label.0 {
-            return None;
-        }
-        // A denial is served only when the flow lets everything through for good: then it is
-        // the capabilities' (a flow denial is served as one, below; a flow not yet worked out
-        // takes the slow path).
-        let flow_all = || w.word(W_FLOW) == FLOW_ALL;
-        let denied = |provided, explained| {
-            (small & (1 << COMPLETE) != 0 && flow_all()).then(|| Served::Deny {
-                provided,
-                flags: CtxFlags::from_bits_retain((small >> 32) as u16),
-                explained,
-            })
-        };
+        let (small, summary, valid_until) = Self::fresh(w, epoch, object, now)?;
         if summary & UNIFORM != 0 && !access.entering {
             let bits = match access.kind {
                 AccessKind::Exec => summary >> 16,
@@ -316,14 +408,35 @@ impl Snapshot {
                     pages: OBJECT_PAGES,
                 }));
             }
-            return Self::summary_denied(w, small, bits, access, needed);
+            return Self::summary_denied(w, small, bits, *access, needed);
         }
+        Self::serve_decoded(w, small, *access, needed)
+    }
+
+    /// A hit that the summary does not answer (a page-gated entry, or a fetch that enters):
+    /// the grants decoded from the words and evaluated. Out of line, so that the summary's
+    /// hit keeps a small frame (the decoded words are 31 on the stack).
+    #[inline(never)]
+    fn serve_decoded(
+        w: &Way<'_, HOT_WORDS>,
+        small: u64,
+        access: Access,
+        needed: Protections,
+    ) -> Option<Served> {
+        let access = &access;
         let snap = Snapshot::decode(&w.words())?;
         let eval = snap.evaluate(access);
         if eval.perms.grants(needed) {
             Some(Served::Grant(Granted::from(eval)))
-        } else if flow_all() {
-            denied(eval.perms.provide, Explained::NONE)
+        } else if w.word(W_FLOW) == FLOW_ALL {
+            // A denial is served only when the flow lets everything through for good: then
+            // it is the capabilities' (a flow denial is served as one, below; a flow not yet
+            // worked out takes the slow path).
+            (small & (1 << COMPLETE) != 0).then(|| Served::Deny {
+                provided: eval.perms.provide,
+                flags: CtxFlags::from_bits_retain((small >> 32) as u16),
+                explained: Explained::NONE,
+            })
         } else {
             Self::flow_denied(w, &snap, access, needed, eval.perms.provide)
         }
@@ -338,15 +451,16 @@ impl Snapshot {
         w: &Way<'_, HOT_WORDS>,
         small: u64,
         bits: u64,
-        access: &Access,
+        access: Access,
         needed: Protections,
     ) -> Option<Served> {
+        let access = &access;
         let provide = Protections::from_bits_retain((bits & 0xff) as u16);
         if w.word(W_FLOW) == FLOW_ALL {
             return (small & (1 << COMPLETE) != 0).then(|| Served::Deny {
                 provided: provide,
                 flags: CtxFlags::from_bits_retain((small >> 32) as u16),
-                explained: Self::explained(w, small, access),
+                explained: Self::explained(w, small, access.kind),
             });
         }
         Self::summary_flow_denied(w, small, bits, provide, needed)
@@ -391,6 +505,85 @@ impl Snapshot {
                 flags: snap.flags,
                 explained: FlowExplained::of(w),
             })
+    }
+}
+
+/// What a fresh entry's summary says about one kind of access
+/// ([`Snapshot::serve_summary`]), in three plain words, so that the hit's answer stays in
+/// registers (a larger answer is copied through memory, and a copy of a value just written
+/// in narrower pieces stalls the processor):
+///
+/// - a grant: the rights provided (`head`, bits 0-7) and the expiry (`w1`);
+/// - a refusal ([`REFUSED`] in `head`): the rights provided (bits 50-57), whether the context
+///   is `UNDETACHABLE`, and the words that explain it, in bits 0-49 of `head`, then `w1`,
+///   `w2`: an [`Explained`] when the entry's own denial may be served ([`H_SERVED`]), a
+///   [`FlowExplained`] when the flow refuses what the capabilities grant ([`H_FLOW`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SummaryHit {
+    head: u64,
+    w1: u64,
+    w2: u64,
+}
+
+/// Bits of [`SummaryHit`]'s head word.
+const REFUSED: u64 = 1 << 63;
+const H_SERVED: u64 = 1 << 62;
+const H_UNDETACHABLE: u64 = 1 << 61;
+const H_FLOW: u64 = 1 << 60;
+const H_PROVIDED: u32 = 50;
+/// The bits of an explanation's head word that are used (up to [`X_PRESENT`]; a flow
+/// denial's head uses [`FLOW_EXPLAINED`] and its kind).
+const H_EXPLAINED: u64 = (1 << H_PROVIDED) - 1;
+const _: () = assert!(X_PRESENT < 1 << H_PROVIDED && FLOW_EXPLAINED < 1 << H_PROVIDED);
+
+/// Why a fresh entry refuses an access, as far as its words say ([`SummaryHit::refusal`];
+/// the engine reads a [`Served`] denial the same way).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WhyRefused {
+    /// The entry's own denial, served: what explains it (as [`Served::Deny`]'s).
+    Capabilities(Explained),
+    /// The flow refuses what the capabilities grant (as [`Served::FlowDeny`]'s).
+    Flow(FlowExplained),
+    /// Neither: the full rule answers.
+    Full,
+}
+
+impl SummaryHit {
+    /// A grant: the rights provided and until when.
+    #[inline(always)]
+    pub fn grant(&self) -> Option<(Protections, Expiry)> {
+        (self.head & REFUSED == 0).then(|| {
+            (
+                Protections::from_bits_retain((self.head & 0xff) as u16),
+                Expiry::from_raw(self.w1),
+            )
+        })
+    }
+
+    /// A refusal: the rights provided, whether the context is `UNDETACHABLE`, and why.
+    pub fn refusal(&self) -> Option<(Protections, bool, WhyRefused)> {
+        if self.head & REFUSED == 0 {
+            return None;
+        }
+        let provided = Protections::from_bits_retain(((self.head >> H_PROVIDED) & 0xff) as u16);
+        // Words that explain nothing are the `NONE` of their kind, as the full serve gives.
+        let words = [self.head & H_EXPLAINED, self.w1, self.w2];
+        let why = if self.head & H_SERVED != 0 {
+            WhyRefused::Capabilities(if words[0] & X_PRESENT != 0 {
+                Explained(words)
+            } else {
+                Explained::NONE
+            })
+        } else if self.head & H_FLOW != 0 {
+            WhyRefused::Flow(if words[0] & FLOW_EXPLAINED != 0 {
+                FlowExplained(words)
+            } else {
+                FlowExplained::NONE
+            })
+        } else {
+            WhyRefused::Full
+        };
+        Some((provided, self.head & H_UNDETACHABLE != 0, why))
     }
 }
 
@@ -530,9 +723,10 @@ mod tests {
     use twizzler_capsec::{Access, AccessKind, Expiry, Gate, Grant, MAX_OBJECT_SIZE, ObjID};
     use twizzler_capsec::{PAGE_SIZE, Protections};
 
-    use super::{Explained, HOT_WORDS, Served, Snapshot};
+    use super::{Explained, Granted, HOT_WORDS, OBJECT_PAGES, Served, Snapshot, WhyRefused};
     use crate::cache::{CachedPerms, Stamp};
     use crate::fault::DenyCause;
+    use crate::host::ObjectInfo;
     use crate::seqset::Way;
     use twizzler_capsec::{DecodeError, Verdict};
 
@@ -613,6 +807,41 @@ mod tests {
             )
     }
 
+    /// A fault's stamp and object metadata: the entry's (`perturb` 5 and up), or one
+    /// differing in one field (0: the epoch, 1 and 2: the `kuid`, 3: the default
+    /// protections, 4: the label).
+    fn fault_stamp(entry: &Stamp, perturb: u8, kuid: u128) -> (Stamp, ObjectInfo) {
+        let stamp = match perturb {
+            0 => Stamp {
+                epoch: entry.epoch.wrapping_add(1),
+                ..*entry
+            },
+            1 => Stamp {
+                kuid: None,
+                ..*entry
+            },
+            2 => Stamp {
+                kuid: Some(ObjID::new(kuid)),
+                ..*entry
+            },
+            3 => Stamp {
+                default_prots: entry.default_prots ^ Protections::READ,
+                ..*entry
+            },
+            4 => Stamp {
+                label: twizzler_capsec::LabelId(entry.label.0 ^ 1),
+                ..*entry
+            },
+            _ => *entry,
+        };
+        let object = ObjectInfo {
+            kuid: stamp.kuid,
+            default_prots: stamp.default_prots,
+            label: stamp.label,
+        };
+        (stamp, object)
+    }
+
     fn access() -> impl Strategy<Value = Access> {
         (
             prop_oneof![
@@ -687,6 +916,69 @@ mod tests {
             }
         }
 
+        /// The summary's hit (the fault path's common case) answers as the full serve does:
+        /// present exactly when the entry is fresh and its summary holds; a grant is the full
+        /// serve's grant on the whole object; a refusal that carries its explanation is the
+        /// full serve's denial (the capabilities' or the flow's), with the same rights, the
+        /// same `UNDETACHABLE` and the same words; any other refusal is one the full serve
+        /// does not answer either.
+        #[test]
+        fn serve_summary_answers_as_serve(
+            e in entry(),
+            a in access(),
+            undetachable in any::<bool>(),
+            now in any::<u64>(),
+            perturb in 0u8..7,
+            kuid in any::<u128>(),
+        ) {
+            let mut e = e;
+            if undetachable {
+                e.snap.flags = twizzler_capsec::CtxFlags::UNDETACHABLE;
+            }
+            let s = e.snap;
+            let words = e.encode().map(AtomicU64::new);
+            let way = Way::<HOT_WORDS>::new(&words);
+            let (stamp, object) = fault_stamp(&s.stamp, perturb, kuid);
+            // A fault past the null page, by a thread already in the context.
+            let offset = PAGE_SIZE + a.offset % (MAX_OBJECT_SIZE - PAGE_SIZE);
+            let fault = crate::fault::Fault::new(s.target, object, offset, a.kind);
+            let access = Access { kind: a.kind, offset, entering: false };
+            let needed = a.kind.required();
+            let summary = Snapshot::serve_summary(&way, stamp.epoch, now, &fault);
+            let full = Snapshot::serve(&way, stamp.epoch, &object, now, &access, needed);
+            prop_assert_eq!(summary.is_some(), s.is_fresh(&stamp, now) && s.summary().is_some());
+            let Some(hit) = summary else {
+                return Ok(());
+            };
+            match (hit.grant(), hit.refusal()) {
+                (Some((provide, valid_until)), None) => {
+                    let want = Served::Grant(Granted { provide, valid_until, pages: OBJECT_PAGES });
+                    prop_assert_eq!(full, Some(want));
+                }
+                (None, Some((provided, undetachable, why))) => {
+                    let (p, flags) = match full {
+                        Some(Served::Deny { provided, flags, .. } | Served::FlowDeny { provided, flags, .. }) => (provided, flags),
+                        _ => (provided, twizzler_capsec::CtxFlags::empty()),
+                    };
+                    match why {
+                        WhyRefused::Capabilities(explained) => {
+                            prop_assert!(matches!(full, Some(Served::Deny { explained: x, .. }) if x == explained), "{:?}", full);
+                        }
+                        WhyRefused::Flow(explained) => {
+                            prop_assert!(matches!(full, Some(Served::FlowDeny { explained: x, .. }) if x == explained), "{:?}", full);
+                        }
+                        // Left to the full rule: the full serve does not answer either.
+                        WhyRefused::Full => prop_assert_eq!(full, None),
+                    }
+                    prop_assert_eq!(p, provided);
+                    if why != WhyRefused::Full {
+                        prop_assert_eq!(flags.contains(twizzler_capsec::CtxFlags::UNDETACHABLE), undetachable);
+                    }
+                }
+                other => prop_assert!(false, "neither a grant nor a refusal: {:?}", other),
+            }
+        }
+
         /// A hit served from the words is exactly a fresh entry that grants, evaluated, or a
         /// complete one that denies, with the cause the entry gives under the lock whenever
         /// the mirror carries one (always, when the summary holds and the record that
@@ -704,16 +996,9 @@ mod tests {
             let words = e.encode().map(AtomicU64::new);
             let way = Way::<HOT_WORDS>::new(&words);
             // The fault's stamp: the entry's, or one differing in one field.
-            let stamp = match perturb {
-                0 => Stamp { epoch: s.stamp.epoch.wrapping_add(1), ..s.stamp },
-                1 => Stamp { kuid: None, ..s.stamp },
-                2 => Stamp { kuid: Some(ObjID::new(kuid)), ..s.stamp },
-                3 => Stamp { default_prots: s.stamp.default_prots ^ Protections::READ, ..s.stamp },
-                4 => Stamp { label: twizzler_capsec::LabelId(s.stamp.label.0 ^ 1), ..s.stamp },
-                _ => s.stamp,
-            };
+            let (stamp, object) = fault_stamp(&s.stamp, perturb, kuid);
             // The cause, decoded, in place of the words that explain it.
-            let served = Snapshot::serve(&way, &stamp, now, &a, needed).map(|s| match s {
+            let served = Snapshot::serve(&way, stamp.epoch, &object, now, &a, needed).map(|s| match s {
                 Served::Deny { provided, flags, explained } => {
                     (Served::Deny { provided, flags, explained: Explained::NONE }, explained.cause(a.page(), needed))
                 }

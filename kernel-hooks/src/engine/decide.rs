@@ -10,7 +10,9 @@ use twizzler_capsec::{
 
 use super::build::fault_budget;
 use super::{Engine, Looked};
-use crate::cache::{Evaluated, Explained, Served, Stamp};
+use crate::cache::{
+    Evaluated, Explained, FlowExplained, OBJECT_PAGES, Served, Stamp, SummaryHit, WhyRefused,
+};
 use crate::fault::{Decision, DenyCause, Fault, Violation};
 use crate::host::Host;
 use crate::mgr::{KERNEL_SCTX, SecCtxMgr};
@@ -82,13 +84,18 @@ impl<H: Host> Engine<H> {
     /// # }
     /// ```
     pub fn decide(&self, thread: &SecCtxMgr, fault: &Fault) -> Decision {
-        // The common case first, kept small: the active context's fresh cache entry decides.
-        // No lock is taken (the thread's active id and the cache set are read under sequence
-        // counters), nothing is written but the set's hit counter, and the host is asked only
-        // the time. Anything else (a miss, an incomplete entry that denies, a switch, the
-        // kernel's context, a set being written) leaves the block, and `decide_slow` decides
-        // in full. (A labelled block rather than a function returning `Option<Decision>`: the
-        // decision is built in place, not copied out of an option.)
+        // The common case first, kept small: the summary word of the active context's fresh
+        // cache entry grants (`VerifyCache::serve_summary`). No lock is taken (the thread's
+        // active id and the cache set are read under sequence counters), nothing is written
+        // but the set's hit counter, and the host is asked only the time. What the hit carries
+        // is three words and what it captures plain values, so that it stays in registers: a
+        // larger answer was copied through the stack, and a copy of a value just written in
+        // narrower pieces stalls the processor (`docs/BENCHMARKS.md`, *Seventh session*).
+        // A refusal from the summary is decided by `summary_refused`; an entry the summary
+        // does not answer (page-gated grants) by `decide_served`; anything else (a miss, a
+        // switch, the kernel's context, a set being written) by `decide_slow`. (A labelled
+        // block rather than a function returning `Option<Decision>`: the decision is built in
+        // place, not copied out of an option.)
         // The time, once read: the slow path reuses it (a miss asks the host's clock once).
         let mut clock = None;
         'hit: {
@@ -102,50 +109,18 @@ impl<H: Host> Engine<H> {
             let now = self.now();
             clock = Some(now);
             let epoch = self.epoch.load(Ordering::Acquire);
-            let stamp = Stamp {
-                epoch,
-                kuid: fault.object.kuid,
-                default_prots: fault.object.default_prots,
-                label: fault.object.label,
+            let Some((hit, ticket)) = self.cache.serve_summary(active, fault, epoch, now) else {
+                return self.decide_served(thread, fault, active, inactive, epoch, now);
             };
-            let access = data_or_exec(fault);
-            let needed = fault.kind.required();
-            let Some((served, ticket)) =
-                self.cache
-                    .serve(active, fault.target, &stamp, now, &access, needed)
-            else {
-                break 'hit;
-            };
-            let granted = match served {
-                Served::Grant(g) => g,
-                Served::FlowDeny {
-                    provided,
-                    flags,
-                    explained,
-                } => {
-                    let why = (provided, flags, explained.denial());
-                    match self.flow_deny_hit(active, inactive, fault, &stamp, now, why) {
-                        Some(v) => {
-                            self.cache.count_hit(&ticket);
-                            return Decision::Violation(v);
-                        }
-                        None => break 'hit,
-                    }
-                }
-                Served::Deny {
-                    provided,
-                    flags,
-                    explained,
-                } => {
-                    let why = (provided, flags, explained);
-                    match self.deny_hit(active, inactive, fault, &stamp, now, why) {
-                        Some(v) => {
-                            self.cache.count_hit(&ticket);
-                            return Decision::Violation(v);
-                        }
-                        None => break 'hit,
-                    }
-                }
+            let Some((provide, valid_until)) = hit.grant() else {
+                let refused = (hit, ticket);
+                return self.summary_refused(
+                    thread,
+                    fault,
+                    (active, inactive),
+                    (epoch, now),
+                    refused,
+                );
             };
             // As in `with_entry`: a hit counts only under an unchanged epoch (see `MapTicket`).
             if self.epoch.load(Ordering::Acquire) != epoch {
@@ -153,15 +128,143 @@ impl<H: Host> Engine<H> {
             }
             self.cache.count_hit(&ticket);
             return Decision::Map {
-                prots: granted.provide,
-                pages: granted.pages,
+                prots: provide,
+                pages: OBJECT_PAGES,
                 ctx: active,
                 switch_to: None,
-                valid_until: granted.valid_until,
+                valid_until,
                 ticket,
             };
         }
         self.decide_slow(thread, fault, clock)
+    }
+
+    /// A fault the active context's fresh entry refuses from its summary (`hit`, with its
+    /// `ticket`): the violation the full search would give when there is nowhere else to
+    /// look ([`Engine::deny_hit`], [`Engine::flow_deny_hit`]), from the words the hit carries
+    /// that explain it; else the full path. `epoch` and `now` as the hit read them. In line:
+    /// out of line, the violation was built in one frame and copied into the caller's.
+    #[inline(always)]
+    fn summary_refused(
+        &self,
+        thread: &SecCtxMgr,
+        fault: &Fault,
+        (active, inactive): (ObjID, usize),
+        (epoch, now): (u64, u64),
+        (hit, ticket): (SummaryHit, MapTicket),
+    ) -> Decision {
+        let Some((provided, undetachable, why)) = hit.refusal() else {
+            return self.decide_served(thread, fault, active, inactive, epoch, now);
+        };
+        if why == WhyRefused::Full {
+            return self.decide_served(thread, fault, active, inactive, epoch, now);
+        }
+        // The only flag a served denial looks at.
+        let flags = if undetachable {
+            CtxFlags::UNDETACHABLE
+        } else {
+            CtxFlags::empty()
+        };
+        match self.refused_hit(
+            (active, inactive),
+            fault,
+            (epoch, now),
+            (provided, flags, why),
+        ) {
+            Some(v) => {
+                self.cache.count_hit(&ticket);
+                Decision::Violation(v)
+            }
+            None => self.decide_slow(thread, fault, Some(now)),
+        }
+    }
+
+    /// A fault the summary's hit did not answer: what the active context's fresh entry
+    /// serves in full (a page-gated grant, or a denial the summary leaves to the full rule),
+    /// else the slow path. `epoch` and `now` as the hit read them.
+    #[inline(never)]
+    fn decide_served(
+        &self,
+        thread: &SecCtxMgr,
+        fault: &Fault,
+        active: ObjID,
+        inactive: usize,
+        epoch: u64,
+        now: u64,
+    ) -> Decision {
+        'served: {
+            let access = data_or_exec(fault);
+            let Some((served, ticket)) = self.cache.serve(active, fault, (epoch, now), &access)
+            else {
+                break 'served;
+            };
+            let why = match served {
+                Served::Grant(granted) => {
+                    // As in `with_entry`: a hit counts only under an unchanged epoch (see
+                    // `MapTicket`).
+                    if self.epoch.load(Ordering::Acquire) != epoch {
+                        break 'served;
+                    }
+                    self.cache.count_hit(&ticket);
+                    return Decision::Map {
+                        prots: granted.provide,
+                        pages: granted.pages,
+                        ctx: active,
+                        switch_to: None,
+                        valid_until: granted.valid_until,
+                        ticket,
+                    };
+                }
+                Served::Deny {
+                    provided,
+                    flags,
+                    explained,
+                } => (provided, flags, WhyRefused::Capabilities(explained)),
+                Served::FlowDeny {
+                    provided,
+                    flags,
+                    explained,
+                } => (provided, flags, WhyRefused::Flow(explained)),
+            };
+            if let Some(v) = self.refused_hit((active, inactive), fault, (epoch, now), why) {
+                self.cache.count_hit(&ticket);
+                return Decision::Violation(v);
+            }
+        }
+        self.decide_slow(thread, fault, Some(now))
+    }
+
+    /// A denial the active context's fresh entry served (`why`, with what it provides and
+    /// the context's flags), as the violation the full search would give when there is
+    /// nowhere else to look: [`Engine::deny_hit`] for the capabilities', [`Engine::flow_deny_hit`]
+    /// for the flow's. `None` when the full search must decide.
+    #[inline(always)]
+    fn refused_hit(
+        &self,
+        (active, inactive): (ObjID, usize),
+        fault: &Fault,
+        (epoch, now): (u64, u64),
+        (provided, flags, why): (Protections, CtxFlags, WhyRefused),
+    ) -> Option<Violation> {
+        match why {
+            WhyRefused::Capabilities(explained) => self.deny_hit(
+                active,
+                inactive,
+                fault,
+                epoch,
+                now,
+                (provided, flags, explained),
+            ),
+            WhyRefused::Flow(explained) => self.flow_deny_hit(
+                active,
+                inactive,
+                fault,
+                epoch,
+                now,
+                (provided, flags, explained),
+            ),
+            WhyRefused::Full => None,
+        }
     }
 
     /// A repeated denial, from the active context's complete entry, when there is nowhere
@@ -170,12 +273,13 @@ impl<H: Host> Engine<H> {
     /// what the lock-free lookup served: what the entry provides, the context's flags, and the
     /// cause if the mirror holds it; else the entry explains it under its set's lock. `None`
     /// when the thread has inactive contexts to try, or the entry changed meanwhile.
+    #[inline(always)]
     fn deny_hit(
         &self,
         active: ObjID,
         inactive: usize,
         fault: &Fault,
-        stamp: &Stamp,
+        epoch: u64,
         now: u64,
         why: (Protections, CtxFlags, Explained),
     ) -> Option<Violation> {
@@ -190,14 +294,7 @@ impl<H: Host> Engine<H> {
         } else if inactive == 0 {
             let cause = match explained.cause(data_or_exec(fault).page(), needed) {
                 Some(c) => c,
-                None => {
-                    let access = data_or_exec(fault);
-                    self.cache
-                        .with_fresh(active, fault.target, stamp, now, |e| {
-                            e.deny_cause(&access, needed)
-                        })?
-                        .0
-                }
+                None => self.locked_deny_cause(active, fault, epoch, now)?,
             };
             Violation::Denied {
                 ctx: active,
@@ -208,35 +305,51 @@ impl<H: Host> Engine<H> {
         } else {
             return None;
         };
-        (self.epoch.load(Ordering::Acquire) == stamp.epoch).then_some(violation)
+        (self.epoch.load(Ordering::Acquire) == epoch).then_some(violation)
+    }
+
+    /// Why the active context's fresh entry denies `fault`, read under its set's lock (when
+    /// the mirror does not carry it). `None` when there is no such entry any more.
+    #[cold]
+    #[inline(never)]
+    fn locked_deny_cause(
+        &self,
+        active: ObjID,
+        fault: &Fault,
+        epoch: u64,
+        now: u64,
+    ) -> Option<DenyCause> {
+        let access = data_or_exec(fault);
+        let needed = fault.kind.required();
+        let stamp = stamp_of(fault, epoch);
+        self.cache
+            .with_fresh(active, fault.target, &stamp, now, |e| {
+                e.deny_cause(&access, needed)
+            })
+            .map(|(cause, _)| cause)
     }
 
     /// A repeated flow denial (`docs/DIFC.md` §3.3), from the active context's entry, when
     /// there is nowhere else to look (as [`Engine::deny_hit`]): the reason the mirror
     /// carries, else the entry's, read under its set's lock. `None` when the thread has inactive contexts to try, or the
     /// entry changed meanwhile.
-    #[cold]
-    #[inline(never)]
+    #[inline(always)]
     fn flow_deny_hit(
         &self,
         active: ObjID,
         inactive: usize,
         fault: &Fault,
-        stamp: &Stamp,
+        epoch: u64,
         now: u64,
-        why: (Protections, CtxFlags, Option<FlowDenial>),
+        why: (Protections, CtxFlags, FlowExplained),
     ) -> Option<Violation> {
-        let (provided, flags, denial) = why;
+        let (provided, flags, explained) = why;
         if !flags.contains(CtxFlags::UNDETACHABLE) && inactive != 0 {
             return None;
         }
-        let denial = match denial {
+        let denial = match explained.denial() {
             Some(d) => d,
-            None => {
-                self.cache
-                    .with_fresh(active, fault.target, stamp, now, |e| e.flow_why.get())?
-                    .0?
-            }
+            None => self.locked_flow_why(active, fault, epoch, now)?,
         };
         let v = Violation::Flow {
             ctx: active,
@@ -245,7 +358,25 @@ impl<H: Host> Engine<H> {
             provided,
             denial,
         };
-        (self.epoch.load(Ordering::Acquire) == stamp.epoch).then_some(v)
+        (self.epoch.load(Ordering::Acquire) == epoch).then_some(v)
+    }
+
+    /// Why the active context's fresh entry's flow refuses `fault`, read under its set's
+    /// lock (when the mirror does not carry it). `None` when there is no such entry any
+    /// more, or it says nothing.
+    #[cold]
+    #[inline(never)]
+    fn locked_flow_why(
+        &self,
+        active: ObjID,
+        fault: &Fault,
+        epoch: u64,
+        now: u64,
+    ) -> Option<FlowDenial> {
+        let stamp = stamp_of(fault, epoch);
+        self.cache
+            .with_fresh(active, fault.target, &stamp, now, |e| e.flow_why.get())?
+            .0
     }
 
     /// Everything the common case at the top of [`Engine::decide`] does not serve.
@@ -388,6 +519,18 @@ fn kernel_grant() -> Looked {
         flow_denial: None,
         labels: PrincipalLabels::steady(LabelId::EMPTY),
         caps_provided: Protections::all(),
+    }
+}
+
+/// What a cache entry for `fault`'s object must have been stamped with to serve it under
+/// `epoch`: the epoch and the object's metadata as the fault carries it.
+#[inline]
+fn stamp_of(fault: &Fault, epoch: u64) -> Stamp {
+    Stamp {
+        epoch,
+        kuid: fault.object.kuid,
+        default_prots: fault.object.default_prots,
+        label: fault.object.label,
     }
 }
 
