@@ -182,36 +182,9 @@ pub mod host {
         // The editor writes a target's capabilities in gate order; list them as given, as
         // another writer may.
         let bytes = e.encode().expect("benchmark contexts encode");
-        bytes_engine(as_listed(bytes, &listed), key)
-    }
-
-    /// `bytes`, a context with no overflow table, with the rows of each target's run listed
-    /// in the order their records' encodings have in `listed` (the rest after them).
-    fn as_listed(mut bytes: Vec<u8>, listed: &[[u8; twizzler_capsec::CAP_LEN]]) -> Vec<u8> {
-        let ctx = twizzler_capsec::SecCtx::parse(&bytes).expect("benchmark contexts parse");
-        let table = u32::from_le_bytes(bytes[28..32].try_into().unwrap()) as usize;
-        let row_at = |i: usize| table + i * twizzler_capsec::ctx::ENTRY_LEN;
-        let places: HashMap<&[u8], usize> = listed
-            .iter()
-            .enumerate()
-            .map(|(i, b)| (&b[..], i))
-            .collect();
-        let mut rows: Vec<(ObjID, usize, Vec<u8>)> = ctx
-            .entries()
-            .map(|e| {
-                let place = places.get(e.bytes()).copied().unwrap_or(usize::MAX);
-                (
-                    e.target,
-                    place,
-                    bytes[row_at(e.index)..row_at(e.index + 1)].to_vec(),
-                )
-            })
-            .collect();
-        rows.sort_by_key(|(target, place, _)| (*target, *place));
-        for (i, (_, _, row)) in rows.into_iter().enumerate() {
-            bytes[row_at(i)..row_at(i + 1)].copy_from_slice(&row);
-        }
-        bytes
+        let relisted =
+            twizzler_capsec::ctx::as_listed(bytes, &listed).expect("benchmark contexts parse");
+        bytes_engine(relisted, key)
     }
 
     /// An engine whose context denies faults on `obj(0)`: with `bad` true it holds `n` records

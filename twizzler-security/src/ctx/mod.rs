@@ -66,6 +66,10 @@ pub use reader::{CtxHeader, Mask, SecCtx, Validated};
 mod editor;
 #[cfg(feature = "alloc")]
 pub use editor::{BuildError, SecCtxEditor};
+#[cfg(feature = "test-support")]
+mod relist;
+#[cfg(feature = "test-support")]
+pub use relist::as_listed;
 
 /// Magic number of a context (`"TSCX"`).
 pub const CTX_MAGIC: u32 = u32::from_le_bytes(*b"TSCX");

@@ -401,30 +401,9 @@ impl World {
     /// rather than in the editor's gate order, as another writer may list them (the reader
     /// takes any order within a target's run): only the entry table's rows move.
     pub fn write_ctx_as_listed(&self, ctx: ObjID, caps: &[&Cap]) -> Invalidation {
-        let mut bytes = ctx_with(caps).encode().expect("test contexts encode");
-        let parsed = twizzler_capsec::SecCtx::parse(&bytes).expect("the editor's contexts parse");
-        let table = u32::from_le_bytes(bytes[28..32].try_into().unwrap()) as usize;
-        let row_at = |i: usize| table + i * twizzler_capsec::ctx::ENTRY_LEN;
+        let bytes = ctx_with(caps).encode().expect("test contexts encode");
         let encoded: Vec<_> = caps.iter().map(|c| c.encode()).collect();
-        let mut used = vec![false; caps.len()];
-        let mut rows: Vec<(ObjID, usize, Vec<u8>)> = parsed
-            .entries()
-            .map(|e| {
-                let place = (0..caps.len())
-                    .find(|&i| !used[i] && encoded[i][..] == *e.bytes())
-                    .expect("every row is one of the caps");
-                used[place] = true;
-                (
-                    e.target,
-                    place,
-                    bytes[row_at(e.index)..row_at(e.index + 1)].to_vec(),
-                )
-            })
-            .collect();
-        rows.sort_by_key(|(target, place, _)| (*target, *place));
-        for (i, (_, _, row)) in rows.into_iter().enumerate() {
-            bytes[row_at(i)..row_at(i + 1)].copy_from_slice(&row);
-        }
+        let bytes = twizzler_capsec::ctx::as_listed(bytes, &encoded).expect("test contexts parse");
         self.host().set_ctx_bytes(ctx, bytes);
         self.engine.invalidate_ctx(ctx)
     }
