@@ -359,13 +359,26 @@ fn port_expiry_chain_survives_full_timeout_windows() {
     }
     let deadline = TwzHost.monotonic_ns() + wait;
     super::super::ARMED_DEADLINE.store(deadline, core::sync::atomic::Ordering::Release);
+    let ticks_at_arming = crate::clock::get_current_ticks();
     super::super::arm_step(deadline, wait);
     let give_up = TwzHost.monotonic_ns() + 60_000_000_000;
     while !super::super::last_expiry().is_some_and(|(_, d)| d == deadline) {
-        assert!(
-            TwzHost.monotonic_ns() < give_up,
-            "the chain never ran expire for a deadline 60 s past"
-        );
+        if TwzHost.monotonic_ns() >= give_up {
+            // What tells a stalled timeout queue (its ticks stopped, or its thread asleep
+            // with work: upstream's `print_info` warns) from a chain that lost its step.
+            crate::clock::print_info();
+            panic!(
+                "the chain never ran expire for a deadline 60 s past: the queue's ticks {} at \
+                 arming, {} now (the step asked for about {}); armed deadline {} (ours {}); \
+                 last expiry {:?}",
+                ticks_at_arming,
+                crate::clock::get_current_ticks(),
+                wait / TICK,
+                super::super::ARMED_DEADLINE.load(core::sync::atomic::Ordering::Acquire),
+                deadline,
+                super::super::last_expiry(),
+            );
+        }
         schedule(SchedFlags::YIELD | SchedFlags::REINSERT);
     }
     let ran = super::super::last_expiry();
