@@ -1,6 +1,7 @@
 //! A loop of one kind of fault, for instruction counts that do not depend on the machine's
 //! load: run it under `valgrind --tool=callgrind` with N and 2N iterations and divide the
-//! difference by N (see `docs/BENCHMARKS.md`). `engine`: a granted hit; `deny`: a repeated
+//! difference by N (see `docs/BENCHMARKS.md`). `engine`: a granted hit; `fresh`: the same with a fault built for each decision, as the
+//! paired benchmark builds it; `deny`: a repeated
 //! denial (one badly signed record); anything else: the reproduction of upstream's check.
 
 // A benchmark harness: a failed setup stops the run, and its shared fixtures are public
@@ -22,7 +23,7 @@ fn main() {
     let mut args = std::env::args().skip(1);
     let (Some(which), Some(n)) = (args.next(), args.next().and_then(|n| n.parse::<u64>().ok()))
     else {
-        eprintln!("usage: hitloop engine|deny|upstream ITERATIONS");
+        eprintln!("usage: hitloop engine|fresh|deny|upstream ITERATIONS");
         std::process::exit(2);
     };
     let which = which.as_str();
@@ -39,6 +40,15 @@ fn main() {
     match which {
         "engine" => {
             for _ in 0..n {
+                let _ = black_box(e.decide(&t, black_box(&f)));
+            }
+        }
+        "fresh" => {
+            // As the paired benchmark's hit: a fault built for each decision, pages 1..=16.
+            let mut page = 0u64;
+            for _ in 0..n {
+                page = page % 16 + 1;
+                let f = Fault::new(obj(0), INFO, page * 4096, AccessKind::Read);
                 let _ = black_box(e.decide(&t, black_box(&f)));
             }
         }
