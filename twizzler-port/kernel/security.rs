@@ -345,6 +345,11 @@ const TICK_NS: u64 = 1_000_000;
 /// and asks for half of what is left at that rate; the last steps are one tick. The chain
 /// ends at the first step on or after the deadline, whatever the ticks' rate. The callbacks
 /// run in the timeout thread (never in an interrupt), where the engine's locks are safe.
+///
+/// A chain still armed [`CHAIN_LOST_AFTER_NS`] after its deadline has lost its step (a
+/// callback upstream's queue never ran): it is replaced, or it would keep every later
+/// deadline from arming and no grant would expire again. A chain that is only late is
+/// replaced too, harmlessly: its next step sees another deadline armed and stops.
 fn arm_expiry() {
     let now = clock_ns();
     let Some(wait) = ENGINE.next_deadline_in(now) else {
@@ -352,16 +357,28 @@ fn arm_expiry() {
     };
     let deadline = now.saturating_add(wait);
     let armed = ARMED_DEADLINE.load(Ordering::Acquire);
-    if deadline >= armed
+    let lost = armed != u64::MAX && now.saturating_sub(armed) > CHAIN_LOST_AFTER_NS;
+    if (deadline >= armed && !lost)
         || ARMED_DEADLINE
             .compare_exchange(armed, deadline, Ordering::AcqRel, Ordering::Acquire)
             .is_err()
     {
         return;
     }
+    if lost {
+        log::warn!(
+            "security: the expiry chain for {armed} ns was {} ms overdue; armed again",
+            (now - armed) / 1_000_000
+        );
+    }
     // No rate known yet: assume ticks up to 8x slower than time.
     arm_step(deadline, (wait / 8).max(TICK_NS));
 }
+
+/// How long past its deadline an armed chain may go without running `expire` before
+/// [`arm_expiry`] takes its step as lost. Far above the lateness seen under TCG (up to about
+/// 1 s, twizzler-port/README.md, Results), so a chain that is only late is seldom replaced.
+const CHAIN_LOST_AFTER_NS: u64 = 10_000_000_000;
 
 /// How many windows (ticks) past a full one a step tries before it gives up.
 const FULL_WINDOW_RETRIES: u64 = 64;

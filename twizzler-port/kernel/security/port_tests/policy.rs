@@ -270,20 +270,17 @@ fn port_revoked_record_denies_at_the_next_fault() {
 /// How long an expiring capability lives in the expiry test.
 const EXPIRY_IN_NS: u64 = 300_000_000;
 
-#[kernel_test]
-fn port_expiry_from_the_kernels_timer() {
-    // A capability that expires 300 ms from now: the grant carries its deadline, the engine
-    // reports it as its next deadline, and the kernel's timer (armed by the adapter from the
-    // engine's own clock) runs `expire` without anyone calling it. Lateness is printed.
-    // Deadlines are in the host's clock (monotonic_ns); a capability's expiry is in the
-    // engine's (that clock plus the wall-clock offset the kernel set, if any).
+/// A read capability for a new object that expires [`EXPIRY_IN_NS`] from now (or later, see
+/// below), granted once through the adapter (`decide_for`, which arms the kernel's timer for
+/// a grant that expires): the deadline on the host's clock, the object and the thread.
+fn expiring_grant() -> (u64, ObjectRef, kernel_hooks::SecCtxMgr) {
     // Making the key, the objects and the context takes time (signing, in an unoptimised
     // kernel under TCG, on a machine that may be busy): if that took the capability's whole
-    // life, it is denied as expired before it could be granted, and the test starts again
+    // life, it is denied as expired before it could be granted, and the fixture starts again
     // with twice the life. The outcome does not depend on the machine's speed.
     let mut life = EXPIRY_IN_NS;
     let addr = crate::arch::VirtAddr::new(0x4000_1000).unwrap_or_else(|_| panic!("addr"));
-    let (deadline, target, mgr) = loop {
+    loop {
         let deadline = TwzHost.monotonic_ns() + life;
         let expires = Expiry::from_raw(deadline + ENGINE.wall_clock_offset());
         let (_key, target, ctx) = one_cap(Caps::READ, |g| g.expires = expires);
@@ -296,7 +293,7 @@ fn port_expiry_from_the_kernels_timer() {
             twizzler_abi::upcall::MemoryAccessKind::Read,
         );
         if perms.is_ok() {
-            break (deadline, target, mgr);
+            return (deadline, target, mgr);
         }
         assert!(
             TwzHost.monotonic_ns() >= deadline,
@@ -307,7 +304,17 @@ fn port_expiry_from_the_kernels_timer() {
             life <= 20_000_000_000,
             "the fixtures never took less than 10 s"
         );
-    };
+    }
+}
+
+#[kernel_test]
+fn port_expiry_from_the_kernels_timer() {
+    // A capability that expires 300 ms from now: the grant carries its deadline, the engine
+    // reports it as its next deadline, and the kernel's timer (armed by the adapter from the
+    // engine's own clock) runs `expire` without anyone calling it. Lateness is printed.
+    // Deadlines are in the host's clock (monotonic_ns); a capability's expiry is in the
+    // engine's (that clock plus the wall-clock offset the kernel set, if any).
+    let (deadline, target, mgr) = expiring_grant();
     assert!(
         ENGINE.next_deadline().is_some_and(|d| d <= deadline),
         "the engine knows the deadline"
@@ -341,6 +348,36 @@ fn port_expiry_from_the_kernels_timer() {
         }) => {}
         other => panic!("after its expiry: {other:?}"),
     }
+}
+
+#[kernel_test]
+fn port_expiry_chain_recovers_a_lost_step() {
+    // A chain armed for a deadline whose step never runs (a callback upstream's queue lost:
+    // here armed with no step at all) must not stop expiry for ever: once it is long overdue
+    // (`CHAIN_LOST_AFTER_NS`), the next grant that expires arms a new chain, and its
+    // `expire` runs.
+    let lost = 1;
+    assert!(
+        TwzHost.monotonic_ns() > lost + super::super::CHAIN_LOST_AFTER_NS,
+        "the kernel has run for longer than a chain may be overdue"
+    );
+    super::super::ARMED_DEADLINE.store(lost, core::sync::atomic::Ordering::Release);
+    let (deadline, _target, _mgr) = expiring_grant();
+    let give_up = TwzHost.monotonic_ns() + 60_000_000_000;
+    while ENGINE.next_deadline().is_some_and(|d| d <= deadline) {
+        assert!(
+            TwzHost.monotonic_ns() < give_up,
+            "no expire for a grant 60 s past its deadline: the lost chain was never replaced \
+             (armed deadline {})",
+            super::super::ARMED_DEADLINE.load(core::sync::atomic::Ordering::Acquire)
+        );
+        schedule(SchedFlags::YIELD | SchedFlags::REINSERT);
+    }
+    let ran = super::super::last_expiry();
+    assert!(
+        ran.is_some_and(|(at, d)| at >= d && d <= deadline && d > lost),
+        "a new chain ran expire at or after its deadline: {ran:?}"
+    );
 }
 
 #[kernel_test]
