@@ -6,7 +6,9 @@
 //!   capability per page, pages 1..=k), beside a raw Ed25519 `verify_strict`; the page-gated
 //!   miss is also measured on the last record's page (`gated_last`: every record before it is
 //!   read, none verified);
-//! - `issue20_hit`: the hit on the same contexts (pages 1..=min(k, 16) in turn, warm);
+//! - `issue20_hit`: the hit on the same contexts (pages 1..=min(k, 16) in turn, warm); and
+//!   `gated_scattered`: sixteen pages that are not adjacent, in turn, whose grants do not fit
+//!   one entry (each fault reads the records again);
 //! - `issue20_lookup`: `SecCtx::entries_for` on contexts of 1,000 and 1,000,000 entries
 //!   without an overflow table, beside the lookup as it was before the overflow table existed
 //!   (reproduced here over the raw bytes: one binary search of the entry table, then the run
@@ -131,6 +133,26 @@ fn bench_hit(c: &mut Criterion) {
             });
             assert_eq!(e.stats().misses, misses, "{kind}/{k}: every fault hit");
         }
+    }
+    // Sixteen pages that are not adjacent (1, 62, 123, ...: stride 61, wrapping), each
+    // granted by its own page record: their grants do not merge, and an entry holds four
+    // (`kernel_hooks::cache::MAX_GRANTS`), so every fault here reads the records again (a
+    // miss that verifies nothing: every record was verified before). What such a workload
+    // costs, beside the hits above.
+    for k in [64u64, 1_000] {
+        let e: Box<Engine<BenchHost>> = one_object_engine(&context(k, true, &key), &key);
+        let t = SecCtxMgr::new(CTX);
+        let pages: Vec<u64> = (0..16).map(|i| 1 + (i * 61) % k).collect();
+        for p in &pages {
+            check(e.decide(&t, &read(*p)));
+        }
+        let mut i = 0usize;
+        g.bench_function(BenchmarkId::new("gated_scattered", k), |b| {
+            b.iter(|| {
+                i = (i + 1) % pages.len();
+                e.decide(&t, black_box(&read(pages[i])))
+            })
+        });
     }
     g.finish();
 }
