@@ -445,7 +445,8 @@ fn on_step(deadline: u64, armed_at: u64, asked: u64) {
         return;
     }
     if ARMED_DEADLINE.load(Ordering::Acquire) != deadline {
-        // An earlier deadline took the chain over; when it fires it arms the next one.
+        // Another deadline took the chain over (an earlier one, or a lost chain's
+        // replacement); when it ends it arms the next one.
         return;
     }
     let now = clock_ns();
@@ -457,7 +458,15 @@ fn on_step(deadline: u64, armed_at: u64, asked: u64) {
         arm_step(deadline, wait.clamp(TICK_NS, left.max(TICK_NS)));
         return;
     }
-    ARMED_DEADLINE.store(u64::MAX, Ordering::Release);
+    // The chain ends only if it still owns the armed deadline: between the load above and
+    // here another may have taken it over (an earlier deadline, a lost chain's replacement),
+    // and a plain store would disarm that one, whose next step would then stop.
+    if ARMED_DEADLINE
+        .compare_exchange(deadline, u64::MAX, Ordering::AcqRel, Ordering::Acquire)
+        .is_err()
+    {
+        return;
+    }
     // Recorded before `expire` runs: whoever sees its effect sees this too.
     *LAST_EXPIRY.lock() = Some((now, deadline));
     ENGINE.expire();

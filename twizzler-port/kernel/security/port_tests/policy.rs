@@ -373,10 +373,13 @@ fn port_expiry_chain_recovers_a_lost_step() {
         );
         schedule(SchedFlags::YIELD | SchedFlags::REINSERT);
     }
+    // The new chain's deadline is the engine's earliest when it was armed, or the time of
+    // arming when that had already passed (the fixture may grant just before its deadline),
+    // so only when `expire` ran is compared with the grant's deadline.
     let ran = super::super::last_expiry();
     assert!(
-        ran.is_some_and(|(at, d)| at >= d && d <= deadline && d > lost),
-        "a new chain ran expire at or after its deadline: {ran:?}"
+        ran.is_some_and(|(at, d)| at >= deadline && d != lost),
+        "a new chain ran expire, at or after the grant's deadline {deadline}: {ran:?}"
     );
 }
 
