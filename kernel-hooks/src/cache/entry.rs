@@ -11,6 +11,7 @@ use super::MAX_GRANTS;
 use super::snapshot::Snapshot;
 use super::words::{HOT_WORDS, W_EPOCH, key_words};
 use crate::fault::DenyCause;
+use crate::host::ObjectInfo;
 use crate::seqset::{KEY_WORDS, Mirrored};
 
 /// Key objects one entry remembers depending on.
@@ -32,6 +33,18 @@ pub struct Stamp {
 }
 
 impl Stamp {
+    /// What an entry for an object with metadata `object` is stamped with under `epoch`
+    /// (and what a fault on it must match to be served from the entry).
+    #[inline]
+    pub fn of(epoch: u64, object: &ObjectInfo) -> Self {
+        Self {
+            epoch,
+            kuid: object.kuid,
+            default_prots: object.default_prots,
+            label: object.label,
+        }
+    }
+
     pub(super) const ZERO: Stamp = Stamp {
         epoch: 0,
         kuid: None,

@@ -153,12 +153,12 @@ impl<H: Host> Engine<H> {
         (epoch, now): (u64, u64),
         (hit, ticket): (SummaryHit, MapTicket),
     ) -> Decision {
-        let Some((provided, undetachable, why)) = hit.refusal() else {
+        // A refusal whose words do not explain it is the full serve's to answer.
+        let Some((provided, undetachable, why)) =
+            hit.refusal().filter(|(_, _, why)| *why != WhyRefused::Full)
+        else {
             return self.decide_served(thread, fault, active, inactive, epoch, now);
         };
-        if why == WhyRefused::Full {
-            return self.decide_served(thread, fault, active, inactive, epoch, now);
-        }
         // The only flag a served denial looks at.
         let flags = if undetachable {
             CtxFlags::UNDETACHABLE
@@ -321,7 +321,7 @@ impl<H: Host> Engine<H> {
     ) -> Option<DenyCause> {
         let access = data_or_exec(fault);
         let needed = fault.kind.required();
-        let stamp = stamp_of(fault, epoch);
+        let stamp = Stamp::of(epoch, &fault.object);
         self.cache
             .with_fresh(active, fault.target, &stamp, now, |e| {
                 e.deny_cause(&access, needed)
@@ -373,7 +373,7 @@ impl<H: Host> Engine<H> {
         epoch: u64,
         now: u64,
     ) -> Option<FlowDenial> {
-        let stamp = stamp_of(fault, epoch);
+        let stamp = Stamp::of(epoch, &fault.object);
         self.cache
             .with_fresh(active, fault.target, &stamp, now, |e| e.flow_why.get())?
             .0
@@ -519,18 +519,6 @@ fn kernel_grant() -> Looked {
         flow_denial: None,
         labels: PrincipalLabels::steady(LabelId::EMPTY),
         caps_provided: Protections::all(),
-    }
-}
-
-/// What a cache entry for `fault`'s object must have been stamped with to serve it under
-/// `epoch`: the epoch and the object's metadata as the fault carries it.
-#[inline]
-fn stamp_of(fault: &Fault, epoch: u64) -> Stamp {
-    Stamp {
-        epoch,
-        kuid: fault.object.kuid,
-        default_prots: fault.object.default_prots,
-        label: fault.object.label,
     }
 }
 

@@ -18,12 +18,7 @@ const RACE_RETRIES: usize = 4;
 
 impl<H: Host> Engine<H> {
     fn stamp(&self, object: &ObjectInfo) -> Stamp {
-        Stamp {
-            epoch: self.epoch.load(Ordering::Acquire),
-            kuid: object.kuid,
-            default_prots: object.default_prots,
-            label: object.label,
-        }
+        Stamp::of(self.epoch.load(Ordering::Acquire), object)
     }
 
     /// Runs `f` on a fresh cache entry for (`ctx_id`, `target`) that serves `want`: the cached
