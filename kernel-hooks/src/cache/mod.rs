@@ -117,7 +117,7 @@ impl VerifyCache {
         }
     }
 
-    /// The common hit without a lock ([`Snapshot::serve_summary`]): what the summary of the
+    /// The common hit without a lock (`Snapshot::serve_summary`): what the summary of the
     /// fresh entry for (`ctx`, `fault`'s object) says about `fault` by a thread in the
     /// context, and the ticket. `None` when there is no such entry or its summary does not
     /// hold: [`VerifyCache::serve`] answers in full.

@@ -509,15 +509,15 @@ impl Snapshot {
 }
 
 /// What a fresh entry's summary says about one kind of access
-/// ([`Snapshot::serve_summary`]), in three plain words, so that the hit's answer stays in
+/// (`Snapshot::serve_summary`), in three plain words, so that the hit's answer stays in
 /// registers (a larger answer is copied through memory, and a copy of a value just written
 /// in narrower pieces stalls the processor):
 ///
 /// - a grant: the rights provided (`head`, bits 0-7) and the expiry (`w1`);
-/// - a refusal ([`REFUSED`] in `head`): the rights provided (bits 50-57), whether the context
+/// - a refusal (`REFUSED` in `head`): the rights provided (bits 50-57), whether the context
 ///   is `UNDETACHABLE`, and the words that explain it, in bits 0-49 of `head`, then `w1`,
-///   `w2`: an [`Explained`] when the entry's own denial may be served ([`H_SERVED`]), a
-///   [`FlowExplained`] when the flow refuses what the capabilities grant ([`H_FLOW`]).
+///   `w2`: an [`Explained`] when the entry's own denial may be served (`H_SERVED`), a
+///   [`FlowExplained`] when the flow refuses what the capabilities grant (`H_FLOW`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SummaryHit {
     head: u64,

@@ -24,8 +24,17 @@ const SKIP_NO_RACE: &str = "the harness cannot run two things at once";
 const SKIP_NO_INTERRUPTS: &str = "the harness cannot make a timer interrupt land inside the engine";
 /// The reason the kernel-access check gives when the host has no kernel copy path.
 const SKIP_NO_KERNEL_ACCESS: &str = "the host has no kernel access to user memory";
+/// The reason the clock check gives when the world's capability expired before the host
+/// reached the check or finished its first fault ([`super::EXPIRY_AFTER_NS`] after building it).
+const SKIP_TOO_SLOW: &str =
+    "the world's capability expired before the host reached the check or finished its first fault";
 /// Every reason a check may give for a skip.
-pub(super) const SKIPS: [&str; 3] = [SKIP_NO_RACE, SKIP_NO_INTERRUPTS, SKIP_NO_KERNEL_ACCESS];
+pub(super) const SKIPS: [&str; 4] = [
+    SKIP_NO_RACE,
+    SKIP_NO_INTERRUPTS,
+    SKIP_NO_KERNEL_ACCESS,
+    SKIP_TOO_SLOW,
+];
 
 const R: Protections = Protections::READ;
 
@@ -88,26 +97,18 @@ fn one_clock<T: Harness>(h: &T, w: &World) -> Result<(), String> {
         .at()
         .ok_or("the world's capability does not expire")?;
     let deadline = expires.saturating_sub(e.wall_clock_offset());
-    // Before the first fault: a host too slow to reach this check within EXPIRY_AFTER_NS of
-    // building the world is told so, not that its grant was refused.
+    // A host that reaches this check, or finishes its first fault, only after the world's
+    // capability expired (a slow or loaded machine, a clock running fast) leaves nothing
+    // here to check: the check is skipped, not failed, whatever the fault returned.
     let started = h.now();
-    ensure(started < deadline, || {
-        format!(
-            "the check started {} ns after the capability expired: run the suite right after \
-             building the world",
-            started - deadline
-        )
-    })?;
-    let got = h.fault(&t, w.ids.expiring, page(1), Read)?;
+    let got = h.fault(&t, w.ids.expiring, page(1), Read);
+    let now = h.now();
+    if started >= deadline || now >= deadline {
+        return Err(String::from(SKIP_TOO_SLOW));
+    }
+    let got = got?;
     ensure(got == R, || {
         format!("the expiring read-only grant mapped {got}")
-    })?;
-    let now = h.now();
-    ensure(now < deadline, || {
-        format!(
-            "the first fault ended {} ns after the capability expired",
-            now - deadline
-        )
     })?;
     let next = e.next_deadline();
     ensure(next == Some(deadline), || {

@@ -116,7 +116,7 @@ pub struct Object {
 pub struct World {
     /// Every object, key and context.
     pub objects: Vec<Object>,
-    /// When A's capability on [`EXPIRING`] expires (Unix ns).
+    /// When A's capability on [`Ids::expiring`] expires (Unix ns).
     pub expires: Expiry,
     /// The record id of A's capability on [`Ids::shared`] (the unmap-granularity check
     /// revokes it).
