@@ -436,6 +436,25 @@ fn main() {
             (n, e, up)
         })
         .collect();
+    // The hit at one object on a host whose clock runs (`BenchHost<true>`: the
+    // operating system's monotonic clock, as a kernel reads its own), for a capability that
+    // never expires and for one that expires in a day: what the clock read costs the hit.
+    let clock_name = "issue20/hit/1 running clock vs upstream";
+    let clock_expiring_name = "issue20/hit/1 expiring, running clock vs upstream";
+    let running: Vec<_> = [(clock_name, false), (clock_expiring_name, true)]
+        .into_iter()
+        .filter(|(name, _)| wanted(name))
+        .map(|(name, expiring)| {
+            let mut g = CapGrant::new(obj(0), CTX, Protections::READ);
+            if expiring {
+                g.expires = twizzler_capsec::Expiry::from_raw(NOW + 86_400 * 1_000_000_000);
+            }
+            let mut ed = SecCtxEditor::new();
+            ed.add_cap(&Cap::mint(g, &ed_sk).unwrap());
+            let e = benches::host::running_clock_engine(&ed, &ed_sk);
+            (name, e, benches::upstream::SecCtxMgr::with_cached(CTX, 1))
+        })
+        .collect();
     let hit_on = |e: &kernel_hooks::Engine<benches::host::BenchHost>, page: &mut u64| {
         *page = *page % 16 + 1;
         let f =
@@ -680,6 +699,32 @@ fn main() {
             a: Box::new(move || hit_on(e, &mut page)),
             b: Box::new(move || {
                 black_box(up.fault(black_box(target), black_box(Protections::READ)));
+            }),
+        });
+    }
+    for (name, e, up) in &running {
+        let thread = &thread;
+        let hit_on = move |e: &kernel_hooks::Engine<benches::host::BenchHost<true>>,
+                           page: &mut u64| {
+            *page = *page % 16 + 1;
+            let f = kernel_hooks::Fault::new(
+                obj(0),
+                benches::host::INFO,
+                *page * 4096,
+                AccessKind::Read,
+            );
+            let _ = black_box(e.decide(thread, black_box(&f)));
+        };
+        let mut page = 0u64;
+        hit_on(e, &mut page);
+        assert!(up.fault(obj(0), Protections::READ).is_some());
+        pairs.push(Pair {
+            name,
+            a_name: "Engine::decide hit, the host's clock running",
+            b_name: "upstream check_active_access (reproduced)",
+            a: Box::new(move || hit_on(e, &mut page)),
+            b: Box::new(move || {
+                black_box(up.fault(black_box(obj(0)), black_box(Protections::READ)));
             }),
         });
     }

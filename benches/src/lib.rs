@@ -89,6 +89,7 @@ pub mod host {
             versions,
             current: AtomicUsize::new(0),
             now: NOW,
+            started: std::time::Instant::now(),
             revoked_keys: HashSet::new(),
             revoked_records: HashSet::new(),
             labels: Vec::new(),
@@ -111,6 +112,27 @@ pub mod host {
             versions: vec![bytes],
             current: AtomicUsize::new(0),
             now: NOW,
+            started: std::time::Instant::now(),
+            revoked_keys: HashSet::new(),
+            revoked_records: HashSet::new(),
+            labels: Vec::new(),
+            ctx_row: PrincipalLabels::steady(LabelId::EMPTY),
+        }))
+    }
+
+    /// [`one_object_engine`] on a host whose clock runs (`BenchHost<true>`).
+    pub fn running_clock_engine(
+        ed: &SecCtxEditor,
+        key: &SigningKey,
+    ) -> Box<Engine<BenchHost<true>>> {
+        Box::new(Engine::new(BenchHost::<true> {
+            objects: [(obj(0), INFO)].into(),
+            keys: [(KUID, key.verifying_key())].into(),
+            ctx: CTX,
+            versions: vec![ed.encode().expect("benchmark contexts encode")],
+            current: AtomicUsize::new(0),
+            now: NOW,
+            started: std::time::Instant::now(),
             revoked_keys: HashSet::new(),
             revoked_records: HashSet::new(),
             labels: Vec::new(),
@@ -216,7 +238,7 @@ pub mod host {
     }
 
     /// The benchmark host.
-    pub struct BenchHost {
+    pub struct BenchHost<const RUNNING: bool = false> {
         /// Objects by id.
         pub objects: HashMap<ObjID, ObjectInfo>,
         /// Keys by kuid.
@@ -229,6 +251,11 @@ pub mod host {
         pub current: AtomicUsize,
         /// The time.
         pub now: u64,
+        /// With `RUNNING`, the clock runs: `now` plus the time since this instant, read from
+        /// the operating system's monotonic clock on every call (`clock_gettime`), so that a
+        /// benchmark pays what a kernel's clock read costs. Without, the clock is `now`, a
+        /// field read (and this is not read).
+        pub started: std::time::Instant,
         /// Revoked key objects (the host's set; the engine keeps none).
         pub revoked_keys: HashSet<ObjID>,
         /// Revoked records.
@@ -274,7 +301,7 @@ pub mod host {
         (e, o)
     }
 
-    impl BenchHost {
+    impl<const RUNNING: bool> BenchHost<RUNNING> {
         /// Switches the context to the next prepared version (a context edit). The caller
         /// then calls `invalidate_ctx`, as a kernel's write fault on the context does.
         pub fn next_version(&self) {
@@ -284,7 +311,7 @@ pub mod host {
         }
     }
 
-    impl Host for BenchHost {
+    impl<const RUNNING: bool> Host for BenchHost<RUNNING> {
         fn object(&self, id: ObjID) -> Option<ObjectInfo> {
             self.objects.get(&id).copied()
         }
@@ -306,7 +333,11 @@ pub mod host {
             self.revoked_records.contains(id)
         }
         fn monotonic_ns(&self) -> u64 {
-            self.now
+            if !RUNNING {
+                return self.now;
+            }
+            let since = u64::try_from(self.started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+            self.now.saturating_add(since)
         }
         fn unmap(&self, _what: Unmap) {}
         fn ctx_label(&self, ctx: ObjID) -> Option<PrincipalLabels<LabelId>> {
