@@ -180,7 +180,9 @@ pub trait Host {
     /// The kernel's monotonic clock, in nanoseconds since boot. The engine adds the offset
     /// set with [`crate::Engine::set_wall_clock_offset`] to compare with expiry times, and
     /// gives its deadlines on this clock: the timer that calls [`crate::Engine::expire`]
-    /// must count it too.
+    /// must count it too. Read at most once a decision, and only when an answer depends on
+    /// it: a miss, or a hit on a grant that expires (a hit on grants that never expire calls
+    /// nothing in the host).
     fn monotonic_ns(&self) -> u64;
 
     /// The principal labels of security context `ctx` (`docs/DIFC.md` §1.4): the kernel's

@@ -120,14 +120,15 @@ impl VerifyCache {
     /// The common hit without a lock (`Snapshot::serve_summary`): what the summary of the
     /// fresh entry for (`ctx`, `fault`'s object) says about `fault` by a thread in the
     /// context, and the ticket. `None` when there is no such entry or its summary does not
-    /// hold: [`VerifyCache::serve`] answers in full.
+    /// hold: [`VerifyCache::serve`] answers in full. `now` gives the time; it is called only
+    /// for an entry that expires (a hit on grants that never expire reads no clock).
     #[inline(always)]
     pub fn serve_summary(
         &self,
         ctx: ObjID,
         fault: &Fault,
         epoch: u64,
-        now: u64,
+        now: impl Fn() -> u64 + Copy,
     ) -> Option<(SummaryHit, MapTicket)> {
         let (si, set) = self.set(ctx, fault.target);
         // A `move` closure: what it captures is copied in, not referred to, so nothing is
@@ -142,13 +143,14 @@ impl VerifyCache {
     /// A hit without a lock, in full: what the fresh entry for (`ctx`, `fault`'s object)
     /// says about `access` to it (`Snapshot::serve`), stamped with `epoch` and the fault's
     /// object metadata. `None` when there is no fresh entry, an incomplete one does not
-    /// grant, or the set was being written: the caller then takes the slow path.
+    /// grant, or the set was being written: the caller then takes the slow path. `now` as
+    /// for [`VerifyCache::serve_summary`].
     #[inline]
     pub fn serve(
         &self,
         ctx: ObjID,
         fault: &Fault,
-        (epoch, now): (u64, u64),
+        (epoch, now): (u64, impl Fn() -> u64 + Copy),
         access: &Access,
     ) -> Option<(Served, MapTicket)> {
         let (si, set) = self.set(ctx, fault.target);
@@ -161,18 +163,19 @@ impl VerifyCache {
 
     /// Runs `f` on the fresh entry for (`ctx`, `target`), if there is one, under the set's
     /// writer lock (for what lookups do not read: why a denial was denied when the mirror
-    /// does not say, see [`Explained`]). `f` must only compute.
+    /// does not say, see [`Explained`]). `f` must only compute; `now` gives the time, and is
+    /// called only for an entry that expires.
     pub fn with_fresh<R>(
         &self,
         ctx: ObjID,
         target: ObjID,
         stamp: &Stamp,
-        now: u64,
+        now: impl FnOnce() -> u64,
         f: impl FnOnce(&CachedPerms) -> R,
     ) -> Option<(R, MapTicket)> {
         let (si, set) = self.set(ctx, target);
         let (r, removals) = set.lookup_locked(&key_words(ctx, target), |e| {
-            e.snap.is_fresh(stamp, now).then(|| f(e))
+            e.snap.is_fresh_when(stamp, now).then(|| f(e))
         })?;
         Some((r, Self::ticket(si, removals)))
     }

@@ -105,7 +105,14 @@ impl Snapshot {
     /// Whether the entry may serve a fault with `stamp` at `now`.
     #[inline]
     pub fn is_fresh(&self, stamp: &Stamp, now: u64) -> bool {
-        self.stamp == *stamp && !self.valid_until.is_expired(now)
+        self.is_fresh_when(stamp, || now)
+    }
+
+    /// [`Snapshot::is_fresh`] at the time `now` gives, asked only if the entry expires.
+    #[inline]
+    pub fn is_fresh_when(&self, stamp: &Stamp, now: impl FnOnce() -> u64) -> bool {
+        self.stamp == *stamp
+            && (self.valid_until == Expiry::NEVER || !self.valid_until.is_expired(now()))
     }
 }
 

@@ -259,22 +259,18 @@ impl Snapshot {
         Explained([head, w.word(at + 1), w.word(at + 2)])
     }
 
-    /// Whether the words are an entry fresh for the stamp (`epoch` and `object`'s metadata)
-    /// at `now`: then its small-fields word, its summary word and its expiry. `object` is
-    /// read here, where it is compared.
+    /// Whether the words are an entry stamped for `epoch` and `object`'s metadata: then its
+    /// small-fields word, its summary word and its expiry, which the caller checks with
+    /// [`Snapshot::unexpired`] (after what it can decide without the time). `object` is read
+    /// here, where it is compared.
     #[inline(always)]
-    fn fresh(
+    fn stamped(
         w: &Way<'_, HOT_WORDS>,
         epoch: u64,
         object: &ObjectInfo,
-        now: u64,
     ) -> Option<(u64, u64, Expiry)> {
         // Each word is loaded where it is compared, so few values are live at once.
         if w.word(W_EPOCH) != epoch {
-            return None;
-        }
-        let valid_until = Expiry::from_raw(w.word(W_VALID_UNTIL));
-        if valid_until.is_expired(now) {
             return None;
         }
         // The `kuid` as the words hold it (zero words when there is none, and a bit of the
@@ -288,25 +284,37 @@ impl Snapshot {
             return None;
         }
         let summary = w.word(W_SUMMARY);
+        let valid_until = Expiry::from_raw(w.word(W_VALID_UNTIL));
         ((summary >> 32) as u32 == object.label.0).then_some((small, summary, valid_until))
+    }
+
+    /// Whether an entry with expiry `valid_until` has not expired: `now` (the time, read
+    /// through a call the first time it is needed) is asked only if the entry expires at all,
+    /// so a hit on grants that never expire reads no clock.
+    #[inline(always)]
+    fn unexpired(valid_until: Expiry, now: impl Fn() -> u64) -> bool {
+        valid_until == Expiry::NEVER || !valid_until.is_expired(now())
     }
 
     /// The common hit, from the summary word alone: what the summary says about `fault` by a
     /// thread already in the context, if the words are fresh for the stamp (`epoch` and the
-    /// fault's object metadata) at `now` and the summary holds (every data grant covers the
-    /// whole object, so the rights are the object's): a grant, or a refusal that carries the
-    /// words that explain it (see [`SummaryHit`]). `None` for anything else, which
-    /// [`Snapshot::serve`] answers in full. The caller checked the fault's bounds.
+    /// fault's object metadata) at the time `now` reads (asked only if the entry expires) and
+    /// the summary holds (every data grant covers the whole object, so the rights are the
+    /// object's): a grant, or a refusal that carries the words that explain it (see
+    /// [`SummaryHit`]). `None` for anything else, which [`Snapshot::serve`] answers in full.
+    /// The caller checked the fault's bounds.
     #[inline(always)]
     pub(crate) fn serve_summary(
         w: &Way<'_, HOT_WORDS>,
         epoch: u64,
-        now: u64,
+        now: impl Fn() -> u64,
         fault: &Fault,
     ) -> Option<SummaryHit> {
-        let (small, summary, valid_until) = Self::fresh(w, epoch, &fault.object, now)?;
+        let (small, summary, valid_until) = Self::stamped(w, epoch, &fault.object)?;
         let kind = fault.kind;
-        if summary & UNIFORM == 0 {
+        // The time last: an entry the summary does not answer is the full serve's, which
+        // reads it then.
+        if summary & UNIFORM == 0 || !Self::unexpired(valid_until, now) {
             return None;
         }
         let half = match kind {
@@ -376,7 +384,8 @@ impl Snapshot {
         (head, 0)
     }
 
-    /// A hit, answered from a mirror's words, if the entry is fresh for `stamp` at `now`:
+    /// A hit, answered from a mirror's words, if the entry is fresh for `stamp` at the time
+    /// `now` reads (asked only if the entry expires):
     /// what `access` (needing `needed`) is provided if it is granted, or what the entry
     /// provides and the context's flags if it is not and the entry is complete (the rule in
     /// full would say the same). `None` otherwise (stale, incomplete and not granting, or words
@@ -387,14 +396,17 @@ impl Snapshot {
         w: &Way<'_, HOT_WORDS>,
         epoch: u64,
         object: &ObjectInfo,
-        now: u64,
+        now: impl Fn() -> u64,
         access: &Access,
         needed: Protections,
     ) -> Option<Served> {
         if access.page() == 0 {
             return None;
         }
-        let (small, summary, valid_until) = Self::fresh(w, epoch, object, now)?;
+        let (small, summary, valid_until) = Self::stamped(w, epoch, object)?;
+        if !Self::unexpired(valid_until, now) {
+            return None;
+        }
         if summary & UNIFORM != 0 && !access.entering {
             let bits = match access.kind {
                 AccessKind::Exec => summary >> 16,
@@ -944,8 +956,8 @@ mod tests {
             let fault = crate::fault::Fault::new(s.target, object, offset, a.kind);
             let access = Access { kind: a.kind, offset, entering: false };
             let needed = a.kind.required();
-            let summary = Snapshot::serve_summary(&way, stamp.epoch, now, &fault);
-            let full = Snapshot::serve(&way, stamp.epoch, &object, now, &access, needed);
+            let summary = Snapshot::serve_summary(&way, stamp.epoch, || now, &fault);
+            let full = Snapshot::serve(&way, stamp.epoch, &object, || now, &access, needed);
             prop_assert_eq!(summary.is_some(), s.is_fresh(&stamp, now) && s.summary().is_some());
             let Some(hit) = summary else {
                 return Ok(());
@@ -979,6 +991,47 @@ mod tests {
             }
         }
 
+        /// A hit asks for the time at most once, and only of an entry that expires: on grants
+        /// that never expire it reads no clock (`engine::clock::DecisionClock`). Its answer is
+        /// the one it gives with the time handed in.
+        #[test]
+        fn the_time_is_asked_only_of_an_entry_that_expires(
+            e in entry(),
+            a in access(),
+            needed in prots(),
+            now in any::<u64>(),
+            perturb in 0u8..7,
+            kuid in any::<u128>(),
+            never in any::<bool>(),
+        ) {
+            let mut e = e;
+            if never {
+                e.snap.valid_until = Expiry::NEVER;
+            }
+            let expires = e.snap.valid_until != Expiry::NEVER;
+            let words = e.encode().map(AtomicU64::new);
+            let way = Way::<HOT_WORDS>::new(&words);
+            let (stamp, object) = fault_stamp(&e.snap.stamp, perturb, kuid);
+            let reads = core::cell::Cell::new(0u32);
+            let clock = || {
+                reads.set(reads.get() + 1);
+                now
+            };
+            let served = Snapshot::serve(&way, stamp.epoch, &object, clock, &a, needed);
+            prop_assert!(reads.get() <= u32::from(expires), "serve read the clock {} times", reads.get());
+            prop_assert_eq!(served, Snapshot::serve(&way, stamp.epoch, &object, || now, &a, needed));
+            reads.set(0);
+            let offset = PAGE_SIZE + a.offset % (MAX_OBJECT_SIZE - PAGE_SIZE);
+            let fault = crate::fault::Fault::new(e.snap.target, object, offset, a.kind);
+            let summary = Snapshot::serve_summary(&way, stamp.epoch, clock, &fault);
+            prop_assert!(reads.get() <= u32::from(expires), "the summary read the clock {} times", reads.get());
+            prop_assert_eq!(summary, Snapshot::serve_summary(&way, stamp.epoch, || now, &fault));
+            reads.set(0);
+            let fresh = e.snap.is_fresh_when(&stamp, clock);
+            prop_assert!(reads.get() <= u32::from(expires), "is_fresh_when read the clock {} times", reads.get());
+            prop_assert_eq!(fresh, e.snap.is_fresh(&stamp, now));
+        }
+
         /// A hit served from the words is exactly a fresh entry that grants, evaluated, or a
         /// complete one that denies, with the cause the entry gives under the lock whenever
         /// the mirror carries one (always, when the summary holds and the record that
@@ -998,7 +1051,7 @@ mod tests {
             // The fault's stamp: the entry's, or one differing in one field.
             let (stamp, object) = fault_stamp(&s.stamp, perturb, kuid);
             // The cause, decoded, in place of the words that explain it.
-            let served = Snapshot::serve(&way, stamp.epoch, &object, now, &a, needed).map(|s| match s {
+            let served = Snapshot::serve(&way, stamp.epoch, &object, || now, &a, needed).map(|s| match s {
                 Served::Deny { provided, flags, explained } => {
                     (Served::Deny { provided, flags, explained: Explained::NONE }, explained.cause(a.page(), needed))
                 }

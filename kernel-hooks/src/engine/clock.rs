@@ -1,6 +1,7 @@
 //! The engine's clock and the expiry timer: Unix time from the host's monotonic clock, and
 //! the earliest expiry among cached grants, for the host to arm its timer with.
 
+use core::cell::Cell;
 use core::sync::atomic::Ordering;
 
 use twizzler_capsec::Expiry;
@@ -16,6 +17,45 @@ pub(super) fn expiry_key(e: Expiry) -> u64 {
 /// The inverse of [`expiry_key`].
 fn expiry_of_key(k: u64) -> Expiry {
     Expiry::from_raw((!k).wrapping_add(1))
+}
+
+/// The engine's time for one decision: read from the host the first time it is needed, then
+/// kept. A decision reads the host's clock at most once, and a hit on grants that never expire
+/// not at all: upstream's cached check reads no clock, and a kernel's clock read can cost more
+/// than the rest of the hit (`docs/BENCHMARKS.md`, *Ninth session*).
+pub(super) struct DecisionClock<'e, H: Host> {
+    engine: &'e Engine<H>,
+    read: Cell<Option<u64>>,
+}
+
+impl<'e, H: Host> DecisionClock<'e, H> {
+    /// A clock not read yet.
+    #[inline(always)]
+    pub(super) fn new(engine: &'e Engine<H>) -> Self {
+        Self {
+            engine,
+            read: Cell::new(None),
+        }
+    }
+
+    /// The time ([`Engine::now`]): read on the first call, the same value after.
+    #[inline]
+    pub(super) fn now(&self) -> u64 {
+        match self.read.get() {
+            Some(t) => t,
+            None => {
+                let t = self.engine.now();
+                self.read.set(Some(t));
+                t
+            }
+        }
+    }
+
+    /// The time, if it was read.
+    #[inline]
+    pub(super) fn read(&self) -> Option<u64> {
+        self.read.get()
+    }
 }
 
 impl<H: Host> Engine<H> {

@@ -9,6 +9,7 @@ use twizzler_capsec::{
 };
 
 use super::build::fault_budget;
+use super::clock::DecisionClock;
 use super::{Engine, Looked};
 use crate::cache::{
     Evaluated, Explained, FlowExplained, OBJECT_PAGES, Served, Stamp, SummaryHit, WhyRefused,
@@ -87,7 +88,8 @@ impl<H: Host> Engine<H> {
         // The common case first, kept small: the summary word of the active context's fresh
         // cache entry grants (`VerifyCache::serve_summary`). No lock is taken (the thread's
         // active id and the cache set are read under sequence counters), nothing is written
-        // but the set's hit counter, and the host is asked only the time. What the hit carries
+        // but the set's hit counter, and the host is asked nothing but the time, and that
+        // only for an entry that expires (`DecisionClock`). What the hit carries
         // is three words and what it captures plain values, so that it stays in registers: a
         // larger answer was copied through the stack, and a copy of a value just written in
         // narrower pieces stalls the processor (`docs/BENCHMARKS.md`, *Seventh session*).
@@ -96,8 +98,9 @@ impl<H: Host> Engine<H> {
         // switch, the kernel's context, a set being written) by `decide_slow`. (A labelled
         // block rather than a function returning `Option<Decision>`: the decision is built in
         // place, not copied out of an option.)
-        // The time, once read: the slow path reuses it (a miss asks the host's clock once).
-        let mut clock = None;
+        // The time, read only when an answer depends on it (an entry that expires, a miss),
+        // and at most once: the slow path reuses it.
+        let clock = DecisionClock::new(self);
         'hit: {
             if fault.offset < PAGE_SIZE || fault.offset >= MAX_OBJECT_SIZE {
                 break 'hit;
@@ -106,11 +109,10 @@ impl<H: Host> Engine<H> {
             if active == KERNEL_SCTX {
                 break 'hit;
             }
-            let now = self.now();
-            clock = Some(now);
             let epoch = self.epoch.load(Ordering::Acquire);
+            let now = || clock.now();
             let Some((hit, ticket)) = self.cache.serve_summary(active, fault, epoch, now) else {
-                return self.decide_served(thread, fault, active, inactive, epoch, now);
+                return self.decide_served(thread, fault, active, inactive, epoch, &clock);
             };
             let Some((provide, valid_until)) = hit.grant() else {
                 let refused = (hit, ticket);
@@ -118,7 +120,7 @@ impl<H: Host> Engine<H> {
                     thread,
                     fault,
                     (active, inactive),
-                    (epoch, now),
+                    (epoch, &clock),
                     refused,
                 );
             };
@@ -136,13 +138,14 @@ impl<H: Host> Engine<H> {
                 ticket,
             };
         }
-        self.decide_slow(thread, fault, clock)
+        self.decide_slow(thread, fault, clock.read())
     }
 
     /// A fault the active context's fresh entry refuses from its summary (`hit`, with its
     /// `ticket`): the violation the full search would give when there is nowhere else to
     /// look ([`Engine::deny_hit`], [`Engine::flow_deny_hit`]), from the words the hit carries
-    /// that explain it; else the full path. `epoch` and `now` as the hit read them. In line:
+    /// that explain it; else the full path. `epoch` as the hit read it, `clock` the
+    /// decision's. In line:
     /// out of line, the violation was built in one frame and copied into the caller's.
     #[inline(always)]
     fn summary_refused(
@@ -150,14 +153,14 @@ impl<H: Host> Engine<H> {
         thread: &SecCtxMgr,
         fault: &Fault,
         (active, inactive): (ObjID, usize),
-        (epoch, now): (u64, u64),
+        (epoch, clock): (u64, &DecisionClock<'_, H>),
         (hit, ticket): (SummaryHit, MapTicket),
     ) -> Decision {
         // A refusal whose words do not explain it is the full serve's to answer.
         let Some((provided, undetachable, why)) =
             hit.refusal().filter(|(_, _, why)| *why != WhyRefused::Full)
         else {
-            return self.decide_served(thread, fault, active, inactive, epoch, now);
+            return self.decide_served(thread, fault, active, inactive, epoch, clock);
         };
         // The only flag a served denial looks at.
         let flags = if undetachable {
@@ -168,20 +171,20 @@ impl<H: Host> Engine<H> {
         match self.refused_hit(
             (active, inactive),
             fault,
-            (epoch, now),
+            (epoch, clock),
             (provided, flags, why),
         ) {
             Some(v) => {
                 self.cache.count_hit(&ticket);
                 Decision::Violation(v)
             }
-            None => self.decide_slow(thread, fault, Some(now)),
+            None => self.decide_slow(thread, fault, clock.read()),
         }
     }
 
     /// A fault the summary's hit did not answer: what the active context's fresh entry
     /// serves in full (a page-gated grant, or a denial the summary leaves to the full rule),
-    /// else the slow path. `epoch` and `now` as the hit read them.
+    /// else the slow path. `epoch` as the hit read it, `clock` the decision's.
     #[inline(never)]
     fn decide_served(
         &self,
@@ -190,10 +193,11 @@ impl<H: Host> Engine<H> {
         active: ObjID,
         inactive: usize,
         epoch: u64,
-        now: u64,
+        clock: &DecisionClock<'_, H>,
     ) -> Decision {
         'served: {
             let access = data_or_exec(fault);
+            let now = || clock.now();
             let Some((served, ticket)) = self.cache.serve(active, fault, (epoch, now), &access)
             else {
                 break 'served;
@@ -226,12 +230,12 @@ impl<H: Host> Engine<H> {
                     explained,
                 } => (provided, flags, WhyRefused::Flow(explained)),
             };
-            if let Some(v) = self.refused_hit((active, inactive), fault, (epoch, now), why) {
+            if let Some(v) = self.refused_hit((active, inactive), fault, (epoch, clock), why) {
                 self.cache.count_hit(&ticket);
                 return Decision::Violation(v);
             }
         }
-        self.decide_slow(thread, fault, Some(now))
+        self.decide_slow(thread, fault, clock.read())
     }
 
     /// A denial the active context's fresh entry served (`why`, with what it provides and
@@ -243,7 +247,7 @@ impl<H: Host> Engine<H> {
         &self,
         (active, inactive): (ObjID, usize),
         fault: &Fault,
-        (epoch, now): (u64, u64),
+        (epoch, clock): (u64, &DecisionClock<'_, H>),
         (provided, flags, why): (Protections, CtxFlags, WhyRefused),
     ) -> Option<Violation> {
         match why {
@@ -252,7 +256,7 @@ impl<H: Host> Engine<H> {
                 inactive,
                 fault,
                 epoch,
-                now,
+                clock,
                 (provided, flags, explained),
             ),
             WhyRefused::Flow(explained) => self.flow_deny_hit(
@@ -260,7 +264,7 @@ impl<H: Host> Engine<H> {
                 inactive,
                 fault,
                 epoch,
-                now,
+                clock,
                 (provided, flags, explained),
             ),
             WhyRefused::Full => None,
@@ -280,7 +284,7 @@ impl<H: Host> Engine<H> {
         inactive: usize,
         fault: &Fault,
         epoch: u64,
-        now: u64,
+        clock: &DecisionClock<'_, H>,
         why: (Protections, CtxFlags, Explained),
     ) -> Option<Violation> {
         let (provided, flags, explained) = why;
@@ -294,7 +298,7 @@ impl<H: Host> Engine<H> {
         } else if inactive == 0 {
             let cause = match explained.cause(data_or_exec(fault).page(), needed) {
                 Some(c) => c,
-                None => self.locked_deny_cause(active, fault, epoch, now)?,
+                None => self.locked_deny_cause(active, fault, epoch, clock)?,
             };
             Violation::Denied {
                 ctx: active,
@@ -317,15 +321,19 @@ impl<H: Host> Engine<H> {
         active: ObjID,
         fault: &Fault,
         epoch: u64,
-        now: u64,
+        clock: &DecisionClock<'_, H>,
     ) -> Option<DenyCause> {
         let access = data_or_exec(fault);
         let needed = fault.kind.required();
         let stamp = Stamp::of(epoch, &fault.object);
         self.cache
-            .with_fresh(active, fault.target, &stamp, now, |e| {
-                e.deny_cause(&access, needed)
-            })
+            .with_fresh(
+                active,
+                fault.target,
+                &stamp,
+                || clock.now(),
+                |e| e.deny_cause(&access, needed),
+            )
             .map(|(cause, _)| cause)
     }
 
@@ -340,7 +348,7 @@ impl<H: Host> Engine<H> {
         inactive: usize,
         fault: &Fault,
         epoch: u64,
-        now: u64,
+        clock: &DecisionClock<'_, H>,
         why: (Protections, CtxFlags, FlowExplained),
     ) -> Option<Violation> {
         let (provided, flags, explained) = why;
@@ -349,7 +357,7 @@ impl<H: Host> Engine<H> {
         }
         let denial = match explained.denial() {
             Some(d) => d,
-            None => self.locked_flow_why(active, fault, epoch, now)?,
+            None => self.locked_flow_why(active, fault, epoch, clock)?,
         };
         let v = Violation::Flow {
             ctx: active,
@@ -371,11 +379,17 @@ impl<H: Host> Engine<H> {
         active: ObjID,
         fault: &Fault,
         epoch: u64,
-        now: u64,
+        clock: &DecisionClock<'_, H>,
     ) -> Option<FlowDenial> {
         let stamp = Stamp::of(epoch, &fault.object);
         self.cache
-            .with_fresh(active, fault.target, &stamp, now, |e| e.flow_why.get())?
+            .with_fresh(
+                active,
+                fault.target,
+                &stamp,
+                || clock.now(),
+                |e| e.flow_why.get(),
+            )?
             .0
     }
 
