@@ -605,7 +605,7 @@ fn measure(obj: ObjID) -> (Check, Cycles) {
     }
     let check = Check {
         got: format!(
-            "{} misses, {HIT_RUNS} hits (host: clock only)",
+            "{} misses, {HIT_RUNS} hits (host: no call)",
             CTX_BENCH.len()
         ),
         ok,
