@@ -2,7 +2,9 @@
 //! load: run it under `valgrind --tool=callgrind` with N and 2N iterations and divide the
 //! difference by N (see `docs/BENCHMARKS.md`). `engine`: a granted hit; `fresh`: the same with a fault built for each decision, as the
 //! paired benchmark builds it; `deny`: a repeated
-//! denial (one badly signed record); anything else: the reproduction of upstream's check.
+//! denial (one badly signed record); `scattered`: sixteen page records that are not
+//! adjacent, read in turn (a miss each, as `issue20_hit/gated_scattered/64`); anything else:
+//! the reproduction of upstream's check.
 
 // A benchmark harness: a failed setup stops the run, and its shared fixtures are public
 // to its modules only.
@@ -13,7 +15,7 @@
     unreachable_pub
 )]
 
-use benches::host::{CTX, INFO, denial_engine, fault_engine, obj};
+use benches::host::{CTX, INFO, PageOrder, denial_engine, fault_engine, obj, page_records_engine};
 use kernel_hooks::{Fault, SecCtxMgr};
 use rand_chacha::ChaCha20Rng;
 use rand_chacha::rand_core::SeedableRng;
@@ -23,7 +25,7 @@ fn main() {
     let mut args = std::env::args().skip(1);
     let (Some(which), Some(n)) = (args.next(), args.next().and_then(|n| n.parse::<u64>().ok()))
     else {
-        eprintln!("usage: hitloop engine|fresh|deny|upstream ITERATIONS");
+        eprintln!("usage: hitloop engine|fresh|deny|scattered|upstream ITERATIONS");
         std::process::exit(2);
     };
     let which = which.as_str();
@@ -49,6 +51,18 @@ fn main() {
             for _ in 0..n {
                 page = page % 16 + 1;
                 let f = Fault::new(obj(0), INFO, page * 4096, AccessKind::Read);
+                let _ = black_box(e.decide(&t, black_box(&f)));
+            }
+        }
+        "scattered" => {
+            let e = page_records_engine(64, PageOrder::Pages, &key);
+            let pages: Vec<u64> = (0..16).map(|i| 1 + (i * 61) % 64).collect();
+            for p in &pages {
+                let _ = e.decide(&t, &Fault::new(obj(0), INFO, p * 4096, AccessKind::Read));
+            }
+            for i in 0..n {
+                let p = pages[(i % 16) as usize];
+                let f = Fault::new(obj(0), INFO, p * 4096, AccessKind::Read);
                 let _ = black_box(e.decide(&t, black_box(&f)));
             }
         }
