@@ -3,9 +3,11 @@
 //!
 //! # How a check is answered
 //!
-//! The rule asks an authority about a signature check only through its id,
-//! [`signature_check_id`](twizzler_capsec::signature_check_id)`(key, message, signature)`, a
-//! BLAKE3 hash: first [`Authority::is_verified`], then [`Authority::is_known_bad`], then
+//! The rule asks an authority about a signature check only through its id, a BLAKE3 hash:
+//! [`cap_check_id`](twizzler_capsec::cap_check_id)`(key, record id)` for a capability (the
+//! record id hashes its body and signature), and
+//! [`signature_check_id`](twizzler_capsec::signature_check_id)`(key, message, signature)` for
+//! each signature of a delegation; first [`Authority::is_verified`], then [`Authority::is_known_bad`], then
 //! [`Authority::may_verify`] before it would verify for real. The trait never shows the
 //! authority the signature bytes, so a "cheap relation between signature and message" cannot
 //! be checked here; the id is all there is. A [`CheckRule`], chosen by one input byte, maps
@@ -15,7 +17,7 @@
 //!   signatures is reachable, with any record the fuzzer builds or mutates);
 //! - `0x40..=0x7f`: every check fails (`BadSignature`);
 //! - `0x80..=0xbf`: a check passes iff the first byte of its id is below `4 × (b & 63)`, and
-//!   fails otherwise: a mix that is a pure function of (key, message, signature), so a record
+//!   fails otherwise: a mix that is a pure function of the check (its key and what it signs), so a record
 //!   keeps its outcome through re-encoding and a mutation of any signed byte re-draws it;
 //! - `0xc0..=0xff`: the same split, but the checks that do not pass are left unanswered and
 //!   `may_verify` refuses, so they come back as `Unchecked` (the budget path of the rule).

@@ -1,7 +1,9 @@
 //! [`RecordMemo`]: the signature checks that already succeeded.
 //!
-//! Keyed by [`twizzler_capsec::signature_check_id`], a hash of the verifying key, the signed
-//! message and the signature, so a record that is still present after its context was edited
+//! Keyed by the check's id: [`twizzler_capsec::cap_check_id`] for a capability (a hash of the
+//! verifying key and the capability's record id, which hashes its body and signature), and
+//! [`twizzler_capsec::signature_check_id`] for a delegation's signatures (a hash of the key,
+//! the signed message and the signature), so a record that is still present after its context was edited
 //! (or a cache entry was evicted, or a revocation swept it) skips signature verification, and
 //! no earlier success can vouch for a check under another key (an object whose `kuid` now
 //! names a different key object, or a key object rewritten). Expiry, binding, attenuation,

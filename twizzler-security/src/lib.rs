@@ -141,5 +141,5 @@ pub use perms::{
     Verdict, allowed_by_masks, evaluate, evaluate_explained, evaluate_labelled, owns,
     owns_explained,
 };
-pub use record::{Authority, Record, RecordKind, signature_check_id};
+pub use record::{Authority, Record, RecordKind, cap_check_id, signature_check_id};
 pub use time::Expiry;

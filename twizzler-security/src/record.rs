@@ -43,16 +43,19 @@ pub trait Authority {
         false
     }
 
-    /// Whether the signature check with this id ([`signature_check_id`]: a hash of the key,
-    /// the signed message and the signature) already succeeded, so it need not be done
-    /// again. Binding the memory to the key itself means a changed key, or an object whose
-    /// `kuid` now names another key, can never be vouched for by an earlier success.
+    /// Whether the signature check with this id already succeeded, so it need not be done
+    /// again: [`cap_check_id`] for a capability's signature (a hash of the key and the
+    /// capability's record id), [`signature_check_id`] for each signature of a delegation (a
+    /// hash of the key, the signed message and the signature). Binding the memory to the key
+    /// itself means a changed key, or an object whose `kuid` now names another key, can never
+    /// be vouched for by an earlier success.
     /// Expiry, binding, attenuation, revocation and key lookups are still checked.
     fn is_verified(&self, _id: &RecordId) -> bool {
         false
     }
 
-    /// Called after a signature check succeeded, with its [`signature_check_id`].
+    /// Called after a signature check succeeded, with its id ([`cap_check_id`] or
+    /// [`signature_check_id`]).
     fn remember_verified(&self, _id: &RecordId) {}
 
     /// Whether the signature check with this id already failed. A check is a pure function of
@@ -61,7 +64,8 @@ pub trait Authority {
         false
     }
 
-    /// Called after a signature check failed, with its [`signature_check_id`].
+    /// Called after a signature check failed, with its id ([`cap_check_id`] or
+    /// [`signature_check_id`]).
     fn remember_failed(&self, _id: &RecordId) {}
 
     /// Whether a signature may be verified now (called before each verification that no
@@ -86,16 +90,52 @@ pub fn signature_check_id(key: &VerifyingKey, msg: &[u8], sig: &Signature) -> Re
     RecordId(*h.finalize().as_bytes())
 }
 
-/// Checks `sig` over `msg` under the key that signs for `signer`, lent by `auth`, unless `auth`
-/// remembers this exact check succeeding.
-fn check_signature(
+/// The key [`cap_check_id`] hashes under: `blake3::derive_key("twizzler-security 2026-11
+/// capability check v1", b"")`, written out so that no call derives it again (a unit test
+/// derives it and compares).
+const CAP_CHECK_KEY: [u8; 32] = [
+    0x71, 0x63, 0x41, 0x99, 0xff, 0x2b, 0xe5, 0x2a, 0xfb, 0x4f, 0xa2, 0xf0, 0xc6, 0xab, 0x25, 0x10,
+    0x5d, 0x53, 0xb5, 0x50, 0x09, 0x14, 0x96, 0x70, 0xca, 0x7b, 0x2c, 0x5d, 0x13, 0x4e, 0x5a, 0x20,
+];
+
+/// The id under which an [`Authority`] remembers that the signature of the capability whose
+/// record id is `record` verified under `key`: BLAKE3 keyed with a constant of its own (so
+/// no [`signature_check_id`] can equal one) over the key's scheme, length and raw bytes and
+/// the record id.
+///
+/// It binds what [`signature_check_id`] binds: the record id is a hash of the capability's
+/// whole encoding, its body (from which the signed message is computed, hash algorithm
+/// included) and its signature, so one id names one key, one message and one signature. It
+/// costs one short hash of bytes already at hand where [`signature_check_id`] needs the
+/// signed message hashed first: a capability whose check is remembered is judged without
+/// hashing its message.
+pub fn cap_check_id(key: &VerifyingKey, record: &RecordId) -> RecordId {
+    let raw = key.to_raw();
+    let mut buf = [0u8; 2 + crate::keys::MAX_KEY_LEN + 32];
+    let n = 2 + raw.len() + record.0.len();
+    // The key fits MAX_KEY_LEN (`KeyBytes`), so `n` fits the buffer.
+    if let Some(out) = buf.get_mut(..n) {
+        let (head, rest) = out.split_at_mut(2);
+        let (k, id) = rest.split_at_mut(raw.len());
+        head.copy_from_slice(&[key.scheme().tag(), raw.len() as u8]);
+        k.copy_from_slice(&raw);
+        id.copy_from_slice(&record.0);
+    }
+    RecordId(*blake3::keyed_hash(&CAP_CHECK_KEY, buf.get(..n).unwrap_or(&buf)).as_bytes())
+}
+
+/// Checks `sig` over the message `msg` gives under the key that signs for `signer`, lent by
+/// `auth`, unless `auth` remembers this check (its id, `id_of` the key) succeeding or failing.
+/// The message is computed only for a check no memory answered.
+fn check_signature<M: AsRef<[u8]>>(
     auth: &impl Authority,
     signer: ObjID,
-    msg: &[u8],
+    id_of: impl FnOnce(&VerifyingKey) -> RecordId,
+    msg: impl FnOnce() -> M,
     sig: &Signature,
 ) -> Result<(), VerifyError> {
     auth.with_key(signer, |key| {
-        let id = signature_check_id(key, msg, sig);
+        let id = id_of(key);
         if auth.is_verified(&id) {
             return Ok(());
         }
@@ -105,7 +145,7 @@ fn check_signature(
         if !auth.may_verify() {
             return Err(VerifyError::Unchecked);
         }
-        match key.verify(msg, sig) {
+        match key.verify(msg().as_ref(), sig) {
             Ok(()) => {
                 auth.remember_verified(&id);
                 Ok(())
@@ -268,16 +308,41 @@ impl Record {
     /// check `auth` remembers succeeding is not repeated). Does not check what the record is
     /// bound to (target and holder); the permission rule does that first.
     pub fn verify(&self, auth: &impl Authority, now: u64) -> Result<(), VerifyError> {
-        self.check_revocation(auth)?;
+        let id = self.check_revocation(auth)?;
         match self {
             Self::Cap(c) => {
                 c.check_expiry(now)?;
-                check_signature(auth, c.target(), &c.signed_message(), c.signature())
+                check_signature(
+                    auth,
+                    c.target(),
+                    |key| cap_check_id(key, &id),
+                    || c.signed_message(),
+                    c.signature(),
+                )
             }
             Self::Del(d) => {
                 d.check_chain(now)?;
-                d.each_signature(|signer, msg, sig| check_signature(auth, signer, msg, sig))
+                d.each_signature(|signer, msg, sig| {
+                    check_signature(
+                        auth,
+                        signer,
+                        |key| signature_check_id(key, msg, sig),
+                        || msg,
+                        sig,
+                    )
+                })
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::CAP_CHECK_KEY;
+
+    #[test]
+    fn the_cap_check_key_is_the_one_derived() {
+        let derived = blake3::derive_key("twizzler-security 2026-11 capability check v1", b"");
+        assert_eq!(CAP_CHECK_KEY, derived);
     }
 }

@@ -9,7 +9,7 @@ use twizzler_capsec::{
     Expiry, Gate, HashAlg, KeyLookupError, ObjID, PermsInfo, Protections, SecCtx, SecCtxEditor,
     SigningKey, SigningScheme, Verdict, VerifyError, evaluate,
 };
-use twizzler_capsec::{Authority, Record, RecordId, Signature, signature_check_id};
+use twizzler_capsec::{Authority, Record, RecordId, Signature, cap_check_id, signature_check_id};
 
 // Contexts.
 const C: ObjID = ObjID::new(0xC0);
@@ -1372,16 +1372,53 @@ fn memo_is_used_and_still_checks_expiry_revocation_and_keys() {
 fn checks(auth: &impl Authority, records: &[Record]) -> Vec<RecordId> {
     let mut ids = Vec::new();
     for r in records {
-        let mut one = |signer: ObjID, msg: &[u8], sig: &Signature| {
-            auth.with_key(signer, |k| ids.push(signature_check_id(k, msg, sig)))
-                .map_err(VerifyError::from)
-        };
         match r {
-            Record::Cap(c) => one(c.target(), &c.signed_message(), c.signature()).unwrap(),
-            Record::Del(d) => d.each_signature(one).unwrap(),
+            Record::Cap(c) => auth
+                .with_key(c.target(), |k| ids.push(cap_check_id(k, &c.id())))
+                .unwrap(),
+            Record::Del(d) => d
+                .each_signature(|signer: ObjID, msg: &[u8], sig: &Signature| {
+                    auth.with_key(signer, |k| ids.push(signature_check_id(k, msg, sig)))
+                        .map_err(VerifyError::from)
+                })
+                .unwrap(),
         }
     }
     ids
+}
+
+/// A capability's remembered check ([`cap_check_id`]) is bound to the key and to the whole
+/// capability: another key, another body (another right, another holder), or another
+/// signature over the same body each get another id, and none is the id the same check would
+/// have as a delegation's signature ([`signature_check_id`]), so neither memory can vouch for
+/// the other's check. The same capability re-encoded keeps its id.
+#[test]
+fn a_capability_check_id_binds_the_key_the_body_and_the_signature() {
+    let w = World::new();
+    let (ka, kb) = (w.ka.verifying_key(), w.kb.verifying_key());
+    let c = cap(A, C, R, &w.ka);
+    let id = |k: &twizzler_capsec::VerifyingKey, c: &twizzler_capsec::Cap| cap_check_id(k, &c.id());
+    let base = id(&ka, &c);
+    assert_eq!(
+        base,
+        id(&ka, &twizzler_capsec::Cap::decode(&c.encode()).unwrap())
+    );
+    assert_ne!(base, id(&kb, &c), "another key");
+    assert_ne!(base, id(&ka, &cap(A, C, R | W, &w.ka)), "another right");
+    assert_ne!(base, id(&ka, &cap(A, B, R, &w.ka)), "another holder");
+    // The same body signed by another key: its own signature, so its own id under `ka`.
+    let resigned = cap(A, C, R, &w.kb);
+    assert_eq!(c.signed_message(), resigned.signed_message());
+    assert_ne!(
+        base,
+        id(&ka, &resigned),
+        "another signature over the same body"
+    );
+    assert_ne!(
+        base,
+        signature_check_id(&ka, &c.signed_message(), c.signature()),
+        "the delegation form of the same check"
+    );
 }
 
 #[test]
