@@ -2,7 +2,8 @@
 //! load: run it under `valgrind --tool=callgrind` with N and 2N iterations and divide the
 //! difference by N (see `docs/BENCHMARKS.md`). `engine`: a granted hit; `fresh`: the same with a fault built for each decision, as the
 //! paired benchmark builds it; `deny`: a repeated
-//! denial (one badly signed record); `scattered`: sixteen page records that are not
+//! denial (one badly signed record); `gated`: a page-gated hit (sixteen page records of
+//! adjacent pages, read in turn, as `issue20_hit/gated/16`); `scattered`: sixteen page records that are not
 //! adjacent, read in turn (a miss each, as `issue20_hit/gated_scattered/64`); anything else:
 //! the reproduction of upstream's check.
 
@@ -25,7 +26,7 @@ fn main() {
     let mut args = std::env::args().skip(1);
     let (Some(which), Some(n)) = (args.next(), args.next().and_then(|n| n.parse::<u64>().ok()))
     else {
-        eprintln!("usage: hitloop engine|fresh|deny|scattered|upstream ITERATIONS");
+        eprintln!("usage: hitloop engine|fresh|deny|gated|scattered|upstream ITERATIONS");
         std::process::exit(2);
     };
     let which = which.as_str();
@@ -51,6 +52,16 @@ fn main() {
             for _ in 0..n {
                 page = page % 16 + 1;
                 let f = Fault::new(obj(0), INFO, page * 4096, AccessKind::Read);
+                let _ = black_box(e.decide(&t, black_box(&f)));
+            }
+        }
+        "gated" => {
+            let e = page_records_engine(16, PageOrder::Pages, &key);
+            for p in 1..=16u64 {
+                let _ = e.decide(&t, &Fault::new(obj(0), INFO, p * 4096, AccessKind::Read));
+            }
+            for i in 0..n {
+                let f = Fault::new(obj(0), INFO, (i % 16 + 1) * 4096, AccessKind::Read);
                 let _ = black_box(e.decide(&t, black_box(&f)));
             }
         }
