@@ -422,7 +422,64 @@ impl Snapshot {
             }
             return Self::summary_denied(w, small, bits, *access, needed);
         }
+        if access.kind != AccessKind::Exec
+            && let Some(granted) = Self::data_grant(w, small, access.page(), needed, valid_until)
+        {
+            return Some(Served::Grant(granted));
+        }
         Self::serve_decoded(w, small, *access, needed)
+    }
+
+    /// A page-gated hit for a data access, read from the grants' words in place: what
+    /// [`Snapshot::evaluate`] gives a data access to `page` (the default rights and those of
+    /// each grant with data rights whose gate covers the page, through the masks and the
+    /// flow mask; the pages where that holds), when it grants `needed`. `None` otherwise:
+    /// [`Snapshot::serve_decoded`] then decodes the snapshot and answers in full. Nothing is
+    /// decoded or copied: a page-gated hit decoded all 31 words and every gate first.
+    ///
+    /// The words may be a mix of two states (see [`SeqSet::lookup`]): every step is checked
+    /// arithmetic, and the answer is dropped unless the read was consistent, when the gates
+    /// are the valid ones [`Snapshot::encode`] wrote.
+    ///
+    /// [`SeqSet::lookup`]: crate::seqset::SeqSet::lookup
+    #[inline(always)]
+    fn data_grant(
+        w: &Way<'_, HOT_WORDS>,
+        small: u64,
+        page: u64,
+        needed: Protections,
+        valid_until: Expiry,
+    ) -> Option<Granted> {
+        let data = Protections::READ | Protections::WRITE;
+        let start = page.checked_mul(PAGE_SIZE)?;
+        let end = start.checked_add(PAGE_SIZE)?;
+        let all_prots = w.word(W_PROTS);
+        let mut unmasked = Protections::from_bits_retain(small as u16);
+        let mut pages = OBJECT_PAGES;
+        for i in 0..MAX_GRANTS {
+            let prots = Protections::from_bits_retain((all_prots >> (16 * i)) as u16);
+            if small & (1 << (GRANT_PRESENT + i as u32)) == 0 || !prots.intersects(data) {
+                continue;
+            }
+            let offset = w.word(W_GATES + 3 * i);
+            let gate_end = offset.checked_add(w.word(W_GATES + 3 * i + 1))?;
+            // `Gate::covers_page`, then `full_pages` (a gate that covers the page covers
+            // its first full page at or before it and ends after it).
+            if start < offset || end > gate_end {
+                continue;
+            }
+            unmasked |= prots & data;
+            let first = offset.div_ceil(PAGE_SIZE);
+            pages = pages.start.max(first)..pages.end.min(gate_end / PAGE_SIZE);
+        }
+        let allowed = Protections::from_bits_retain((small >> 16) as u16);
+        let flow = Protections::from_bits_retain(w.word(W_FLOW) as u16);
+        let provide = unmasked & allowed & flow;
+        provide.contains(needed).then_some(Granted {
+            provide,
+            valid_until,
+            pages,
+        })
     }
 
     /// A hit that the summary does not answer (a page-gated entry, or a fetch that enters):
