@@ -11,10 +11,11 @@
 //! - **Host calls nest one way.** Inside [`Host::with_ctx`] the engine may call
 //!   [`Host::with_key`] and [`Host::object`] (never [`Host::unmap`] or `with_ctx` again);
 //!   a host must not hold, across the closure it runs, a lock those two need.
-//! - **The hit calls only the clock.** A fault whose decision is cached costs
-//!   [`Host::monotonic_ns`] and nothing else of the host: the object's default protections
-//!   travel in the [`crate::Fault`], and its `kuid` too ([`crate::Fault::new`]) or, with
-//!   [`crate::Fault::lazy`], is asked of [`Host::object`] on a miss only.
+//! - **The hit calls nothing.** A fault whose decision is cached calls nothing of the host
+//!   when its grants never expire, and only [`Host::monotonic_ns`] when they do: the
+//!   object's default protections travel in the [`crate::Fault`], and its `kuid` too
+//!   ([`crate::Fault::new`]) or, with [`crate::Fault::lazy`], is asked of [`Host::object`]
+//!   on a miss only.
 //! - **One clock.** Every deadline the engine gives ([`crate::Engine::next_deadline`],
 //!   [`crate::Engine::next_deadline_in`]) is on [`Host::monotonic_ns`]'s clock; the host's
 //!   expiry timer counts that clock.

@@ -845,7 +845,7 @@ fn a_repeated_denied_fault_verifies_nothing_again() {
         "a repeated denial missed the cache"
     );
     assert_eq!(w.host().host_calls(), {
-        // Only the clock: the same as a granted hit.
+        // Nothing but, at most, the clock (not counted here): the same as a granted hit.
         let before = w.host().host_calls();
         let _ = w.decide(&t, FILE, PAGE, Read);
         before
