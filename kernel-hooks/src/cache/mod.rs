@@ -30,10 +30,11 @@ use crate::fault::Fault;
 pub use crate::seqset::Retain;
 use crate::seqset::{SeqSet, Upsert};
 use crate::ticket::{MapTicket, Ticket};
-use twizzler_capsec::{Access, ObjID};
+use twizzler_capsec::{Access, Expiry, ObjID};
 
 pub use entry::{CachedPerms, Deps, Explanation, Failure, FlowState, FlowWhy, Kept, Stamp};
 pub(crate) use snapshot::OBJECT_PAGES;
+pub(crate) use snapshot::unexpired;
 pub use snapshot::{Evaluated, ObjectPerms, Snapshot};
 use words::key_words;
 pub use words::{Explained, FlowExplained, Granted, HOT_WORDS, Served, SummaryHit, WhyRefused};
@@ -163,21 +164,39 @@ impl VerifyCache {
 
     /// Runs `f` on the fresh entry for (`ctx`, `target`), if there is one, under the set's
     /// writer lock (for what lookups do not read: why a denial was denied when the mirror
-    /// does not say, see [`Explained`]). `f` must only compute; `now` gives the time, and is
-    /// called only for an entry that expires.
+    /// does not say, see [`Explained`]). `f` must only compute.
     pub fn with_fresh<R>(
         &self,
         ctx: ObjID,
         target: ObjID,
         stamp: &Stamp,
-        now: impl FnOnce() -> u64,
+        now: u64,
         f: impl FnOnce(&CachedPerms) -> R,
     ) -> Option<(R, MapTicket)> {
         let (si, set) = self.set(ctx, target);
         let (r, removals) = set.lookup_locked(&key_words(ctx, target), |e| {
-            e.snap.is_fresh_when(stamp, now).then(|| f(e))
+            e.snap.is_fresh(stamp, now).then(|| f(e))
         })?;
         Some((r, Self::ticket(si, removals)))
+    }
+
+    /// [`VerifyCache::with_fresh`] for a caller that has not read the time: runs `f` on the
+    /// entry for (`ctx`, `target`) stamped with `stamp`, whatever its expiry, and returns the
+    /// expiry with `f`'s answer, for the caller to compare with the time once the lock is
+    /// released (in the engine the time may come from the host's clock, which is never called
+    /// under a lock of ours).
+    pub fn with_stamped<R>(
+        &self,
+        ctx: ObjID,
+        target: ObjID,
+        stamp: &Stamp,
+        f: impl FnOnce(&CachedPerms) -> R,
+    ) -> Option<(R, Expiry)> {
+        let (_, set) = self.set(ctx, target);
+        set.lookup_locked(&key_words(ctx, target), |e| {
+            (e.snap.stamp == *stamp).then(|| (f(e), e.snap.valid_until))
+        })
+        .map(|(r, _)| r)
     }
 
     /// Runs `f` on the entry for (`ctx`, `target`) if it is current, whatever object metadata

@@ -111,9 +111,16 @@ impl Snapshot {
     /// [`Snapshot::is_fresh`] at the time `now` gives, asked only if the entry expires.
     #[inline]
     pub fn is_fresh_when(&self, stamp: &Stamp, now: impl FnOnce() -> u64) -> bool {
-        self.stamp == *stamp
-            && (self.valid_until == Expiry::NEVER || !self.valid_until.is_expired(now()))
+        self.stamp == *stamp && unexpired(self.valid_until, now)
     }
+}
+
+/// Whether something that holds until `valid_until` still holds at the time `now` gives: the
+/// time is asked only if it expires at all, so a hit on grants that never expire reads no
+/// clock.
+#[inline(always)]
+pub(crate) fn unexpired(valid_until: Expiry, now: impl FnOnce() -> u64) -> bool {
+    valid_until == Expiry::NEVER || !valid_until.is_expired(now())
 }
 
 /// Rights for one access, computed from a cache entry.
@@ -157,9 +164,14 @@ impl ObjectPerms {
 }
 
 pub(super) fn full_pages(gate: &Gate) -> Range<u64> {
-    let first = gate.offset().div_ceil(PAGE_SIZE);
-    let end = gate.end() / PAGE_SIZE;
-    first..end.max(first)
+    full_pages_of(gate.offset(), gate.end())
+}
+
+/// The pages a byte range `offset..end` covers in full (empty when it covers none).
+#[inline(always)]
+pub(super) fn full_pages_of(offset: u64, end: u64) -> Range<u64> {
+    let first = offset.div_ceil(PAGE_SIZE);
+    first..(end / PAGE_SIZE).max(first)
 }
 
 /// Every page of an object but the null page.

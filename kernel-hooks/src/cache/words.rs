@@ -6,7 +6,7 @@ use twizzler_capsec::{
 
 use super::MAX_GRANTS;
 use super::entry::{CachedPerms, Explanation, FlowState, Stamp};
-use super::snapshot::{Evaluated, OBJECT_PAGES, Snapshot};
+use super::snapshot::{Evaluated, OBJECT_PAGES, Snapshot, full_pages_of, unexpired};
 use super::verdict_words::{self, VERDICT_WORDS};
 use crate::fault::{DenyCause, Fault};
 use crate::host::ObjectInfo;
@@ -261,7 +261,7 @@ impl Snapshot {
 
     /// Whether the words are an entry stamped for `epoch` and `object`'s metadata: then its
     /// small-fields word, its summary word and its expiry, which the caller checks with
-    /// [`Snapshot::unexpired`] (after what it can decide without the time). `object` is read
+    /// `unexpired` (after what it can decide without the time). `object` is read
     /// here, where it is compared.
     #[inline(always)]
     fn stamped(
@@ -288,14 +288,6 @@ impl Snapshot {
         ((summary >> 32) as u32 == object.label.0).then_some((small, summary, valid_until))
     }
 
-    /// Whether an entry with expiry `valid_until` has not expired: `now` (the time, read
-    /// through a call the first time it is needed) is asked only if the entry expires at all,
-    /// so a hit on grants that never expire reads no clock.
-    #[inline(always)]
-    fn unexpired(valid_until: Expiry, now: impl Fn() -> u64) -> bool {
-        valid_until == Expiry::NEVER || !valid_until.is_expired(now())
-    }
-
     /// The common hit, from the summary word alone: what the summary says about `fault` by a
     /// thread already in the context, if the words are fresh for the stamp (`epoch` and the
     /// fault's object metadata) at the time `now` reads (asked only if the entry expires) and
@@ -314,7 +306,7 @@ impl Snapshot {
         let kind = fault.kind;
         // The time last: an entry the summary does not answer is the full serve's, which
         // reads it then.
-        if summary & UNIFORM == 0 || !Self::unexpired(valid_until, now) {
+        if summary & UNIFORM == 0 || !unexpired(valid_until, now) {
             return None;
         }
         let half = match kind {
@@ -404,7 +396,7 @@ impl Snapshot {
             return None;
         }
         let (small, summary, valid_until) = Self::stamped(w, epoch, object)?;
-        if !Self::unexpired(valid_until, now) {
+        if !unexpired(valid_until, now) {
             return None;
         }
         if summary & UNIFORM != 0 && !access.entering {
@@ -463,14 +455,13 @@ impl Snapshot {
             }
             let offset = w.word(W_GATES + 3 * i);
             let gate_end = offset.checked_add(w.word(W_GATES + 3 * i + 1))?;
-            // `Gate::covers_page`, then `full_pages` (a gate that covers the page covers
-            // its first full page at or before it and ends after it).
+            // `Gate::covers_page` on the gate's words.
             if start < offset || end > gate_end {
                 continue;
             }
             unmasked |= prots & data;
-            let first = offset.div_ceil(PAGE_SIZE);
-            pages = pages.start.max(first)..pages.end.min(gate_end / PAGE_SIZE);
+            let p = full_pages_of(offset, gate_end);
+            pages = pages.start.max(p.start)..pages.end.min(p.end);
         }
         let allowed = Protections::from_bits_retain((small >> 16) as u16);
         let flow = Protections::from_bits_retain(w.word(W_FLOW) as u16);

@@ -12,7 +12,8 @@ use super::build::fault_budget;
 use super::clock::DecisionClock;
 use super::{Engine, Looked};
 use crate::cache::{
-    Evaluated, Explained, FlowExplained, OBJECT_PAGES, Served, Stamp, SummaryHit, WhyRefused,
+    CachedPerms, Evaluated, Explained, FlowExplained, OBJECT_PAGES, Served, Stamp, SummaryHit,
+    WhyRefused, unexpired,
 };
 use crate::fault::{Decision, DenyCause, Fault, Violation};
 use crate::host::Host;
@@ -145,8 +146,8 @@ impl<H: Host> Engine<H> {
     /// `ticket`): the violation the full search would give when there is nowhere else to
     /// look ([`Engine::deny_hit`], [`Engine::flow_deny_hit`]), from the words the hit carries
     /// that explain it; else the full path. `epoch` as the hit read it, `clock` the
-    /// decision's. In line:
-    /// out of line, the violation was built in one frame and copied into the caller's.
+    /// decision's. In line: out of line, the violation was built in one frame and copied
+    /// into the caller's.
     #[inline(always)]
     fn summary_refused(
         &self,
@@ -325,16 +326,25 @@ impl<H: Host> Engine<H> {
     ) -> Option<DenyCause> {
         let access = data_or_exec(fault);
         let needed = fault.kind.required();
+        self.locked_fresh(active, fault, epoch, clock, |e| {
+            e.deny_cause(&access, needed)
+        })
+    }
+
+    /// `f` on the active context's entry for `fault`'s object, under its set's lock, if the
+    /// entry is fresh for the fault at the decision's time. The time is compared once the lock
+    /// is released: `clock` may call the host's clock, never under a lock of ours.
+    fn locked_fresh<R>(
+        &self,
+        active: ObjID,
+        fault: &Fault,
+        epoch: u64,
+        clock: &DecisionClock<'_, H>,
+        f: impl FnOnce(&CachedPerms) -> R,
+    ) -> Option<R> {
         let stamp = Stamp::of(epoch, &fault.object);
-        self.cache
-            .with_fresh(
-                active,
-                fault.target,
-                &stamp,
-                || clock.now(),
-                |e| e.deny_cause(&access, needed),
-            )
-            .map(|(cause, _)| cause)
+        let (r, valid_until) = self.cache.with_stamped(active, fault.target, &stamp, f)?;
+        unexpired(valid_until, || clock.now()).then_some(r)
     }
 
     /// A repeated flow denial (`docs/DIFC.md` §3.3), from the active context's entry, when
@@ -381,16 +391,7 @@ impl<H: Host> Engine<H> {
         epoch: u64,
         clock: &DecisionClock<'_, H>,
     ) -> Option<FlowDenial> {
-        let stamp = Stamp::of(epoch, &fault.object);
-        self.cache
-            .with_fresh(
-                active,
-                fault.target,
-                &stamp,
-                || clock.now(),
-                |e| e.flow_why.get(),
-            )?
-            .0
+        self.locked_fresh(active, fault, epoch, clock, |e| e.flow_why.get())?
     }
 
     /// Everything the common case at the top of [`Engine::decide`] does not serve.

@@ -60,10 +60,7 @@ impl<H: Host> Engine<H> {
         };
         for _ in 0..RACE_RETRIES {
             let stamp = self.stamp(&object.info);
-            let base = match self
-                .cache
-                .with_fresh(ctx_id, target, &stamp, || now, |e| *e)
-            {
+            let base = match self.cache.with_fresh(ctx_id, target, &stamp, now, |e| *e) {
                 Some((e, ticket)) if want.served_by(&e) => {
                     // The entry matched a stamp read before the lookup. If the epoch moved
                     // since, the entry may be one built from what a revocation took away,

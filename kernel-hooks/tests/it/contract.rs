@@ -131,25 +131,42 @@ fn a_decision_reads_the_clock_at_most_once_and_a_hit_that_never_expires_not_at_a
     );
 }
 
-/// A host whose `unmap` calls back into the engine (every set's lock, the revocation lock and
-/// the counters): if the engine called it while holding one of its own locks, this would spin
-/// for ever.
+/// A host whose `unmap` and clock call back into the engine (every set's lock, the revocation
+/// lock and the counters): if the engine called either while holding one of its own locks,
+/// this would spin for ever.
 struct Reentrant {
     inner: TestHost,
     engine: std::sync::OnceLock<&'static Engine<Reentrant>>,
     reentered: AtomicU64,
+    clock_reentered: AtomicU64,
+}
+
+impl Reentrant {
+    /// Calls into the engine where every one of its locks is taken.
+    fn reenter(&self) -> bool {
+        let Some(e) = self.engine.get() else {
+            return false;
+        };
+        let _ = e.cached();
+        let _ = e.stats();
+        let _ = e.next_deadline();
+        true
+    }
 }
 
 impl Host for Reentrant {
-    delegate_to_test_host!(inner);
+    delegate_to_test_host!(inner, but_the_clock);
     fn with_ctx<R>(&self, ctx: ObjID, f: impl FnOnce(CtxBytes<'_>) -> R) -> Option<R> {
         self.inner.with_ctx(ctx, f)
     }
+    fn monotonic_ns(&self) -> u64 {
+        if self.reenter() {
+            self.clock_reentered.fetch_add(1, Ordering::SeqCst);
+        }
+        self.inner.monotonic_ns()
+    }
     fn unmap(&self, what: Unmap) {
-        if let Some(e) = self.engine.get() {
-            let _ = e.cached();
-            let _ = e.stats();
-            let _ = e.next_deadline();
+        if self.reenter() {
             self.reentered.fetch_add(1, Ordering::SeqCst);
         }
         self.inner.unmap(what);
@@ -167,6 +184,44 @@ fn within(secs: u64, what: &str, f: impl FnOnce() + Send + 'static) {
         .unwrap_or_else(|_| panic!("{what}: deadlocked (host called under an engine lock?)"));
 }
 
+/// The cache compares no time under its locks: `with_stamped` (the locked read a denial's
+/// explanation takes when the mirror does not carry it) hands back the entry's expiry with
+/// `f`'s answer, for the engine to compare with its clock once the lock is released, and
+/// `with_fresh` takes a time already read.
+#[test]
+fn the_cache_compares_no_time_under_its_locks() {
+    use kernel_hooks::cache::{CachedPerms, Stamp};
+    let cache = Box::new(kernel_hooks::VerifyCache::new());
+    let stamp = Stamp {
+        epoch: 1,
+        kuid: Some(K_FILE),
+        default_prots: NONE,
+        label: twizzler_capsec::LabelId::EMPTY,
+    };
+    let mut e = CachedPerms::new(CTX_A, FILE, stamp, Protections::all(), Default::default());
+    e.snap.valid_until = Expiry::from_raw(T0 + 100);
+    let _ = cache.insert(e, T0);
+    let got = cache.with_stamped(CTX_A, FILE, &stamp, |e| e.snap.target);
+    assert_eq!(
+        got,
+        Some((FILE, Expiry::from_raw(T0 + 100))),
+        "even past its expiry"
+    );
+    let other = Stamp { epoch: 2, ..stamp };
+    assert!(
+        cache.with_stamped(CTX_A, FILE, &other, |_| ()).is_none(),
+        "another stamp"
+    );
+    let fresh = cache.with_fresh(CTX_A, FILE, &stamp, T0 + 50, |e| e.snap.target);
+    assert_eq!(fresh.map(|(t, _)| t), Some(FILE), "fresh before its expiry");
+    assert!(
+        cache
+            .with_fresh(CTX_A, FILE, &stamp, T0 + 100, |_| ())
+            .is_none(),
+        "not at it"
+    );
+}
+
 #[test]
 fn unmap_runs_with_no_engine_lock_held() {
     within(60, "unmap re-entering the engine", || {
@@ -175,6 +230,7 @@ fn unmap_runs_with_no_engine_lock_held() {
             inner: TestHost::default(),
             engine: std::sync::OnceLock::new(),
             reentered: AtomicU64::new(0),
+            clock_reentered: AtomicU64::new(0),
         };
         // Copy the world's objects, keys and a context into the re-entrant host.
         for id in [FILE, OTHER, CTX_A] {
@@ -217,6 +273,34 @@ fn unmap_runs_with_no_engine_lock_held() {
         }
         assert!(engine.stats().evictions > 0);
         assert!(engine.host().reentered.load(Ordering::SeqCst) > 100);
+        // The clock too, on every miss and on every expiring hit and denial: a page-gated
+        // grant that expires (its denials explained under the set's lock when the mirror
+        // does not carry the cause).
+        let mut gated = CapGrant::new(FILE, CTX_A, R);
+        gated.gate = Gate::new(PAGE, 2 * PAGE, 1).unwrap();
+        gated.expires = Expiry::from_raw(T0 + 1_000_000);
+        engine
+            .host()
+            .inner
+            .set_ctx(CTX_A, &ctx_with(&[&w.cap_with(gated)]));
+        let _ = engine.invalidate_ctx(CTX_A);
+        let at = |page: u64| Fault::new(FILE, engine.host().inner.info(FILE), page * PAGE, Read);
+        for _ in 0..3 {
+            assert!(matches!(engine.decide(&t, &at(1)), Decision::Map { .. }));
+            assert!(matches!(engine.decide(&t, &at(2)), Decision::Map { .. }));
+            assert!(matches!(engine.decide(&t, &at(7)), Decision::Violation(_)));
+        }
+        // A miss that finds an entry to build on (read lazily: one of two records verified)
+        // takes the set's lock to copy it.
+        let mut write3 = CapGrant::new(FILE, CTX_A, Protections::WRITE);
+        write3.gate = Gate::new(3 * PAGE, PAGE, 1).unwrap();
+        let two = ctx_with(&[&w.cap(FILE, CTX_A, R), &w.cap_with(write3)]);
+        engine.host().inner.set_ctx(CTX_A, &two);
+        let _ = engine.invalidate_ctx(CTX_A);
+        assert!(matches!(engine.decide(&t, &at(1)), Decision::Map { .. }));
+        let write = Fault::new(FILE, engine.host().inner.info(FILE), 3 * PAGE, Write);
+        assert!(matches!(engine.decide(&t, &write), Decision::Map { .. }));
+        assert!(engine.host().clock_reentered.load(Ordering::SeqCst) > 400);
     });
 }
 

@@ -235,10 +235,16 @@ impl Host for TestHost {
 /// Inside `impl Host for Wrapper`, implements the methods a wrapper host does not change by
 /// delegating them to `self.$inner` (a [`TestHost`]): `object`, `with_key`, `key_revoked`,
 /// `record_revoked`, `monotonic_ns`, `ctx_label` and `with_label`. The wrapper writes `with_ctx`
-/// and `unmap` itself.
+/// and `unmap` itself; with `but_the_clock`, `monotonic_ns` too.
 #[macro_export]
 macro_rules! delegate_to_test_host {
     ($inner:tt) => {
+        delegate_to_test_host!($inner, but_the_clock);
+        fn monotonic_ns(&self) -> u64 {
+            self.$inner.monotonic_ns()
+        }
+    };
+    ($inner:tt, but_the_clock) => {
         fn object(&self, id: twizzler_capsec::ObjID) -> Option<kernel_hooks::ObjectInfo> {
             self.$inner.object(id)
         }
@@ -254,9 +260,6 @@ macro_rules! delegate_to_test_host {
         }
         fn record_revoked(&self, id: &twizzler_capsec::RecordId) -> bool {
             self.$inner.record_revoked(id)
-        }
-        fn monotonic_ns(&self) -> u64 {
-            self.$inner.monotonic_ns()
         }
         fn ctx_label(
             &self,
