@@ -1,7 +1,7 @@
 //! A record of a security context: a capability or a delegation, and how it is verified.
 
 use crate::cap::Cap;
-use crate::codec::Reader;
+use crate::codec::{Reader, Writer};
 use crate::del::Del;
 use crate::error::{DecodeError, KeyLookupError, VerifyError};
 use crate::gate::Gate;
@@ -99,9 +99,9 @@ const CAP_CHECK_KEY: [u8; 32] = [
 ];
 
 /// The id under which an [`Authority`] remembers that the signature of the capability whose
-/// record id is `record` verified under `key`: BLAKE3 keyed with a constant of its own (so
-/// no [`signature_check_id`] can equal one) over the key's scheme, length and raw bytes and
-/// the record id.
+/// record id is `record` verified under `key`: BLAKE3 keyed with a constant of its own (a
+/// hash apart from [`signature_check_id`]'s, so the two kinds of id meet only by a
+/// collision) over the key's scheme, length and raw bytes and the record id.
 ///
 /// It binds what [`signature_check_id`] binds: the record id is a hash of the capability's
 /// whole encoding, its body (from which the signed message is computed, hash algorithm
@@ -112,15 +112,14 @@ const CAP_CHECK_KEY: [u8; 32] = [
 pub fn cap_check_id(key: &VerifyingKey, record: &RecordId) -> RecordId {
     let raw = key.to_raw();
     let mut buf = [0u8; 2 + crate::keys::MAX_KEY_LEN + 32];
-    let n = 2 + raw.len() + record.0.len();
-    // The key fits MAX_KEY_LEN (`KeyBytes`), so `n` fits the buffer.
-    if let Some(out) = buf.get_mut(..n) {
-        let (head, rest) = out.split_at_mut(2);
-        let (k, id) = rest.split_at_mut(raw.len());
-        head.copy_from_slice(&[key.scheme().tag(), raw.len() as u8]);
-        k.copy_from_slice(&raw);
-        id.copy_from_slice(&record.0);
-    }
+    let mut w = Writer::new(&mut buf);
+    // The key fits MAX_KEY_LEN (`KeyBytes`, 128 bytes): its length fits a u8, and the whole
+    // fits the buffer.
+    w.u8(key.scheme().tag())
+        .u8(raw.len() as u8)
+        .bytes(&raw)
+        .bytes(&record.0);
+    let n = w.position();
     RecordId(*blake3::keyed_hash(&CAP_CHECK_KEY, buf.get(..n).unwrap_or(&buf)).as_bytes())
 }
 
