@@ -257,6 +257,19 @@ impl Difc {
     }
 }
 
+/// A hit on `obj(0)` by `thread`, at the page after `page` (pages 1 to 16 in turn), with the
+/// fault built for each decision.
+#[inline(always)]
+fn hit_on_page<H: kernel_hooks::Host>(
+    e: &kernel_hooks::Engine<H>,
+    thread: &kernel_hooks::SecCtxMgr,
+    page: &mut u64,
+) {
+    *page = *page % 16 + 1;
+    let f = kernel_hooks::Fault::new(obj(0), benches::host::INFO, *page * 4096, AccessKind::Read);
+    let _ = black_box(e.decide(thread, black_box(&f)));
+}
+
 fn main() {
     // Accept criterion's command line: skip flags (and the values of those that take one);
     // a bare word is a substring filter.
@@ -456,10 +469,7 @@ fn main() {
         })
         .collect();
     let hit_on = |e: &kernel_hooks::Engine<benches::host::BenchHost>, page: &mut u64| {
-        *page = *page % 16 + 1;
-        let f =
-            kernel_hooks::Fault::new(obj(0), benches::host::INFO, *page * 4096, AccessKind::Read);
-        let _ = black_box(e.decide(&thread, black_box(&f)));
+        hit_on_page(e, &thread, page);
     };
     // A key no record's issuer has: records signed with it fail verification.
     let wrong = SigningKey::generate(SigningScheme::Ed25519, &mut ChaCha20Rng::seed_from_u64(2));
@@ -705,16 +715,7 @@ fn main() {
     for (name, e, up) in &running {
         let thread = &thread;
         let hit_on = move |e: &kernel_hooks::Engine<benches::host::BenchHost<true>>,
-                           page: &mut u64| {
-            *page = *page % 16 + 1;
-            let f = kernel_hooks::Fault::new(
-                obj(0),
-                benches::host::INFO,
-                *page * 4096,
-                AccessKind::Read,
-            );
-            let _ = black_box(e.decide(thread, black_box(&f)));
-        };
+                           page: &mut u64| { hit_on_page(e, thread, page) };
         let mut page = 0u64;
         hit_on(e, &mut page);
         assert!(up.fault(obj(0), Protections::READ).is_some());

@@ -81,20 +81,8 @@ pub mod host {
                 e.encode().expect("benchmark contexts encode")
             })
             .collect();
-        let info = INFO;
-        Box::new(Engine::new(BenchHost {
-            objects: (0..n).map(|i| (obj(i), info)).collect(),
-            keys: [(KUID, key.verifying_key())].into(),
-            ctx: CTX,
-            versions,
-            current: AtomicUsize::new(0),
-            now: NOW,
-            started: std::time::Instant::now(),
-            revoked_keys: HashSet::new(),
-            revoked_records: HashSet::new(),
-            labels: Vec::new(),
-            ctx_row: PrincipalLabels::steady(LabelId::EMPTY),
-        }))
+        let objects = (0..n).map(|i| (obj(i), INFO)).collect();
+        Box::new(Engine::new(bench_host(objects, key, versions)))
     }
 
     /// An engine over one object, `obj(0)` (key `key`), and one context, `ed`'s.
@@ -105,19 +93,11 @@ pub mod host {
     /// An engine over one object, `obj(0)` (key `key`), and one context whose bytes are
     /// `bytes`.
     pub fn bytes_engine(bytes: Vec<u8>, key: &SigningKey) -> Box<Engine<BenchHost>> {
-        Box::new(Engine::new(BenchHost {
-            objects: [(obj(0), INFO)].into(),
-            keys: [(KUID, key.verifying_key())].into(),
-            ctx: CTX,
-            versions: vec![bytes],
-            current: AtomicUsize::new(0),
-            now: NOW,
-            started: std::time::Instant::now(),
-            revoked_keys: HashSet::new(),
-            revoked_records: HashSet::new(),
-            labels: Vec::new(),
-            ctx_row: PrincipalLabels::steady(LabelId::EMPTY),
-        }))
+        Box::new(Engine::new(bench_host(
+            [(obj(0), INFO)].into(),
+            key,
+            vec![bytes],
+        )))
     }
 
     /// [`one_object_engine`] on a host whose clock runs (`BenchHost<true>`).
@@ -125,11 +105,26 @@ pub mod host {
         ed: &SecCtxEditor,
         key: &SigningKey,
     ) -> Box<Engine<BenchHost<true>>> {
-        Box::new(Engine::new(BenchHost::<true> {
-            objects: [(obj(0), INFO)].into(),
+        let bytes = ed.encode().expect("benchmark contexts encode");
+        Box::new(Engine::new(bench_host(
+            [(obj(0), INFO)].into(),
+            key,
+            vec![bytes],
+        )))
+    }
+
+    /// A host with `objects` (their key `key`, under [`KUID`]) and context [`CTX`] in
+    /// `versions`, at [`NOW`], nothing revoked, nothing labelled.
+    fn bench_host<const RUNNING: bool>(
+        objects: HashMap<ObjID, ObjectInfo>,
+        key: &SigningKey,
+        versions: Vec<Vec<u8>>,
+    ) -> BenchHost<RUNNING> {
+        BenchHost {
+            objects,
             keys: [(KUID, key.verifying_key())].into(),
             ctx: CTX,
-            versions: vec![ed.encode().expect("benchmark contexts encode")],
+            versions,
             current: AtomicUsize::new(0),
             now: NOW,
             started: std::time::Instant::now(),
@@ -137,7 +132,7 @@ pub mod host {
             revoked_records: HashSet::new(),
             labels: Vec::new(),
             ctx_row: PrincipalLabels::steady(LabelId::EMPTY),
-        }))
+        }
     }
 
     /// An engine whose context holds `k` valid read capabilities for `obj(0)`, all signed with
