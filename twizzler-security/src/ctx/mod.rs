@@ -26,7 +26,7 @@
 //!
 //! - Entry ([`ENTRY_LEN`] bytes): target (16), kind (4: 0 capability, 1 delegation), item
 //!   offset within the heap (4), item length (4). Sorted by target, several per target allowed.
-//!   Within a target the order is free; [`SecCtxEditor`](crate::SecCtxEditor) writes the
+//!   Within a target the order is free; [`SecCtxEditor`] writes the
 //!   capabilities by the offset of their gate, then the other records, so that a data fault
 //!   finds the record for its page by a search ([`EntryIter::start_near_page`]). Readers rely
 //!   on no order within a target.
