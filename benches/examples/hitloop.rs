@@ -4,8 +4,9 @@
 //! paired benchmark builds it; `deny`: a repeated
 //! denial (one badly signed record); `gated`: a page-gated hit (sixteen page records of
 //! adjacent pages, read in turn, as `issue20_hit/gated/16`); `scattered`: sixteen page records that are not
-//! adjacent, read in turn (a miss each, as `issue20_hit/gated_scattered/64`); anything else:
-//! the reproduction of upstream's check.
+//! adjacent, read in turn (a miss each, as `issue20_hit/gated_scattered/64`); `kernel`: the
+//! reproduction of upstream's check with upstream's kernel mutex; anything else: the
+//! reproduction with `spin::Mutex` in its place.
 
 // A benchmark harness: a failed setup stops the run, and its shared fixtures are public
 // to its modules only.
@@ -26,7 +27,7 @@ fn main() {
     let mut args = std::env::args().skip(1);
     let (Some(which), Some(n)) = (args.next(), args.next().and_then(|n| n.parse::<u64>().ok()))
     else {
-        eprintln!("usage: hitloop engine|fresh|deny|gated|scattered|upstream ITERATIONS");
+        eprintln!("usage: hitloop engine|fresh|deny|gated|scattered|upstream|kernel ITERATIONS");
         std::process::exit(2);
     };
     let which = which.as_str();
@@ -36,6 +37,7 @@ fn main() {
     let d = denial_engine(1, &key, &wrong, true);
     let t = SecCtxMgr::new(CTX);
     let up = benches::upstream::SecCtxMgr::with_cached(CTX, 1);
+    let up_kernel = benches::upstream::KernelSecCtxMgr::with_cached(CTX, 1);
     let f = Fault::new(obj(0), INFO, 4096, AccessKind::Read);
     let _ = black_box(e.decide(&t, &f));
     let _ = black_box(d.decide(&t, &f));
@@ -80,6 +82,11 @@ fn main() {
         "deny" => {
             for _ in 0..n {
                 let _ = black_box(d.decide(&t, black_box(&f)));
+            }
+        }
+        "kernel" => {
+            for _ in 0..n {
+                black_box(up_kernel.fault(black_box(obj(0)), black_box(Protections::READ)));
             }
         }
         _ => {

@@ -1,0 +1,119 @@
+//! Reproductions of upstream Twizzler's cached permission check (`src/kernel/src/security.rs`
+//! at `c09e6e38`, and its call in `memory/context/virtmem/fault.rs`), to measure our hit
+//! against in the same run.
+//!
+//! `SecCtxMgr::check_active_access` locks the thread's manager to clone the active context's
+//! `Arc`, locks that context's cache, looks the object up in a `BTreeMap<ObjID, PermsInfo>`
+//! and copies the entry out; the fault handler then tests `provide & !restrict & access ==
+//! access`. Nothing checks expiry, revocation, generations or gates: that is the point of the
+//! comparison. The two reproductions differ only in the lock:
+//!
+//! - [`SecCtxMgr`] (`spin::Mutex`): a *lower bound* on upstream's cost. Upstream's kernel
+//!   mutex is not a spinlock (see [`kernel_lock`]); with one in its place the check is as
+//!   cheap as that code can be.
+//! - [`KernelSecCtxMgr`] ([`kernel_lock::Mutex`]): upstream's kernel mutex, its uncontended
+//!   path operation by operation: what upstream's kernel pays.
+
+pub mod kernel_lock;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use twizzler_capsec::{Expiry, ObjID, PermsInfo, Protections};
+
+/// A lock as the reproduction uses one: `f` on the value, with the lock held.
+pub trait Lock<T> {
+    /// A lock holding `value`.
+    fn new(value: T) -> Self;
+    /// Runs `f` on the value with the lock held.
+    fn with<R>(&self, f: impl FnOnce(&T) -> R) -> R;
+}
+
+impl<T> Lock<T> for spin::Mutex<T> {
+    fn new(value: T) -> Self {
+        spin::Mutex::new(value)
+    }
+    #[inline]
+    fn with<R>(&self, f: impl FnOnce(&T) -> R) -> R {
+        f(&self.lock())
+    }
+}
+
+impl<T> Lock<T> for kernel_lock::Mutex<T> {
+    fn new(value: T) -> Self {
+        kernel_lock::Mutex::new(value)
+    }
+    #[inline]
+    fn with<R>(&self, f: impl FnOnce(&T) -> R) -> R {
+        f(&self.lock())
+    }
+}
+
+/// Upstream's `SecurityContext`, reduced to its cache.
+pub struct SecurityContext<L> {
+    cache: L,
+}
+
+/// Upstream's `SecCtxMgr`: the active context behind a lock `M`, its cache behind a lock `C`.
+pub struct Mgr<M, C> {
+    active: M,
+    active_id: spin::Mutex<ObjID>,
+    _cache: std::marker::PhantomData<C>,
+}
+
+/// The reproduction with `spin::Mutex` in place of upstream's kernel mutex: a lower bound.
+pub type SecCtxMgr = Mgr<spin::Mutex<Arc<SecurityContext<spin::Mutex<Cache>>>>, spin::Mutex<Cache>>;
+
+/// The reproduction with upstream's kernel mutex ([`kernel_lock::Mutex`]).
+pub type KernelSecCtxMgr = Mgr<
+    kernel_lock::Mutex<Arc<SecurityContext<kernel_lock::Mutex<Cache>>>>,
+    kernel_lock::Mutex<Cache>,
+>;
+
+/// A context's cache: upstream's `BTreeMap<ObjID, PermsInfo>`.
+pub type Cache = BTreeMap<ObjID, PermsInfo>;
+
+impl<M, C> Mgr<M, C>
+where
+    M: Lock<Arc<SecurityContext<C>>>,
+    C: Lock<Cache>,
+{
+    /// A thread whose active context `ctx` has cached read-write for objects `0..n`
+    /// ([`crate::host::obj`]).
+    pub fn with_cached(ctx: ObjID, n: u128) -> Self {
+        let cache = (0..n)
+            .map(|i| {
+                let perms = PermsInfo {
+                    ctx,
+                    provide: Protections::READ | Protections::WRITE,
+                    restrict: Protections::empty(),
+                    valid_until: Expiry::NEVER,
+                };
+                (crate::host::obj(i), perms)
+            })
+            .collect();
+        Self {
+            active: M::new(Arc::new(SecurityContext {
+                cache: C::new(cache),
+            })),
+            active_id: spin::Mutex::new(ctx),
+            _cache: std::marker::PhantomData,
+        }
+    }
+
+    /// The active context's id (upstream's `active_id`, a spinlock).
+    pub fn active_id(&self) -> ObjID {
+        *self.active_id.lock()
+    }
+
+    /// Upstream's `check_active_access` on a cached object, then the fault handler's test.
+    /// `None` where upstream would evaluate the context (not cached).
+    #[inline]
+    pub fn fault(&self, target: ObjID, access: Protections) -> Option<PermsInfo> {
+        // `SecCtxMgr::active`: the active context's `Arc`, cloned under the manager's lock.
+        let active = self.active.with(Arc::clone);
+        // `SecurityContext::lookup`: the cache, under its own lock.
+        let perms = active.cache.with(|c| c.get(&target).copied())?;
+        (perms.provide & !perms.restrict & access == access).then_some(perms)
+    }
+}
