@@ -270,6 +270,34 @@ fn hit_on_page<H: kernel_hooks::Host>(
     let _ = black_box(e.decide(thread, black_box(&f)));
 }
 
+/// The hit on one of `n` cached objects (reads of pages 1..=16 in turn) against `up`'s
+/// check of the same object.
+fn upstream_hit_pair<'a, M, C>(
+    (name, b_name): (&'static str, &'static str),
+    e: &'a kernel_hooks::Engine<benches::host::BenchHost>,
+    up: &'a benches::upstream::Mgr<M, C>,
+    n: u128,
+    thread: &'a kernel_hooks::SecCtxMgr,
+) -> Pair<'a>
+where
+    M: benches::upstream::Lock<std::sync::Arc<benches::upstream::SecurityContext<C>>>,
+    C: benches::upstream::Lock<benches::upstream::Cache>,
+{
+    let target = obj(n / 2);
+    assert!(up.fault(target, Protections::READ).is_some());
+    let mut page = 0u64;
+    hit_on_page(e, thread, &mut page);
+    Pair {
+        name,
+        a_name: "Engine::decide hit",
+        b_name,
+        a: Box::new(move || hit_on_page(e, thread, &mut page)),
+        b: Box::new(move || {
+            black_box(up.fault(black_box(target), black_box(Protections::READ)));
+        }),
+    }
+}
+
 fn main() {
     // Accept criterion's command line: skip flags (and the values of those that take one);
     // a bare word is a substring filter.
@@ -479,9 +507,6 @@ fn main() {
             (name, e, benches::upstream::SecCtxMgr::with_cached(CTX, 1))
         })
         .collect();
-    let hit_on = |e: &kernel_hooks::Engine<benches::host::BenchHost>, page: &mut u64| {
-        hit_on_page(e, &thread, page);
-    };
     // A key no record's issuer has: records signed with it fail verification.
     let wrong = SigningKey::generate(SigningScheme::Ed25519, &mut ChaCha20Rng::seed_from_u64(2));
     let granted = fault_engine(1, &ed_sk, false, 1);
@@ -709,19 +734,9 @@ fn main() {
             100 => "issue20/hit/100 vs upstream",
             _ => "issue20/hit/10000 vs upstream",
         };
-        let target = obj(n / 2);
-        assert!(up.fault(target, Protections::READ).is_some());
-        let mut page = 0u64;
-        hit_on(e, &mut page);
-        pairs.push(Pair {
-            name,
-            a_name: "Engine::decide hit",
-            b_name: "upstream check_active_access (reproduced, spin::Mutex for its mutex: a lower bound)",
-            a: Box::new(move || hit_on(e, &mut page)),
-            b: Box::new(move || {
-                black_box(up.fault(black_box(target), black_box(Protections::READ)));
-            }),
-        });
+        let b_name =
+            "upstream check_active_access (reproduced, spin::Mutex for its mutex: a lower bound)";
+        pairs.push(upstream_hit_pair((name, b_name), e, up, *n, &thread));
     }
     for (n, e, up) in &kernel_hits {
         let name: &'static str = match n {
@@ -729,19 +744,8 @@ fn main() {
             100 => "issue20/hit/100 vs upstream kernel mutex",
             _ => "issue20/hit/10000 vs upstream kernel mutex",
         };
-        let target = obj(n / 2);
-        assert!(up.fault(target, Protections::READ).is_some());
-        let mut page = 0u64;
-        hit_on(e, &mut page);
-        pairs.push(Pair {
-            name,
-            a_name: "Engine::decide hit",
-            b_name: "upstream check_active_access (reproduced, upstream's kernel mutex)",
-            a: Box::new(move || hit_on(e, &mut page)),
-            b: Box::new(move || {
-                black_box(up.fault(black_box(target), black_box(Protections::READ)));
-            }),
-        });
+        let b_name = "upstream check_active_access (reproduced, upstream's kernel mutex)";
+        pairs.push(upstream_hit_pair((name, b_name), e, up, *n, &thread));
     }
     for (name, e, up) in &running {
         let thread = &thread;
