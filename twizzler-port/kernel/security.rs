@@ -52,6 +52,12 @@ use crate::{
 mod ctx_write;
 #[cfg(test)]
 mod port_tests;
+/// Upstream's own `security.rs` at the pinned commit, which `cargo xtask twizzler` copies here
+/// from the checkout's git and patches (`twizzler-port/patches/upstream-copy/`), for the
+/// kernel's tests only: the timing test times upstream's cached check beside the engine's
+/// hit, in the same boot. Nothing else uses it; the kernel decides through this adapter.
+#[cfg(test)]
+mod upstream_security;
 
 pub use ctx_write::{FaultScope, fault_scope};
 

@@ -44,6 +44,19 @@ pub(super) const OUR_FILES: [(&str, &str); 8] = [
     ),
 ];
 
+/// Upstream's own `security.rs` at the pinned commit (source), and where it goes in the
+/// checkout beside our adapter, which declares it for the kernel's tests only: the timing
+/// test (`port_tests/timing.rs`) times upstream's cached check on upstream's code, in the
+/// same boot as the engine's hit. It is read from the checkout's git at every run (our
+/// repository holds none of upstream's code) and then patched by [`UPSTREAM_COPY_PATCHES`].
+pub(super) const UPSTREAM_COPY: (&str, &str) = (
+    "src/kernel/src/security.rs",
+    "src/kernel/src/security/upstream_security.rs",
+);
+/// The patches to that copy (under [`PORT_DIR`]): a test-only way to put an entry in a
+/// context's cache, and its benchmark test left out (the port's timing test times it).
+pub(super) const UPSTREAM_COPY_PATCHES: &str = "patches/upstream-copy";
+
 /// Upstream's text of `path` at the pinned commit (so an edit never stacks on an earlier run).
 pub(super) fn pinned_text(repo: &Path, commit: &str, path: &str) -> Result<String, String> {
     let out = Command::new("git")
@@ -239,9 +252,11 @@ pub(super) fn prepare(ws: &Workspace, opts: &Options) -> Result<(), String> {
     )?;
     write(&opts.upstream.join("Cargo.toml"), &manifest)?;
     println!("xtask: wrote the trimmed workspace manifest");
-    // Our new files: removed, so an --upstream-only run after a port run is upstream's (the
-    // first, `security.rs`, is upstream's own file, reset above).
-    for (_, dest) in &OUR_FILES[1..] {
+    // Our new files and the copy of upstream's `security.rs`: removed, so an --upstream-only
+    // run after a port run is upstream's (the first of ours, `security.rs`, is upstream's own
+    // file, reset above).
+    let new_files = OUR_FILES[1..].iter().map(|(_, dest)| dest);
+    for dest in new_files.chain([&UPSTREAM_COPY.1]) {
         let dest = opts.upstream.join(dest);
         if dest.exists() {
             fs::remove_file(&dest).map_err(|e| format!("rm {}: {e}", dest.display()))?;
@@ -259,7 +274,14 @@ pub(super) fn prepare(ws: &Workspace, opts: &Options) -> Result<(), String> {
         write(&to, &text)?;
         println!("xtask: {src} -> {dest}");
     }
-    for p in &port_patches {
+    let (copy_src, copy_dest) = UPSTREAM_COPY;
+    write(
+        &opts.upstream.join(copy_dest),
+        &pinned_text(&opts.upstream, UPSTREAM_COMMIT, copy_src)?,
+    )?;
+    println!("xtask: upstream's {copy_src} at the pinned commit -> {copy_dest}");
+    let copy_patches = patches_in(&port.join(UPSTREAM_COPY_PATCHES))?;
+    for p in port_patches.iter().chain(&copy_patches) {
         apply_patch(&opts.upstream, p)?;
     }
     // The kernel depends on our crates by path: this repository's.

@@ -231,4 +231,40 @@ mod tests {
     pub(super) fn no_suite_output_adds_no_row() {
         assert!(rows_of(&["test port_x: ok"]).is_empty());
     }
+
+    /// Every `port timing:` line is a row of the table, in the order printed, its figure
+    /// after the last `: ` (labels hold commas, parentheses and `'s`).
+    #[test]
+    pub(super) fn timing_lines_are_rows_after_the_hit() {
+        let mut report = Report::default();
+        let mut started = None;
+        for line in [
+            "[log] port timing: hit, kuid in hand: 48970 ns",
+            "[log] port timing: upstream's cached check (check_active_access, upstream's kernel \
+             Mutex): 61234 ns",
+            "[log] port timing: upstream's cached check against our hit: 1.25x",
+        ] {
+            report.feed(line, Duration::ZERO, &mut started);
+        }
+        let mut rows = Vec::new();
+        report.rows(&mut rows, 0);
+        let timings: Vec<_> = rows
+            .iter()
+            .skip_while(|r| !r.0.starts_with("timings in this boot"))
+            .skip(1)
+            .map(|r| (r.0.as_str(), r.1.as_str()))
+            .collect();
+        assert_eq!(
+            timings,
+            [
+                ("  hit, kuid in hand", "48970 ns"),
+                (
+                    "  upstream's cached check (check_active_access, upstream's kernel Mutex)",
+                    "61234 ns"
+                ),
+                ("  upstream's cached check against our hit", "1.25x"),
+            ],
+            "{rows:?}"
+        );
+    }
 }

@@ -1,22 +1,25 @@
 //! Costs in upstream's kernel, printed as `port timing:` lines that `cargo xtask twizzler`
-//! puts in its table: the engine's hit and miss, the `kuid` read the adapter does per fault,
-//! the context lookup a grant with W adds,
-//! one Ed25519 verification by our crate, and upstream's own benchmark (the ECDSA
+//! puts in its table: the engine's hit and miss, upstream's own cached check beside the hit
+//! (and the same lookup behind the kernel's `Spinlock`, to show what upstream's `Mutex`
+//! costs), the `kuid` read the adapter does per fault, the context lookup a grant with W
+//! adds, one Ed25519 verification by our crate, and upstream's own benchmark (the ECDSA
 //! verification its `bench_capability_verification` times, through upstream's
 //! `twizzler_security`) in the same boot. Every figure is the median of several timed
 //! blocks, read with the kernel's `Instant` (under TCG: emulated time, comparable only
 //! within one boot).
 
-use alloc::vec::Vec;
+use alloc::{collections::BTreeMap, sync::Arc, vec::Vec};
 use core::hint::black_box;
 
 use kernel_hooks::{Decision, Fault};
+use twizzler_abi::object::{ObjID, Protections};
 use twizzler_capsec::{AccessKind, Protections as Caps, SecCtxEditor};
 use twizzler_kernel_macros::kernel_test;
+use twizzler_security::PermsInfo;
 
-use super::super::{ENGINE, object_info, to_hooks_id};
+use super::super::{ENGINE, object_info, to_hooks_id, upstream_security};
 use super::{context_object, keyed_object, mint, new_key};
-use crate::instant::Instant;
+use crate::{instant::Instant, spinlock::Spinlock};
 
 /// Nanoseconds per call of `f`, the median over `blocks` blocks of `per_block` calls.
 fn per_call(blocks: usize, per_block: u32, mut f: impl FnMut()) -> u64 {
@@ -31,6 +34,30 @@ fn per_call(blocks: usize, per_block: u32, mut f: impl FnMut()) -> u64 {
     }
     samples.sort_unstable();
     samples.get(samples.len() / 2).copied().unwrap_or(0)
+}
+
+/// Upstream's cached check with the kernel's `Spinlock` where upstream has its `Mutex`, for
+/// reference: our own stand-in with the same steps (the active context's `Arc` cloned under
+/// one lock, the cache's `BTreeMap` read under a second), so that upstream's figure less this
+/// one is what its `Mutex` costs. (The kernel has no `spin` crate of its own; its `Spinlock`
+/// also saves and restores the interrupt state, as the `Mutex`'s inner spinlock does.)
+struct SpinlockedMgr {
+    active: Spinlock<Arc<SpinlockedCtx>>,
+}
+
+/// The context of [`SpinlockedMgr`]: only the cache.
+struct SpinlockedCtx {
+    cache: Spinlock<BTreeMap<ObjID, PermsInfo>>,
+}
+
+impl SpinlockedMgr {
+    /// The cached entry for `target` in the active context, or `default_prots` alone (what
+    /// upstream grants on a miss in a context without an object).
+    fn check(&self, target: ObjID, default_prots: Protections) -> PermsInfo {
+        let active = self.active.lock().clone();
+        let cached = active.cache.lock().get(&target).copied();
+        cached.unwrap_or_else(|| PermsInfo::new(ObjID::new(0), default_prots, Protections::empty()))
+    }
 }
 
 #[kernel_test]
@@ -64,6 +91,48 @@ fn port_timings_in_upstreams_kernel() {
     assert!(matches!(ENGINE.decide(&mgr, &fault), Decision::Map { .. }));
     let hit = per_call(15, 20_000, || {
         let _ = black_box(ENGINE.decide(black_box(&mgr), black_box(&fault)));
+    });
+
+    // Upstream's cached check, on upstream's own code (its `security.rs` at the pinned commit,
+    // which the xtask copies into the checkout as `security/upstream_security.rs`), called as
+    // upstream's fault path calls it (`check_security`): `check_active_access` with the
+    // object's default protections, then the same comparison. It locks upstream's kernel
+    // `Mutex` twice, to clone the active context's `Arc` and to read the cache. The context
+    // has no object behind it (it never caches a lookup itself), so the entry is put in by
+    // the copy's one addition (`patches/upstream-copy/`); the entry names our context object,
+    // which an uncached answer (upstream's `KERNEL_SCTX`) would not.
+    let default_prot = target.check_id().1;
+    let access_kind = Protections::READ;
+    let access_info = upstream_security::AccessInfo {
+        target_id: target.id(),
+        access_kind,
+        // Upstream's lookup reads the target only; the fault path's exec fields are unused.
+        exec_id: None,
+        exec_off: 0,
+    };
+    let cached = PermsInfo::new(ctx, Protections::READ, Protections::empty());
+    let up_ctx = Arc::new(upstream_security::SecurityContext::new(None));
+    up_ctx.port_insert_cached(target.id(), cached);
+    let up_mgr = upstream_security::SecCtxMgr::new(up_ctx);
+    let first = up_mgr.check_active_access(&access_info, default_prot);
+    assert!(
+        first.ctx == ctx && first.provide & !first.restrict & access_kind == access_kind,
+        "upstream's check answers from its cache and grants"
+    );
+    let upstream_hit = per_call(15, 20_000, || {
+        let perms = black_box(&up_mgr).check_active_access(black_box(&access_info), default_prot);
+        black_box(perms.provide & !perms.restrict & access_kind == access_kind);
+    });
+
+    // The same steps behind the kernel's `Spinlock` ([`SpinlockedMgr`]).
+    let spin_mgr = SpinlockedMgr {
+        active: Spinlock::new(Arc::new(SpinlockedCtx {
+            cache: Spinlock::new(BTreeMap::from([(target.id(), cached)])),
+        })),
+    };
+    let spinlocked = per_call(15, 20_000, || {
+        let perms = black_box(&spin_mgr).check(black_box(target.id()), default_prot);
+        black_box(perms.provide & !perms.restrict & access_kind == access_kind);
     });
     let hit_with_kuid = per_call(15, 2_000, || {
         let fault = Fault::new(t, object_info(black_box(&target)), 0x1000, AccessKind::Read);
@@ -120,6 +189,21 @@ fn port_timings_in_upstreams_kernel() {
     });
 
     logln!("port timing: hit, kuid in hand: {} ns", hit);
+    logln!(
+        "port timing: upstream's cached check (check_active_access, upstream's kernel Mutex): {} ns",
+        upstream_hit
+    );
+    logln!(
+        "port timing: the same lookup behind the kernel's Spinlock (for reference): {} ns",
+        spinlocked
+    );
+    // The ratio is what compares across boots (TCG's clock rate differs between boots).
+    let ratio = upstream_hit.saturating_mul(100) / hit.max(1);
+    logln!(
+        "port timing: upstream's cached check against our hit: {}.{:02}x",
+        ratio / 100,
+        ratio % 100
+    );
     logln!(
         "port timing: hit, kuid read per fault (Fault::new; the adapter now uses Fault::lazy): {} ns",
         hit_with_kuid
