@@ -96,7 +96,7 @@ COMMANDS:
         times are in dist-bridge/model/README.md. Installs nothing.
 
     twizzler --upstream <checkout> [--limine <dir>] [--backtracer <dir>] [--smp <n>]
-             [--upstream-only]
+             [--upstream-only] [--release]
         Builds the Twizzler port (twizzler-port/) into upstream Twizzler's kernel and
         runs the kernel's tests under QEMU: checks that <checkout> is at the pinned
         commit; resets the files the port touches to that commit and trims the workspace
@@ -109,6 +109,13 @@ COMMANDS:
         non-zero if any test failed or did not run, the kernel panicked, or it ran
         over 1800 s.
         --upstream-only  builds upstream's own security.rs (build fixes only): the baseline.
+        --release        builds the test binary with `cargo test --release --no-run`: the
+                         workspace's release profile (optimised, with debug information),
+                         the profile upstream ships its kernel with. Without it, the dev
+                         profile (unoptimised: upstream sets no opt-level), whose timings
+                         reflect abstraction more than what the kernel pays. Everything
+                         else (patches, boot, pass/fail) is the same; the binary goes to
+                         release/ instead of debug/ under the checkout's target/kernel*.
         --smp <n>        CPUs for QEMU (default 2).
         Downloads nothing. Where to get the inputs (all public):
           <checkout>      https://github.com/twizzler-operating-system/twizzler at

@@ -43,6 +43,26 @@ pub(super) fn clang_builtin_headers() -> Result<String, String> {
     })
 }
 
+/// Cargo's subcommand and the profile it builds the kernel's tests with. Without `--release`,
+/// the dev profile (unoptimised: upstream's kernel sets no opt-level); with it, the
+/// workspace's release profile (optimised, `debug = true` in the manifest
+/// [`trimmed_manifest`](super::prepare::trimmed_manifest) writes, as in upstream's), the
+/// profile upstream ships its kernel with. Cargo puts each profile's artifacts in their own
+/// directory (`debug/`, `release/`) under the same target directory, and names the test
+/// binary in its JSON messages, so neither build disturbs the other's.
+pub(super) fn cargo_test_args(opts: &Options) -> &'static [&'static str] {
+    if opts.release {
+        &["test", "--release", "--no-run"]
+    } else {
+        &["test", "--no-run"]
+    }
+}
+
+/// The build's cargo command as the table names it (`cargo test --release --no-run`).
+pub(super) fn build_command(opts: &Options) -> String {
+    command_line("cargo", cargo_test_args(opts))
+}
+
 pub(super) fn build(opts: &Options) -> Result<PathBuf, String> {
     let headers = clang_builtin_headers()?;
     let sysroot = write_stub_sysroot(&opts.upstream)?;
@@ -57,18 +77,14 @@ pub(super) fn build(opts: &Options) -> Result<PathBuf, String> {
     };
     let target_dir = opts.upstream.join(target_dir).display().to_string();
     let sysroot = sysroot.display().to_string();
-    let args = [
-        "-n",
-        "19",
-        "cargo",
-        "+nightly",
-        "test",
-        "--no-run",
+    let mut args = vec!["-n", "19", "cargo", "+nightly"];
+    args.extend_from_slice(cargo_test_args(opts));
+    args.extend_from_slice(&[
         "-Zjson-target-spec",
         "--target",
         &spec,
         "--message-format=json-render-diagnostics",
-    ];
+    ]);
     let env = [
         ("TWIZZLER_ABI_BUILTIN_HEADERS", headers.as_str()),
         ("TWIZZLER_ABI_SYSROOTS", sysroot.as_str()),

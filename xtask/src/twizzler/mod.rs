@@ -12,7 +12,8 @@
 //!    needs and (unless `--upstream-only`) the port: our files and the patches at the call
 //!    sites;
 //! 3. build the kernel's test binary (`cargo test --no-run`, `build-std`, upstream's target
-//!    spec), at `nice 19`;
+//!    spec), at `nice 19`; with `--release`, `cargo test --release --no-run` (the profile
+//!    upstream ships its kernel with);
 //! 4. boot it under QEMU (TCG, OVMF, Limine from a FAT directory) with `--tests`, watch the
 //!    serial log, and stop QEMU once the test runner reports (or panics, or times out);
 //! 5. print a table and fail unless every test ran and passed.
@@ -34,7 +35,7 @@ mod report;
 use crate::run::{Workspace, heading};
 use crate::usage_error;
 use boot::boot;
-use build::build;
+use build::{build, build_command};
 use inputs::check_inputs;
 use prepare::prepare;
 use prepare::{OUR_FILES, PORT_DIR};
@@ -59,6 +60,12 @@ struct Options {
     backtracer: PathBuf,
     /// Build upstream as it is (with only the build fixes), for a baseline.
     upstream_only: bool,
+    /// Build the kernel's tests with the workspace's release profile (optimised, with debug
+    /// information) rather than the dev profile `cargo test` uses by default. Upstream's
+    /// kernel sets no opt-level of its own, so the default test binary is unoptimised, and
+    /// its timings (`port_tests/timing.rs`) say more about how much abstraction each side
+    /// has than about what the kernel upstream ships pays.
+    release: bool,
     smp: u32,
 }
 
@@ -68,6 +75,7 @@ impl Options {
         let mut limine = None;
         let mut backtracer = None;
         let mut upstream_only = false;
+        let mut release = false;
         let mut smp = 2;
         let mut it = args.iter();
         while let Some(arg) = it.next() {
@@ -89,6 +97,7 @@ impl Options {
                         .ok_or_else(|| format!("`--smp {v}`: a CPU count from 1 to 8"))?;
                 }
                 "--upstream-only" => upstream_only = true,
+                "--release" => release = true,
                 other => return Err(format!("`twizzler` does not take `{other}`")),
             }
         }
@@ -103,6 +112,7 @@ impl Options {
             limine,
             backtracer,
             upstream_only,
+            release,
             smp,
         })
     }
@@ -156,7 +166,7 @@ fn run_all(
     let t = Instant::now();
     let elf = build(opts)?;
     rows.push((
-        "build (cargo test --no-run, nice 19)".into(),
+        format!("build ({}, nice 19)", build_command(opts)),
         format!("{:.0} s", t.elapsed().as_secs_f64()),
         true,
     ));
@@ -178,4 +188,43 @@ fn run_all(
     let report = boot(opts, &elf)?;
     report.rows(rows, ours_expected);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The options for `args` after `--upstream <this crate's directory>` (which exists, as
+    /// `parse` requires).
+    fn parse(args: &[&str]) -> Result<Options, String> {
+        let mut all = vec![
+            "--upstream".to_owned(),
+            env!("CARGO_MANIFEST_DIR").to_owned(),
+        ];
+        all.extend(args.iter().map(|a| (*a).to_owned()));
+        Options::parse(&all)
+    }
+
+    /// The dev profile unless `--release`; the table's build row names the command run.
+    #[test]
+    fn release_builds_with_the_release_profile_and_the_table_says_so() -> Result<(), String> {
+        let dev = parse(&[])?;
+        assert!(!dev.release);
+        assert_eq!(build_command(&dev), "cargo test --no-run");
+        let release = parse(&["--release", "--smp", "1"])?;
+        assert!(release.release);
+        assert_eq!(release.smp, 1);
+        assert_eq!(build_command(&release), "cargo test --release --no-run");
+        Ok(())
+    }
+
+    #[test]
+    fn an_unknown_option_is_refused() {
+        let err = parse(&["--relase"]).err();
+        assert_eq!(
+            err.as_deref(),
+            Some("`twizzler` does not take `--relase`"),
+            "a misspelt option must not pass for a default"
+        );
+    }
 }
