@@ -286,6 +286,10 @@ impl<T> Mutex<T> {
         let current = current_thread_ref();
         let prev_donated_priority = current.and_then(|t| t.get_donated_priority());
         if let Some(t) = current {
+            // Upstream reads the counter twice: to print a backtrace, then to assert.
+            if t.is_critical() {
+                eprintln!("upstream prints a backtrace here: a mutex locked in a critical section");
+            }
             assert!(
                 !t.is_critical(),
                 "cannot lock a mutex in a critical section"
