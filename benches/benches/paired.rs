@@ -270,6 +270,31 @@ fn hit_on_page<H: kernel_hooks::Host>(
     let _ = black_box(e.decide(thread, black_box(&f)));
 }
 
+/// A number of cached objects, an engine with that many, and a reproduction of upstream's
+/// check with that many.
+type HitFixture<M, C> = (
+    u128,
+    Box<kernel_hooks::Engine<benches::host::BenchHost>>,
+    benches::upstream::Mgr<M, C>,
+);
+
+/// For each of 1, 100 and 10,000 objects that `wanted`: an engine and a reproduction of
+/// upstream's check (with locks `M` and `C`), each with that many objects cached.
+fn hit_fixtures<M, C>(key: &SigningKey, wanted: impl Fn(u128) -> bool) -> Vec<HitFixture<M, C>>
+where
+    M: benches::upstream::Lock<std::sync::Arc<benches::upstream::SecurityContext<C>>>,
+    C: benches::upstream::Lock<benches::upstream::Cache>,
+{
+    [1u128, 100, 10_000]
+        .into_iter()
+        .filter(|n| wanted(*n))
+        .map(|n| {
+            let e = fault_engine(n, key, false, 1);
+            (n, e, benches::upstream::Mgr::with_cached(CTX, n))
+        })
+        .collect()
+}
+
 /// The hit on one of `n` cached objects (reads of pages 1..=16 in turn) against `up`'s
 /// check of the same object.
 fn upstream_hit_pair<'a, M, C>(
@@ -468,26 +493,14 @@ fn main() {
         "issue20/decide_miss/gated_shuffled/1000 vs raw_verify/ed25519_verify_strict/32B";
     let shuffled_1000 =
         wanted(shuffled_name).then(|| page_records_engine(1_000, PageOrder::Shuffled, &ed_sk));
-    let hits: Vec<_> = [1u128, 100, 10_000]
-        .into_iter()
-        .filter(|n| wanted(&format!("issue20/hit/{n} vs upstream")))
-        .map(|n| {
-            let e = fault_engine(n, &ed_sk, false, 1);
-            let up = benches::upstream::SecCtxMgr::with_cached(CTX, n);
-            (n, e, up)
-        })
-        .collect();
-    // The same hits against the reproduction with upstream's kernel mutex in place of
-    // `spin::Mutex` (`benches::upstream::kernel_lock`): what upstream's kernel pays.
-    let kernel_hits: Vec<_> = [1u128, 100, 10_000]
-        .into_iter()
-        .filter(|n| wanted(&format!("issue20/hit/{n} vs upstream kernel mutex")))
-        .map(|n| {
-            let e = fault_engine(n, &ed_sk, false, 1);
-            let up = benches::upstream::KernelSecCtxMgr::with_cached(CTX, n);
-            (n, e, up)
-        })
-        .collect();
+    // The hits at 1, 100 and 10,000 cached objects against each reproduction of upstream's
+    // check: with `spin::Mutex` (a lower bound), and with upstream's kernel mutex
+    // (`benches::upstream::kernel_lock`), what upstream's kernel pays.
+    let hits: Vec<(_, _, benches::upstream::SecCtxMgr)> =
+        hit_fixtures(&ed_sk, |n| wanted(&format!("issue20/hit/{n} vs upstream")));
+    let kernel_hits: Vec<(_, _, benches::upstream::KernelSecCtxMgr)> = hit_fixtures(&ed_sk, |n| {
+        wanted(&format!("issue20/hit/{n} vs upstream kernel mutex"))
+    });
     // The hit at one object on a host whose clock runs (`BenchHost<true>`: the
     // operating system's monotonic clock, as a kernel reads its own), for a capability that
     // never expires and for one that expires in a day: what the clock read costs the hit.
