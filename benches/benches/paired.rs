@@ -31,6 +31,7 @@ mod difc;
 
 use benches::OneKey;
 use benches::host::{CTX, fault_engine, obj};
+use benches::upstream::{KernelMutex, LockKind, Spin};
 use rand_chacha::ChaCha20Rng;
 use rand_chacha::rand_core::SeedableRng;
 use twizzler_capsec::{
@@ -272,19 +273,22 @@ fn hit_on_page<H: kernel_hooks::Host>(
 
 /// A number of cached objects, an engine with that many, and a reproduction of upstream's
 /// check with that many.
-type HitFixture<M, C> = (
+type HitFixture<K> = (
     u128,
     Box<kernel_hooks::Engine<benches::host::BenchHost>>,
-    benches::upstream::Mgr<M, C>,
+    benches::upstream::Mgr<K>,
 );
 
+/// The reproduction's side of a pair against the spinlocked version of upstream's check.
+const UPSTREAM_SPIN: &str =
+    "upstream check_active_access (reproduced, spin::Mutex for its mutex: a lower bound)";
+
 /// For each of 1, 100 and 10,000 objects that `wanted`: an engine and a reproduction of
-/// upstream's check (with locks `M` and `C`), each with that many objects cached.
-fn hit_fixtures<M, C>(key: &SigningKey, wanted: impl Fn(u128) -> bool) -> Vec<HitFixture<M, C>>
-where
-    M: benches::upstream::Lock<std::sync::Arc<benches::upstream::SecurityContext<C>>>,
-    C: benches::upstream::Lock<benches::upstream::Cache>,
-{
+/// upstream's check (with locks of kind `K`), each with that many objects cached.
+fn hit_fixtures<K: LockKind>(
+    key: &SigningKey,
+    wanted: impl Fn(u128) -> bool,
+) -> Vec<HitFixture<K>> {
     [1u128, 100, 10_000]
         .into_iter()
         .filter(|n| wanted(*n))
@@ -297,17 +301,13 @@ where
 
 /// The hit on one of `n` cached objects (reads of pages 1..=16 in turn) against `up`'s
 /// check of the same object.
-fn upstream_hit_pair<'a, M, C>(
+fn upstream_hit_pair<'a, K: LockKind>(
     (name, b_name): (&'static str, &'static str),
     e: &'a kernel_hooks::Engine<benches::host::BenchHost>,
-    up: &'a benches::upstream::Mgr<M, C>,
+    up: &'a benches::upstream::Mgr<K>,
     n: u128,
     thread: &'a kernel_hooks::SecCtxMgr,
-) -> Pair<'a>
-where
-    M: benches::upstream::Lock<std::sync::Arc<benches::upstream::SecurityContext<C>>>,
-    C: benches::upstream::Lock<benches::upstream::Cache>,
-{
+) -> Pair<'a> {
     let target = obj(n / 2);
     assert!(up.fault(target, Protections::READ).is_some());
     let mut page = 0u64;
@@ -496,9 +496,8 @@ fn main() {
     // The hits at 1, 100 and 10,000 cached objects against each reproduction of upstream's
     // check: with `spin::Mutex` (a lower bound), and with upstream's kernel mutex
     // (`benches::upstream::kernel_lock`), what upstream's kernel pays.
-    let hits: Vec<(_, _, benches::upstream::SecCtxMgr)> =
-        hit_fixtures(&ed_sk, |n| wanted(&format!("issue20/hit/{n} vs upstream")));
-    let kernel_hits: Vec<(_, _, benches::upstream::KernelSecCtxMgr)> = hit_fixtures(&ed_sk, |n| {
+    let hits = hit_fixtures::<Spin>(&ed_sk, |n| wanted(&format!("issue20/hit/{n} vs upstream")));
+    let kernel_hits = hit_fixtures::<KernelMutex>(&ed_sk, |n| {
         wanted(&format!("issue20/hit/{n} vs upstream kernel mutex"))
     });
     // The hit at one object on a host whose clock runs (`BenchHost<true>`: the
@@ -747,9 +746,7 @@ fn main() {
             100 => "issue20/hit/100 vs upstream",
             _ => "issue20/hit/10000 vs upstream",
         };
-        let b_name =
-            "upstream check_active_access (reproduced, spin::Mutex for its mutex: a lower bound)";
-        pairs.push(upstream_hit_pair((name, b_name), e, up, *n, &thread));
+        pairs.push(upstream_hit_pair((name, UPSTREAM_SPIN), e, up, *n, &thread));
     }
     for (n, e, up) in &kernel_hits {
         let name: &'static str = match n {
@@ -770,7 +767,7 @@ fn main() {
         pairs.push(Pair {
             name,
             a_name: "Engine::decide hit, the host's clock running",
-            b_name: "upstream check_active_access (reproduced, spin::Mutex for its mutex: a lower bound)",
+            b_name: UPSTREAM_SPIN,
             a: Box::new(move || hit_on(e, &mut page)),
             b: Box::new(move || {
                 black_box(up.fault(black_box(obj(0)), black_box(Protections::READ)));

@@ -17,7 +17,7 @@
 //!   serving ticket, a `SeqCst` store of the locker's location, then a release store);
 //! - record the owner: a clone of the thread's `Arc` (a locked add), dropped at release (a
 //!   locked subtract);
-//! - at the guard's drop, clear the donated priority (`fetch_and`, `SeqCst`), then release:
+//! - at the guard's drop, clear any donated priority (`fetch_and`, `SeqCst`), then release:
 //!   the queue's spinlock again, the critical section again, the owner dropped.
 //!
 //! In all: 6 `mfence`s, 6 `pushfq`/`popfq` pairs and 11 locked read-modify-writes per lock
@@ -30,65 +30,70 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering, fence};
 
-/// Upstream's `Thread`, reduced to the fields its mutex reads and writes.
+/// A kernel thread as upstream's mutex sees it: the fields it reads and writes on every
+/// lock and unlock.
 pub struct Thread {
+    /// Thread flags; one bit says a priority was donated.
     flags: AtomicU32,
-    critical_counter: AtomicU64,
-    donated_priority: AtomicU32,
-    /// Stands for upstream's `mutex_link: AtomicLink` (whose `is_linked` is an atomic load).
-    mutex_linked: AtomicBool,
+    /// Nesting depth of critical sections.
+    critical: AtomicU64,
+    /// The donated priority, [`NO_PRIORITY`] when none.
+    donated: AtomicU32,
+    /// Whether the thread waits on some mutex's sleep queue (upstream's intrusive link,
+    /// tested with one atomic load).
+    queued: AtomicBool,
 }
 
-/// Upstream's `THREAD_HAS_DONATED_PRIORITY` flag.
-const HAS_DONATED_PRIORITY: u32 = 1 << 4;
+/// The flag bit that says a priority was donated to the thread.
+const DONATED: u32 = 1 << 4;
+/// The donated priority's value when there is none.
+const NO_PRIORITY: u32 = u32::MAX;
 
 impl Thread {
     fn new() -> Self {
         Self {
             flags: AtomicU32::new(0),
-            critical_counter: AtomicU64::new(0),
-            donated_priority: AtomicU32::new(u32::MAX),
-            mutex_linked: AtomicBool::new(false),
+            critical: AtomicU64::new(0),
+            donated: AtomicU32::new(NO_PRIORITY),
+            queued: AtomicBool::new(false),
         }
     }
 
-    fn is_critical(&self) -> bool {
-        self.critical_counter.load(Ordering::SeqCst) > 0
+    /// Whether the thread is inside a critical section (one `SeqCst` load).
+    fn in_critical(&self) -> bool {
+        self.critical.load(Ordering::SeqCst) != 0
     }
 
-    fn enter_critical(&self) -> CriticalGuard<'_> {
-        self.critical_counter.fetch_add(1, Ordering::SeqCst);
-        CriticalGuard(self)
+    /// Enters a critical section (a locked add), left when the guard drops (another).
+    fn critical_section(&self) -> Critical<'_> {
+        self.critical.fetch_add(1, Ordering::SeqCst);
+        Critical(self)
     }
 
-    fn get_donated_priority(&self) -> Option<u32> {
-        if self.flags.load(Ordering::SeqCst) & HAS_DONATED_PRIORITY != 0 {
-            let d = self.donated_priority.load(Ordering::SeqCst);
-            (d != u32::MAX).then_some(d)
-        } else {
-            None
-        }
+    /// The donated priority: the flags loaded, and the priority only if the bit is set.
+    fn donation(&self) -> Option<u32> {
+        let donated = self.flags.load(Ordering::SeqCst) & DONATED != 0;
+        donated
+            .then(|| self.donated.load(Ordering::SeqCst))
+            .filter(|p| *p != NO_PRIORITY)
     }
 
-    fn remove_donated_priority(&self) {
-        if self
-            .flags
-            .fetch_and(!HAS_DONATED_PRIORITY, Ordering::SeqCst)
-            & HAS_DONATED_PRIORITY
-            != 0
-        {
-            self.donated_priority.store(u32::MAX, Ordering::SeqCst);
+    /// Clears the donation bit (a locked `fetch_and`), and the priority if the bit was set.
+    fn clear_donation(&self) {
+        let before = self.flags.fetch_and(!DONATED, Ordering::SeqCst);
+        if before & DONATED != 0 {
+            self.donated.store(NO_PRIORITY, Ordering::SeqCst);
         }
     }
 }
 
-/// Upstream's `CriticalGuard`: leaves the critical section when dropped.
-struct CriticalGuard<'a>(&'a Thread);
+/// A critical section of a [`Thread`], left when dropped.
+struct Critical<'a>(&'a Thread);
 
-impl Drop for CriticalGuard<'_> {
+impl Drop for Critical<'_> {
     fn drop(&mut self) {
-        let was = self.0.critical_counter.fetch_sub(1, Ordering::SeqCst);
-        assert!(was > 0, "critical underflow");
+        let depth = self.0.critical.fetch_sub(1, Ordering::SeqCst);
+        assert!(depth > 0, "left a critical section never entered");
     }
 }
 
@@ -98,8 +103,9 @@ thread_local! {
     static CURRENT: &'static Arc<Thread> = Box::leak(Box::new(Arc::new(Thread::new())));
 }
 
-/// Upstream's `current_thread_ref`.
-fn current_thread_ref() -> Option<&'static Arc<Thread>> {
+/// The running thread, as upstream's `current_thread_ref` finds it: an acquire fence, then
+/// the per-CPU (here per-thread) pointer.
+fn current_thread() -> Option<&'static Arc<Thread>> {
     fence(Ordering::Acquire);
     CURRENT.try_with(|t| *t).ok()
 }
@@ -237,10 +243,10 @@ impl<T> Drop for SpinGuard<'_, T> {
     }
 }
 
-/// Upstream's mutex's sleep queue, reduced to what its uncontended path reads and writes.
+/// A mutex's waiters' side, reduced to what the uncontended path reads and writes (the model
+/// never puts a thread to sleep, so it keeps no list of sleepers).
 struct SleepQueue {
-    /// Upstream keeps the sleeping threads here; the model never sleeps one.
-    sleepers: usize,
+    /// The highest priority among the sleepers, donated to the owner.
     pri: Option<u32>,
     owner: Option<Arc<Thread>>,
     owned: bool,
@@ -269,7 +275,6 @@ impl<T> Mutex<T> {
     pub fn new(data: T) -> Self {
         Self {
             queue: Spinlock::new(SleepQueue {
-                sleepers: 0,
                 pri: None,
                 owner: None,
                 owned: false,
@@ -283,28 +288,23 @@ impl<T> Mutex<T> {
     /// this yields.
     #[track_caller]
     pub fn lock(&self) -> MutexGuard<'_, T> {
-        let current = current_thread_ref();
-        let prev_donated_priority = current.and_then(|t| t.get_donated_priority());
+        let current = current_thread();
+        let prev_donated_priority = current.and_then(|t| t.donation());
         if let Some(t) = current {
-            // Upstream reads the counter twice: to print a backtrace, then to assert.
-            if t.is_critical() {
-                eprintln!("upstream prints a backtrace here: a mutex locked in a critical section");
-            }
+            assert!(!t.in_critical(), "a mutex locked in a critical section");
             assert!(
-                !t.is_critical(),
-                "cannot lock a mutex in a critical section"
+                !t.queued.load(Ordering::Relaxed),
+                "a thread already waiting"
             );
-            assert!(!t.mutex_linked.load(Ordering::Relaxed));
         }
         let interrupts = interrupt::disable();
         loop {
-            let critical = current.map(|t| t.enter_critical());
+            let critical = current.map(|t| t.critical_section());
             let mut queue = self.queue.lock();
             if !queue.owned {
+                // (Upstream donates `queue.pri` to the new owner here: always `None` in the
+                // model, which never has sleepers.)
                 queue.owned = true;
-                if let (Some(_), Some(_)) = (current, queue.pri) {
-                    // Upstream donates the sleepers' priority here; nobody sleeps in the model.
-                }
                 queue.owner = current.cloned();
                 // SAFETY: `owned` was just set under the queue's lock: this thread owns the
                 // mutex.
@@ -329,10 +329,9 @@ impl<T> Mutex<T> {
         let mut queue = self.queue.lock();
         queue.owner = None;
         queue.owned = false;
-        let critical = current_thread_ref().map(|t| t.enter_critical());
-        if queue.sleepers == 0 {
-            queue.pri = None;
-        }
+        let critical = current_thread().map(|t| t.critical_section());
+        // Upstream wakes the first sleeper, if any; with none it forgets their priority.
+        queue.pri = None;
         drop(critical);
     }
 }
@@ -354,10 +353,12 @@ impl<T> std::ops::DerefMut for MutexGuard<'_, T> {
 
 impl<T> Drop for MutexGuard<'_, T> {
     fn drop(&mut self) {
-        if self.prev_donated_priority.is_some() {
-            // Upstream restores the donated priority; none is ever donated in the model.
-        } else if let Some(t) = current_thread_ref() {
-            t.remove_donated_priority();
+        // With a priority donated before the lock, upstream restores it; none is ever
+        // donated in the model, so the guard clears the donation, as upstream's does then.
+        if self.prev_donated_priority.is_none()
+            && let Some(t) = current_thread()
+        {
+            t.clear_donation();
         }
         self.lock.release();
     }
@@ -378,8 +379,8 @@ mod tests {
                         let mut g = m.lock();
                         *g += 1;
                     }
-                    let t = current_thread_ref().expect("a current thread");
-                    assert!(!t.is_critical(), "every critical section was left");
+                    let t = current_thread().expect("a current thread");
+                    assert!(!t.in_critical(), "every critical section was left");
                 })
             })
             .collect();
@@ -393,6 +394,8 @@ mod tests {
         );
     }
 
+    /// `pushfq`/`popfq` run in user mode without a fault, and the flag the model clears
+    /// reads as it was: the processor ignores the change outside ring 0.
     #[test]
     fn interrupts_stay_as_user_mode_has_them() {
         let before = interrupt::disable();

@@ -6,7 +6,7 @@
 //! `Arc`, locks that context's cache, looks the object up in a `BTreeMap<ObjID, PermsInfo>`
 //! and copies the entry out; the fault handler then tests `provide & !restrict & access ==
 //! access`. Nothing checks expiry, revocation, generations or gates: that is the point of the
-//! comparison. The two reproductions differ only in the lock:
+//! comparison. The two reproductions differ only in the lock ([`LockKind`]):
 //!
 //! - [`SecCtxMgr`] (`spin::Mutex`): a *lower bound* on upstream's cost. Upstream's kernel
 //!   mutex is not a spinlock (see [`kernel_lock`]); with one in its place the check is as
@@ -49,35 +49,46 @@ impl<T> Lock<T> for kernel_lock::Mutex<T> {
     }
 }
 
-/// Upstream's `SecurityContext`, reduced to its cache.
-pub struct SecurityContext<L> {
-    cache: L,
+/// Which lock a reproduction takes where upstream takes its kernel mutex.
+pub trait LockKind {
+    /// The lock around a value of type `T`.
+    type Lock<T>: Lock<T>;
 }
 
-/// Upstream's `SecCtxMgr`: the active context behind a lock `M`, its cache behind a lock `C`.
-pub struct Mgr<M, C> {
-    active: M,
-    active_id: spin::Mutex<ObjID>,
-    _cache: std::marker::PhantomData<C>,
+/// `spin::Mutex`: the lower bound.
+pub struct Spin;
+
+impl LockKind for Spin {
+    type Lock<T> = spin::Mutex<T>;
 }
 
-/// The reproduction with `spin::Mutex` in place of upstream's kernel mutex: a lower bound.
-pub type SecCtxMgr = Mgr<spin::Mutex<Arc<SecurityContext<spin::Mutex<Cache>>>>, spin::Mutex<Cache>>;
+/// Upstream's kernel mutex, modelled ([`kernel_lock::Mutex`]).
+pub struct KernelMutex;
 
-/// The reproduction with upstream's kernel mutex ([`kernel_lock::Mutex`]).
-pub type KernelSecCtxMgr = Mgr<
-    kernel_lock::Mutex<Arc<SecurityContext<kernel_lock::Mutex<Cache>>>>,
-    kernel_lock::Mutex<Cache>,
->;
+impl LockKind for KernelMutex {
+    type Lock<T> = kernel_lock::Mutex<T>;
+}
 
 /// A context's cache: upstream's `BTreeMap<ObjID, PermsInfo>`.
 pub type Cache = BTreeMap<ObjID, PermsInfo>;
 
-impl<M, C> Mgr<M, C>
-where
-    M: Lock<Arc<SecurityContext<C>>>,
-    C: Lock<Cache>,
-{
+/// Upstream's `SecurityContext`, reduced to its cache.
+pub struct SecurityContext<K: LockKind> {
+    cache: K::Lock<Cache>,
+}
+
+/// Upstream's `SecCtxMgr`, reduced to the active context behind its lock.
+pub struct Mgr<K: LockKind> {
+    active: K::Lock<Arc<SecurityContext<K>>>,
+}
+
+/// The reproduction with `spin::Mutex` in place of upstream's kernel mutex: a lower bound.
+pub type SecCtxMgr = Mgr<Spin>;
+
+/// The reproduction with upstream's kernel mutex ([`kernel_lock::Mutex`]).
+pub type KernelSecCtxMgr = Mgr<KernelMutex>;
+
+impl<K: LockKind> Mgr<K> {
     /// A thread whose active context `ctx` has cached read-write for objects `0..n`
     /// ([`crate::host::obj`]).
     pub fn with_cached(ctx: ObjID, n: u128) -> Self {
@@ -93,17 +104,10 @@ where
             })
             .collect();
         Self {
-            active: M::new(Arc::new(SecurityContext {
-                cache: C::new(cache),
+            active: Lock::new(Arc::new(SecurityContext {
+                cache: Lock::new(cache),
             })),
-            active_id: spin::Mutex::new(ctx),
-            _cache: std::marker::PhantomData,
         }
-    }
-
-    /// The active context's id (upstream's `active_id`, a spinlock).
-    pub fn active_id(&self) -> ObjID {
-        *self.active_id.lock()
     }
 
     /// Upstream's `check_active_access` on a cached object, then the fault handler's test.
